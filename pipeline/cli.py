@@ -1,0 +1,299 @@
+"""``motifgrid`` command line.
+
+Every user error (bad file, bad argument, refused output) ends with one line on stderr and exit
+status 2; nothing that looks finished is left behind.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import dask.config
+
+from pipeline import __version__
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    pass
+
+
+def _pvalue(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not (0.0 < v < 1.0):
+        raise argparse.ArgumentTypeError(f"a p-value must be in (0, 1), got {s}")
+    return v
+
+
+def _nonneg(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
+    if not v >= 0 or v != v or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
+    return v
+
+
+def _posint(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
+    return v
+
+
+def _nonnegint(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
+    return v
+
+
+def _cluster_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cluster")
+    g.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler (tcp://host:port)")
+    g.add_argument("--scheduler-file", metavar="FILE", help="use the scheduler described in this file")
+    g.add_argument("--workers", type=_posint, metavar="N", help="local cluster size (default: one per core / GPU)")
+    g.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
+                   help="where the workers compute (default: GPUs when present, else CPU)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors as one line (``motifgrid scan: error: ...``), exit status 2; ``-h`` shows the usage."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    cfg = dask.config.get("motifgrid")
+    p = _Parser(prog="motifgrid", description="Genome-scale TF motif analysis on Dask (CPU or GPU).")
+    p.add_argument("--version", action="version", version=f"motifgrid {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    s = sub.add_parser("ingest", help="FASTA (plain, gzip, bgzip) → Zarr genome store of overlapping blocks")
+    s.add_argument("fasta")
+    s.add_argument("store")
+    s.add_argument("--block-size", type=_posint, default=cfg["ingest"]["block-size"])
+    s.add_argument("--halo", type=_nonnegint, default=cfg["ingest"]["halo"], help="overlap; >= longest motif - 1")
+
+    s = sub.add_parser("scan", help="scan a genome store with a motif set → hive-partitioned Parquet hits")
+    s.add_argument("store")
+    s.add_argument("motifs", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or a release like JASPAR2024:CORE:vertebrates")
+    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"])
+    s.add_argument("--out", required=True, metavar="HITS")
+    s.add_argument("--background", default=cfg["scan"]["background"], help="uniform | genome | FILE | a,c,g,t")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
+    s.add_argument("--resume", action="store_true", help="complete an interrupted scan into HITS")
+    s.add_argument("--no-progress", action="store_true")
+    _cluster_args(s)
+
+    s = sub.add_parser("thresholds", help="exact score thresholds (and achieved p-values) per motif and strand")
+    s.add_argument("motifs")
+    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"])
+    s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t (genome needs --store)")
+    s.add_argument("--store", help="genome store, for --background genome")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
+    s.add_argument("-o", "--out", help="TSV file (default: stdout)")
+    _cluster_args(s)
+
+    s = sub.add_parser("export", help="hits dataset → BED, FIMO TSV or GFF3")
+    s.add_argument("hits")
+    s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True)
+    s.add_argument("-o", "--out", required=True)
+
+    s = sub.add_parser("demo", help="ingest the bundled genome slice and scan it with JASPAR 2024 CORE vertebrates")
+    s.add_argument("--dir", default="motifgrid-demo", help="working folder (default: ./motifgrid-demo)")
+    s.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates")
+    s.add_argument("--pvalue", type=_pvalue, default=1e-4)
+    _cluster_args(s)
+    return p
+
+
+# ------------------------------------------------------------------------------------ commands
+def _console():
+    from rich.console import Console  # noqa: PLC0415
+
+    return Console(stderr=True)
+
+
+def cmd_ingest(a) -> int:
+    from pipeline.genome import ingest  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    g = ingest(a.fasta, a.store, block_size=a.block_size, halo=a.halo)
+    n_blocks = sum(c["n_blocks"] for c in g.contigs)
+    bg = g.background
+    print(f"ingested {a.fasta} → {a.store}: {len(g.contigs)} contigs, {g.total_length:,} bp, {n_blocks} blocks "
+          f"of {g.block_size:,} (+{g.halo} halo), background A={bg[0]:.3f} C={bg[1]:.3f} G={bg[2]:.3f} "
+          f"T={bg[3]:.3f}, N={g.attrs['base_counts']['N']:,}, {time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+def _client_kwargs(a):
+    dev = None if a.device == "auto" else a.device
+    return dict(scheduler=a.scheduler, scheduler_file=a.scheduler_file, n_workers=a.workers, device=dev)
+
+
+def cmd_scan(a, console=None) -> int:
+    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.scan import run_scan  # noqa: PLC0415
+
+    console = console or _console()
+    command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    with get_client(**_client_kwargs(a), quiet=True) as (client, device):
+        console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
+                      f"worker(s); dashboard: {client.dashboard_link}")
+        res = run_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
+                       pseudocount=a.pseudocount, client=client, device=device, resume=a.resume,
+                       progress=not a.no_progress, command=command, console=console)
+    _print_summary(res, console)
+    return 0
+
+
+def _print_summary(res, console) -> None:
+    import json  # noqa: PLC0415
+
+    s = json.loads(Path(res.out, "_summary.json").read_text())
+    rate = res.scores / res.seconds if res.seconds and res.scores else 0.0
+    console.print(f"done: {s['blocks']} blocks ({res.blocks_skipped} already finished), {s['hits']:,} hits, "
+                  f"{res.seconds:.1f}s, {rate:.3g} window scores/s "
+                  f"({res.column_scores / res.seconds if res.seconds else 0:.3g} column scores/s) on {res.device}")
+    if res.unreachable:
+        console.print(f"{len(res.unreachable)} motif(s) cannot reach the p-value on some strand and report no hits there: "
+                      + ", ".join(res.unreachable[:10]) + (" …" if len(res.unreachable) > 10 else ""))
+    console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.parquet  "
+                  f"· thresholds: {res.out}/_thresholds.parquet")
+
+
+def cmd_thresholds(a) -> int:
+    import numpy as np  # noqa: PLC0415
+
+    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.genome import GenomeStore  # noqa: PLC0415
+    from pipeline.motifs import read_background  # noqa: PLC0415
+    from pipeline.scan import MotifSet, _thresholds_table, row_thresholds  # noqa: PLC0415
+
+    gbg = GenomeStore(a.store).background if a.store else None
+    bg = read_background(a.background, genome_background=gbg)
+    mset = MotifSet.load(a.motifs, bg, a.pseudocount)
+    kw = _client_kwargs(a)
+    kw["device"] = "cpu"
+    with get_client(**kw, quiet=True) as (client, _):
+        tables = row_thresholds(mset, a.pvalue, client=client)
+    _, _, strands = mset.rows()
+    t = _thresholds_table(mset, tables, strands)
+    cols = t.column_names
+    lines = ["\t".join(cols)]
+    for row in zip(*(t.column(c).to_pylist() for c in cols)):
+        lines.append("\t".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+    text = "\n".join(lines) + "\n"
+    if a.out:
+        tmp = a.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, a.out)
+    else:
+        sys.stdout.write(text)
+    n_unreach = int(np.sum(~np.asarray(t.column("reachable").to_pylist())))
+    print(f"{len(mset.ids)} motifs, {t.num_rows} motif-strands, {n_unreach} cannot reach p={a.pvalue}", file=sys.stderr)
+    return 0
+
+
+def cmd_export(a) -> int:
+    from pipeline.export import export  # noqa: PLC0415
+
+    n = export(a.hits, a.format, a.out)
+    print(f"wrote {n:,} hits to {a.out} ({a.format})")
+    return 0
+
+
+def cmd_demo(a) -> int:
+    from pipeline.genome import GenomeStore, ingest  # noqa: PLC0415
+
+    console = _console()
+    d = Path(a.dir)
+    d.mkdir(parents=True, exist_ok=True)
+    fasta = Path(__file__).parent / "data" / "hs37_chrX_20-22Mb.fa.gz"
+    store = d / "genome.zarr"
+    if not store.exists():
+        console.print(f"ingesting the bundled genome slice {fasta.name} (human GRCh37 chrX:20,000,001-22,000,000) → {store}")
+        ingest(fasta, store, block_size=262_144)
+    else:
+        GenomeStore(store)
+    hits = d / "hits"
+    a.store, a.out, a.background, a.pseudocount = str(store), str(hits), "uniform", 0.1
+    a.resume, a.no_progress = True, False
+    console.print(f"scanning with {a.motifs}, p < {a.pvalue}, both strands")
+    cmd_scan(a, console=console)
+    _demo_report(hits, console)
+    return 0
+
+
+def _demo_report(hits: Path, console) -> None:
+    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    ms = pq.read_table(hits / "_motif_summary.parquet").sort_by([("hits", "descending")]).slice(0, 5)
+    console.print("motifs with the most hits: " + ", ".join(
+        f"{n} ({i}) {h:,}" for i, n, h in zip(ms["motif_id"].to_pylist(), ms["motif_name"].to_pylist(),
+                                              ms["hits"].to_pylist())))
+    from pipeline.scan import read_hits  # noqa: PLC0415
+
+    t = read_hits(str(hits), columns=["chrom", "start", "end", "strand", "motif_name", "score", "pvalue"])
+    best = t.take(pc.sort_indices(t, sort_keys=[("pvalue", "ascending")])[:3])
+    for r in best.to_pylist():
+        console.print(f"  strongest: {r['motif_name']} at {r['chrom']}:{r['start']:,}-{r['end']:,} ({r['strand']}) "
+                      f"score {r['score']:.2f} p={r['pvalue']:.2g}")
+    console.print("look at them: python -c \"import pandas as pd; print(pd.read_parquet('"
+                  f"{hits}').head())\"  ·  motifgrid export {hits} --format bed -o hits.bed")
+
+
+COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "export": cmd_export,
+            "demo": cmd_demo}
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    from pipeline.export import ExportError  # noqa: PLC0415
+    from pipeline.genome import GenomeError  # noqa: PLC0415
+    from pipeline.motifs import MotifError  # noqa: PLC0415
+    from pipeline.scan import ScanError  # noqa: PLC0415
+
+    try:
+        return COMMANDS[a.cmd](a) or 0
+    except (GenomeError, MotifError, ScanError, ExportError, UserError) as e:
+        print(f"motifgrid {a.cmd}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except FileNotFoundError as e:
+        print(f"motifgrid {a.cmd}: error: {e.filename}: no such file or directory", file=sys.stderr)
+        return EXIT_USAGE
+    except PermissionError as e:
+        print(f"motifgrid {a.cmd}: error: {e.filename}: permission denied", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        print(f"motifgrid {a.cmd}: error: {e.strerror or e} {('(' + str(e.filename) + ')') if e.filename else ''}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"motifgrid {a.cmd}: interrupted; finished blocks are kept (rerun with --resume)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The one place that yields a ``distributed.Client``.
+
+An existing scheduler (``--scheduler ADDRESS`` or ``--scheduler-file``) is used as it is; otherwise a
+``LocalCUDACluster`` (one worker per GPU) when GPUs are present and wanted, else a ``LocalCluster`` of
+single-threaded worker processes (BLAS pinned to one thread each by the nanny).  Local clusters listen
+on 127.0.0.1 only.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import dask.config
+
+from workers.backend import gpu_available
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        return os.cpu_count() or 1
+
+
+def worker_device(client) -> str:
+    """'gpu' when every worker of the cluster reports a CUDA device (dask-cuda sets it), else 'cpu'."""
+    def probe():
+        from workers.backend import gpu_available as ga  # noqa: PLC0415
+        return ga()
+    try:
+        res = client.run(probe)
+    except Exception:
+        return "cpu"
+    return "gpu" if res and all(res.values()) else "cpu"
+
+
+@contextlib.contextmanager
+def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
+               device: str | None = None, threads_per_worker: int = 1, processes: bool = True,
+               security=None, quiet: bool = False):
+    """Yield ``(client, device)`` where device is what the workers will compute on."""
+    from distributed import Client, LocalCluster  # noqa: PLC0415
+
+    if scheduler or scheduler_file:
+        kw = {"security": security} if security is not None else {}
+        client = Client(address=scheduler, scheduler_file=scheduler_file, **kw)
+        try:
+            dev = device or worker_device(client)
+            yield client, dev
+        finally:
+            client.close()
+        return
+    host = dask.config.get("motifgrid.cluster.host")
+    dash = dask.config.get("motifgrid.cluster.dashboard-address")
+    want_gpu = device == "gpu" or (device in (None, "auto") and gpu_available())
+    if want_gpu:
+        from dask_cuda import LocalCUDACluster  # noqa: PLC0415
+
+        kw = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")} if os.environ.get("CUDA_VISIBLE_DEVICES") else {}
+        if n_workers:
+            kw["n_workers"] = n_workers
+        cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=max(1, threads_per_worker),
+                                   silence_logs="error" if quiet else "warning", **kw)
+        dev = "gpu"
+    else:
+        n = n_workers or _cpu_count()
+        cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=processes, host=host,
+                               dashboard_address=dash, silence_logs="error" if quiet else "warning")
+        dev = "cpu"
+    client = Client(cluster)
+    try:
+        yield client, dev
+    finally:
+        client.close()
+        cluster.close()

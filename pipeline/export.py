@@ -1,0 +1,135 @@
+"""Hits dataset → BED, FIMO TSV or GFF3, streamed block file by block file (bounded memory).
+
+BED is BED6+2: chrom, start, end, motif_id, score, strand, p-value, motif_name.
+Coordinates inside motifgrid are 0-based half-open on the forward strand.  BED keeps them; FIMO TSV
+and GFF3 are 1-based inclusive (start + 1, end).  Files are visited in genome order (contig order of
+the store, then block order), so each output is sorted by contig and start.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow.parquet as pq
+
+FORMATS = ("bed", "fimo", "gff3")
+_COMP = str.maketrans("ACGTN", "TGCAN")
+
+
+class ExportError(ValueError):
+    pass
+
+
+def _ordered_files(hits: str):
+    """(chrom, path) of every block file, in genome order."""
+    root = Path(hits)
+    if not (root / "_run.json").exists():
+        raise ExportError(f"{hits}: not a motifgrid hits dataset (no _run.json)")
+    entries = []
+    for p in (root / "_manifest").glob("*.json"):
+        e = json.loads(p.read_text())
+        if e.get("file"):
+            entries.append(e)
+    files = list(root.glob("chrom=*/part-*.parquet"))
+    contig_order = {}
+    if files:
+        md = pq.read_schema(files[0]).metadata or {}
+        names = json.loads(md.get(b"genome.contigs", b"[]"))
+        contig_order = {n: i for i, n in enumerate(names)}
+    entries.sort(key=lambda e: (contig_order.get(e["chrom"], 1 << 30), e["chrom"], e["index"]))
+    for e in entries:
+        yield e["chrom"], root / e["file"]
+
+
+def _store_for(path: Path):
+    from pipeline.genome import GenomeError, GenomeStore  # noqa: PLC0415
+
+    md = pq.read_schema(path).metadata or {}
+    sp = md.get(b"genome.path", b"").decode()
+    try:
+        return GenomeStore(sp) if sp else None
+    except GenomeError:
+        return None
+
+
+def _sequences(store, chrom, starts, ends, strands):
+    from pipeline.genome import decode  # noqa: PLC0415
+
+    if store is None or len(starts) == 0:
+        return [""] * len(starts)
+    lo, hi = int(starts.min()), int(ends.max())
+    codes = store.fetch(chrom, lo, hi)
+    out = []
+    for s, e, st in zip(starts, ends, strands):
+        w = decode(codes[s - lo:e - lo])
+        out.append(w if st == "+" else w.translate(_COMP)[::-1])
+    return out
+
+
+def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
+    """Write ``hits`` as ``fmt`` to ``out`` (atomically); return the number of records."""
+    if fmt not in FORMATS:
+        raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    tmp = f"{out}.tmp-{os.getpid()}"
+    n = 0
+    store = None
+    try:
+        with open(tmp, "w") as f:
+            if fmt == "fimo":
+                f.write("motif_id\tmotif_alt_id\tsequence_name\tstart\tstop\tstrand\tscore\tp-value\tq-value\tmatched_sequence\n")
+            elif fmt == "gff3":
+                f.write("##gff-version 3\n")
+            for chrom, path in _ordered_files(hits):
+                t = pq.read_table(path)
+                if t.num_rows == 0:
+                    continue
+                if store is None and with_sequence and fmt == "fimo":
+                    store = _store_for(path) or False
+                c = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names}
+                start, end = c["start"].astype(np.int64), c["end"].astype(np.int64)
+                if fmt == "bed":
+                    for s, e, mid, name, sc, st, pv in zip(start, end, c["motif_id"], c["motif_name"], c["score"],
+                                                           c["strand"], c["pvalue"]):
+                        f.write(f"{chrom}\t{s}\t{e}\t{mid}\t{sc:.6g}\t{st}\t{pv:.4g}\t{name}\n")
+                elif fmt == "fimo":
+                    seqs = _sequences(store or None, chrom, start, end, c["strand"])
+                    for s, e, mid, name, sc, st, pv, sq in zip(start, end, c["motif_id"], c["motif_name"],
+                                                               c["score"], c["strand"], c["pvalue"], seqs):
+                        f.write(f"{mid}\t{name}\t{chrom}\t{s + 1}\t{e}\t{st}\t{sc:.6g}\t{pv:.3g}\t\t{sq}\n")
+                else:
+                    for s, e, mid, name, sc, st, pv in zip(start, end, c["motif_id"], c["motif_name"], c["score"],
+                                                           c["strand"], c["pvalue"]):
+                        f.write(f"{_gff_escape(chrom)}\tmotifgrid\tTF_binding_site\t{s + 1}\t{e}\t{sc:.6g}\t{st}\t.\t"
+                                f"Name={_gff_escape(name)};motif_id={_gff_escape(mid)};pvalue={pv:.4g}\n")
+                n += t.num_rows
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return n
+
+
+def _gff_escape(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-:+ " else f"%{ord(c):02X}" for c in str(s))
+
+
+def parse_export(path: str, fmt: str):
+    """Read an export back as (chrom, start0, end0, strand, motif_id, score) tuples: for round-trip tests."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") or line.startswith("motif_id\t") or not line.strip():
+                continue
+            p = line.rstrip("\n").split("\t")
+            if fmt == "bed":
+                rows.append((p[0], int(p[1]), int(p[2]), p[5], p[3], float(p[4])))
+            elif fmt == "fimo":
+                rows.append((p[2], int(p[3]) - 1, int(p[4]), p[5], p[0], float(p[6])))
+            else:
+                attrs = dict(kv.split("=", 1) for kv in p[8].split(";"))
+                rows.append((unquote(p[0]), int(p[3]) - 1, int(p[4]), p[6], unquote(attrs["motif_id"]), float(p[5])))
+    return rows

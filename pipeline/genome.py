@@ -1,0 +1,340 @@
+"""FASTA → Zarr genome store, and its reader.
+
+Layout (a Zarr v3 group, see ``docs/formats.md``)::
+
+    STORE/zarr.json              group attributes (pipeline.schema.STORE_ATTRS)
+    STORE/c000000/               one uint8 array per contig, shape (n_blocks, B + H), chunk (1, B + H)
+    ...
+
+Row ``b`` of a contig's array holds the codes of positions ``[b*B, b*B + B + H)``, padded with 4 past
+the contig end.  Codes: A=0 C=1 G=2 T=3, anything else (N, IUPAC, gaps) = 4.  Soft-masking is dropped.
+A hit belongs to the block whose core ``[b*B, (b+1)*B)`` holds its start, so blocks need no
+deduplication; the halo H must be at least the longest motif length − 1 (checked at scan time).
+
+Ingest reads one block at a time through pyfaidx (plain, gzip or bgzip FASTA), so memory stays at a
+few blocks whatever the chromosome length.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.schema import STORE_FORMAT_VERSION
+
+DEFAULT_BLOCK_SIZE = 1 << 20   # 1 Mi positions per block core
+DEFAULT_HALO = 127             # enough for motifs up to 128 columns
+
+# byte → code lookup: ACGT (either case) → 0..3, everything else → 4
+_CODE = np.full(256, 4, dtype=np.uint8)
+for _i, _c in enumerate(b"ACGT"):
+    _CODE[_c] = _i
+    _CODE[_c + 32] = _i
+LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
+
+
+class GenomeError(ValueError):
+    """Bad genome input or store; ``str(e)`` is one line naming the file and the problem."""
+
+
+def encode(seq: bytes | str) -> np.ndarray:
+    """Sequence text → uint8 codes (A=0 C=1 G=2 T=3, else 4)."""
+    if isinstance(seq, str):
+        seq = seq.encode("ascii", "replace")
+    return _CODE[np.frombuffer(seq, dtype=np.uint8)]
+
+
+def decode(codes: np.ndarray) -> str:
+    """uint8 codes → upper-case text (4 → N)."""
+    return LETTERS[np.minimum(np.asarray(codes), 4)].tobytes().decode()
+
+
+def file_checksum(path: str | os.PathLike, algo: str = "sha256") -> str:
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return f"{algo}:{h.hexdigest()}"
+
+
+# --------------------------------------------------------------------------------------- ingest
+def _sniff_fasta(path: Path) -> str:
+    """Return 'plain', 'gzip' or 'bgzip'; raise GenomeError when it is not a FASTA file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except FileNotFoundError:
+        raise GenomeError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise GenomeError(f"{path}: is a directory, not a FASTA file") from None
+    except PermissionError:
+        raise GenomeError(f"{path}: not readable (permission denied)") from None
+    kind = "plain"
+    if head[:2] == b"\x1f\x8b":
+        kind = "bgzip" if len(head) >= 16 and head[12:14] == b"BC" else "gzip"
+        try:
+            with gzip.open(path, "rb") as f:
+                first = f.read(4096)
+        except (OSError, EOFError) as e:
+            raise GenomeError(f"{path}: unreadable gzip data ({e})") from None
+    else:
+        with open(path, "rb") as f:
+            first = f.read(4096)
+    stripped = first.lstrip(b"\r\n\t ")
+    if not stripped:
+        raise GenomeError(f"{path}: empty file, no FASTA records")
+    if not stripped.startswith(b">"):
+        if b"\x00" in first:
+            raise GenomeError(f"{path}: binary data, not a FASTA file")
+        raise GenomeError(f"{path}: not a FASTA file (the first record does not start with '>')")
+    return kind
+
+
+def _normalised_copy(path: Path, kind: str, tmpdir: Path) -> Path:
+    """Stream-copy a FASTA that pyfaidx cannot index in place (plain gzip, CRLF, read-only dir)
+    into ``tmpdir`` as plain text with LF line ends, re-wrapping nothing."""
+    out = tmpdir / "input.fa"
+    opener = gzip.open if kind != "plain" else open
+    try:
+        with opener(path, "rb") as src, open(out, "wb") as dst:
+            pending_cr = False
+            while True:
+                chunk = src.read(1 << 22)
+                if not chunk:
+                    break
+                if pending_cr and not chunk.startswith(b"\n"):
+                    dst.write(b"\n")
+                pending_cr = chunk.endswith(b"\r")
+                chunk = chunk.replace(b"\r\n", b"\n")
+                if pending_cr:
+                    chunk = chunk[:-1]
+                dst.write(chunk.replace(b"\r", b"\n"))
+            if pending_cr:
+                dst.write(b"\n")
+    except (OSError, EOFError) as e:
+        raise GenomeError(f"{path}: truncated or corrupt compressed data ({e})") from None
+    return out
+
+
+def _has_crlf(path: Path, kind: str) -> bool:
+    opener = gzip.open if kind != "plain" else open
+    with opener(path, "rb") as f:
+        return b"\r" in f.read(1 << 16)
+
+
+def _open_fasta(path: Path, kind: str, tmpdir: Path):
+    import pyfaidx  # noqa: PLC0415
+
+    target = path
+    needs_copy = kind == "gzip" or _has_crlf(path, kind)
+    if not needs_copy:
+        fai = Path(str(path) + ".fai")
+        if not fai.exists() and not os.access(path.parent, os.W_OK):
+            needs_copy = True
+    if needs_copy:
+        target = _normalised_copy(path, kind, tmpdir)
+    try:
+        return pyfaidx.Fasta(str(target), as_raw=True, sequence_always_upper=False,
+                             read_long_names=False, rebuild=needs_copy, duplicate_action="stop")
+    except ValueError as e:
+        msg = str(e)
+        m = re.search(r"Duplicate key \"?([^\"]+)\"?", msg)
+        if m or "uplicate" in msg:
+            name = m.group(1) if m else "?"
+            raise GenomeError(f"{path}: duplicate contig name {name!r}") from None
+        raise GenomeError(f"{path}: {msg.splitlines()[0]}") from None
+    except pyfaidx.FastaIndexingError as e:
+        raise GenomeError(f"{path}: cannot index FASTA: {str(e).splitlines()[0]}") from None
+    except (OSError, EOFError) as e:
+        raise GenomeError(f"{path}: cannot read FASTA: {e}") from None
+
+
+@dataclass
+class ContigInfo:
+    name: str
+    length: int
+    key: str
+    n_blocks: int
+    n_fraction: list[float]
+
+
+def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int = DEFAULT_BLOCK_SIZE,
+           halo: int = DEFAULT_HALO, progress=None) -> "GenomeStore":
+    """Ingest ``fasta`` into a new Zarr store at ``store`` and return its reader.
+
+    The store is built under a temporary name beside ``store`` and renamed when complete, so an
+    interrupted ingest never leaves something that looks like a finished store.
+    """
+    import zarr  # noqa: PLC0415
+
+    fasta = Path(fasta)
+    store = Path(store)
+    if block_size < 1 or halo < 0:
+        raise GenomeError(f"block size must be ≥ 1 and halo ≥ 0 (got {block_size}, {halo})")
+    if store.exists():
+        raise GenomeError(f"{store}: already exists; remove it or choose another store path")
+    kind = _sniff_fasta(fasta)
+    checksum = file_checksum(fasta)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    tmp_store = Path(tempfile.mkdtemp(prefix=f".{store.name}.", suffix=".partial", dir=store.parent))
+    tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-", dir=store.parent))
+    try:
+        fa = _open_fasta(fasta, kind, tmpdir)
+        root = zarr.open_group(str(tmp_store), mode="w", zarr_format=3)
+        counts = np.zeros(5, dtype=np.int64)
+        contigs: list[ContigInfo] = []
+        width = block_size + halo
+        for ci, name in enumerate(fa.keys()):
+            rec = fa[name]
+            length = len(rec)
+            nb = -(-length // block_size) if length else 0
+            key = f"c{ci:06d}"
+            arr = root.create_array(key, shape=(nb, width), chunks=(1, width), dtype="uint8",
+                                    fill_value=4, attributes={"name": name, "length": length})
+            nfrac = []
+            for b in range(nb):
+                lo = b * block_size
+                hi = min(lo + width, length)
+                raw = rec[lo:hi]
+                codes = encode(raw if isinstance(raw, str) else str(raw))
+                row = np.full(width, 4, dtype=np.uint8)
+                row[: codes.size] = codes
+                arr[b, :] = row
+                core = codes[: min(block_size, codes.size)]
+                counts += np.bincount(core, minlength=5)
+                nfrac.append(float(np.count_nonzero(row == 4)) / width)
+                if progress is not None:
+                    progress(name, b + 1, nb)
+            contigs.append(ContigInfo(name, length, key, nb, nfrac))
+        acgt = counts[:4].astype(np.float64)
+        total = acgt.sum()
+        bg = (acgt / total) if total else np.full(4, 0.25)
+        attrs = {
+            "format": "motifgrid-genome",
+            "format_version": STORE_FORMAT_VERSION,
+            "source": str(fasta),
+            "source_checksum": checksum,
+            "block_size": int(block_size),
+            "halo": int(halo),
+            "base_counts": {"A": int(counts[0]), "C": int(counts[1]), "G": int(counts[2]),
+                            "T": int(counts[3]), "N": int(counts[4])},
+            "background": [float(x) for x in bg],
+            "contigs": [{"name": c.name, "length": c.length, "key": c.key, "n_blocks": c.n_blocks,
+                         "n_fraction": c.n_fraction} for c in contigs],
+        }
+        root.attrs.update(attrs)
+        os.replace(tmp_store, store)
+    except BaseException:
+        shutil.rmtree(tmp_store, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return GenomeStore(store)
+
+
+# --------------------------------------------------------------------------------------- reader
+@dataclass(frozen=True)
+class Block:
+    """One unit of scan work: block ``index`` of contig ``chrom``."""
+    chrom: str
+    key: str
+    index: int
+    start: int        # genome coordinate of row position 0 (= index * block_size)
+    core_end: int     # end of the core, clipped to the contig length
+    length: int       # contig length
+
+    @property
+    def block_id(self) -> str:
+        return f"{self.key}-{self.index:06d}"
+
+
+class GenomeStore:
+    """Read side of a genome store (cheap to pickle: it holds the path and the attributes)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        meta = Path(self.path) / "zarr.json"
+        if not meta.exists():
+            raise GenomeError(f"{self.path}: not a motifgrid genome store (no zarr.json); run `motifgrid ingest` first")
+        with open(meta) as f:
+            attrs = json.load(f).get("attributes", {})
+        if attrs.get("format") != "motifgrid-genome":
+            raise GenomeError(f"{self.path}: not a motifgrid genome store")
+        if attrs.get("format_version") != STORE_FORMAT_VERSION:
+            raise GenomeError(f"{self.path}: store format version {attrs.get('format_version')} "
+                              f"is not {STORE_FORMAT_VERSION}; re-ingest the FASTA")
+        self.attrs = attrs
+        self.block_size = int(attrs["block_size"])
+        self.halo = int(attrs["halo"])
+        self.contigs = attrs["contigs"]
+        self._arrays: dict = {}
+
+    def __getstate__(self):
+        return {"path": self.path, "attrs": self.attrs}
+
+    def __setstate__(self, state):
+        self.path = state["path"]
+        self.attrs = state["attrs"]
+        self.block_size = int(self.attrs["block_size"])
+        self.halo = int(self.attrs["halo"])
+        self.contigs = self.attrs["contigs"]
+        self._arrays = {}
+
+    @property
+    def checksum(self) -> str:
+        return self.attrs["source_checksum"]
+
+    @property
+    def background(self) -> np.ndarray:
+        return np.asarray(self.attrs["background"], dtype=np.float64)
+
+    @property
+    def total_length(self) -> int:
+        return sum(c["length"] for c in self.contigs)
+
+    def blocks(self, skip_all_n: bool = True) -> list[Block]:
+        """Every block of every contig, in genome order (all-N blocks left out by default)."""
+        out = []
+        B = self.block_size
+        for c in self.contigs:
+            for b in range(c["n_blocks"]):
+                if skip_all_n and c["n_fraction"][b] >= 1.0:
+                    continue
+                out.append(Block(c["name"], c["key"], b, b * B, min((b + 1) * B, c["length"]), c["length"]))
+        return out
+
+    def read_block(self, block: Block) -> np.ndarray:
+        """Codes of positions ``[start, start + B + H)`` of the block's contig, shape (B + H,) uint8."""
+        import zarr  # noqa: PLC0415
+
+        arr = self._arrays.get(block.key)
+        if arr is None:
+            arr = zarr.open_array(f"{self.path}/{block.key}", mode="r")
+            self._arrays[block.key] = arr
+        return np.asarray(arr[block.index, :])
+
+    def fetch(self, chrom: str, start: int, end: int) -> np.ndarray:
+        """Codes of ``chrom[start:end]`` (for tests, exports and spot checks)."""
+        c = next((c for c in self.contigs if c["name"] == chrom), None)
+        if c is None:
+            raise GenomeError(f"{self.path}: no contig named {chrom!r}")
+        end = min(end, c["length"])
+        out = np.full(max(end - start, 0), 4, dtype=np.uint8)
+        B = self.block_size
+        pos = start
+        while pos < end:
+            b = pos // B
+            blk = Block(chrom, c["key"], b, b * B, min((b + 1) * B, c["length"]), c["length"])
+            row = self.read_block(blk)
+            take = min(end, (b + 1) * B) - pos
+            out[pos - start: pos - start + take] = row[pos - b * B: pos - b * B + take]
+            pos += take
+        return out

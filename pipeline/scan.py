@@ -1,0 +1,455 @@
+"""The scan graph: genome store × motif set → hive-partitioned Parquet hits, one file per block.
+
+One task per block (small contigs batched), each run by a worker that reads its block from the
+Zarr store, scans it on its device and writes the block's hits itself, atomically, with the
+provenance as key-value metadata.  A manifest entry per finished block (``HITS/_manifest/``) lets an
+interrupted run resume without redoing anything; the scan context (matrices, thresholds, p-value
+tables) is scattered to each worker once.
+
+Output layout::
+
+    HITS/_run.json                  parameters of the run (checked on --resume)
+    HITS/_manifest/<block>.json     one entry per finished block
+    HITS/chrom=<name>/part-<block>.parquet
+    HITS/_thresholds.parquet        per motif and strand: threshold and its exact p-value
+    HITS/_motif_summary.parquet     hits per motif
+    HITS/_summary.json              totals; its presence marks a finished run
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline import __version__
+from pipeline.genome import Block, GenomeStore
+from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
+from workers.distribution import score_to_pvalue
+from workers.scan import ScanPlan, make_plan, scan_block
+
+
+class ScanError(RuntimeError):
+    """A scan that cannot start or go on; ``str(e)`` is one line for the user."""
+
+
+# ------------------------------------------------------------------------------------ motif set
+@dataclass
+class MotifSet:
+    """Motifs read from a source, their PWMs under a background, both strands."""
+    source: str
+    checksum: str
+    ids: list
+    names: list
+    pwms: list                 # forward (m, 4) float64
+    background: np.ndarray
+    pseudocount: float
+
+    @classmethod
+    def load(cls, source: str, background: np.ndarray, pseudocount: float) -> "MotifSet":
+        from pipeline.motifs import motifs_checksum, pwm_from_motif, read_motifs  # noqa: PLC0415
+
+        motifs = read_motifs(source)
+        pwms = [pwm_from_motif(m, background, pseudocount) for m in motifs]
+        return cls(source=str(source), checksum=motifs_checksum(source), ids=[m.id for m in motifs],
+                   names=[m.name for m in motifs], pwms=pwms, background=np.asarray(background, float),
+                   pseudocount=float(pseudocount))
+
+    @property
+    def max_length(self) -> int:
+        return max((p.shape[0] for p in self.pwms), default=0)
+
+    def rows(self):
+        """(pwms, motif index, strand) for every (motif, strand) row: '+' then '-' per motif."""
+        from pipeline.motifs import reverse_complement  # noqa: PLC0415
+
+        pwms, mi, st = [], [], []
+        for i, w in enumerate(self.pwms):
+            pwms += [w, reverse_complement(w)]
+            mi += [i, i]
+            st += [0, 1]
+        return pwms, np.asarray(mi, np.int32), np.asarray(st, np.int8)
+
+
+def row_thresholds(mset: MotifSet, pvalue: float, client=None):
+    """Per-row ScoreThreshold: forward matrices, and the reverse-complement ones under the same background
+    (the complemented background for the motif); computed once when the background is strand-symmetric."""
+    from pipeline.thresholds import compute_thresholds  # noqa: PLC0415
+
+    bg = mset.background
+    fwd = compute_thresholds(mset.pwms, bg, pvalue, client=client)
+    if np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
+        rev = fwd
+    else:
+        pwms, _, st = mset.rows()
+        rev = compute_thresholds([p for p, s in zip(pwms, st) if s == 1], bg, pvalue, client=client)
+    out = []
+    for f, r in zip(fwd, rev):
+        out += [f, r]
+    return out
+
+
+# ------------------------------------------------------------------------------------ context
+@dataclass
+class ScanContext:
+    """What every task needs; scattered to each worker once."""
+    store: GenomeStore
+    plan: ScanPlan
+    tables: list                 # ScoreThreshold per plan row
+    motif_ids: list
+    motif_names: list
+    out: str
+    metadata: dict = field(default_factory=dict)
+    device: str = "cpu"
+
+
+def _partition_dir(out: str, chrom: str) -> str:
+    return os.path.join(out, "chrom=" + quote(chrom, safe=""))
+
+
+def _atomic_write_bytes(path: str, data: bytes) -> None:
+    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.tmp-{uuid.uuid4().hex}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
+    """Arrow table of one block's hits (without the partition column)."""
+    plan = ctx.plan
+    rows = hits.row
+    motif = plan.row_motif[rows]
+    lengths = plan.lengths[rows]
+    start = hits.pos + block.start
+    pvals = np.empty(len(hits), dtype=np.float64)
+    if len(hits):
+        order = np.argsort(rows, kind="stable")
+        r_sorted = rows[order]
+        bounds = np.flatnonzero(np.diff(r_sorted)) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(r_sorted)]):
+            idx = order[lo:hi]
+            pvals[idx] = score_to_pvalue(ctx.tables[int(r_sorted[lo])], hits.score[idx])
+    ids = pa.array(ctx.motif_ids, pa.string())
+    names = pa.array(ctx.motif_names, pa.string())
+    strand = np.where(plan.row_strand[rows] == 0, "+", "-")
+    return pa.table({
+        "start": pa.array(start, pa.int64()),
+        "end": pa.array(start + lengths, pa.int64()),
+        "strand": pa.array(strand, pa.string()),
+        "motif_id": ids.take(pa.array(motif)),
+        "motif_name": names.take(pa.array(motif)),
+        "score": pa.array(hits.score, pa.float64()),
+        "pvalue": pa.array(pvals, pa.float64()),
+    }, schema=HITS_FILE_SCHEMA)
+
+
+def scan_task(ctx: ScanContext, blocks: list) -> dict:
+    """Scan ``blocks`` and write each one's hits and manifest entry.  Returns small statistics."""
+    from workers.backend import limit_blas_threads  # noqa: PLC0415
+
+    limit_blas_threads(1)
+    stats = {"blocks": 0, "hits": 0, "positions": 0, "row_hits": np.zeros(ctx.plan.n_rows, np.int64),
+             "seconds_scan": 0.0, "seconds_io": 0.0}
+    manifest_dir = os.path.join(ctx.out, "_manifest")
+    for block in blocks:
+        t0 = time.perf_counter()
+        codes = ctx.store.read_block(block)
+        n = block.core_end - block.start
+        t1 = time.perf_counter()
+        hits = scan_block(codes, n, ctx.plan, device=ctx.device)
+        t2 = time.perf_counter()
+        rel = None
+        row_hits = []
+        if len(hits):
+            table = hits_table(ctx, block, hits)
+            meta = dict(ctx.metadata)
+            meta["block"] = json.dumps({"chrom": block.chrom, "index": block.index, "start": block.start,
+                                        "end": block.core_end})
+            table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
+            pdir = _partition_dir(ctx.out, block.chrom)
+            os.makedirs(pdir, exist_ok=True)
+            final = os.path.join(pdir, f"part-{block.block_id}.parquet")
+            tmp = os.path.join(pdir, f".part-{block.block_id}.parquet.tmp-{uuid.uuid4().hex}")
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, final)
+            rel = os.path.relpath(final, ctx.out)
+            rows, counts = np.unique(hits.row, return_counts=True)
+            stats["row_hits"][rows] += counts
+            row_hits = [[int(r), int(c)] for r, c in zip(rows, counts)]
+        entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
+                 "end": block.core_end, "hits": len(hits), "file": rel,
+                 "row_hits": row_hits}
+        _atomic_write_bytes(os.path.join(manifest_dir, f"{block.block_id}.json"), json.dumps(entry).encode())
+        t3 = time.perf_counter()
+        stats["blocks"] += 1
+        stats["hits"] += len(hits)
+        stats["positions"] += n
+        stats["seconds_scan"] += t2 - t1
+        stats["seconds_io"] += (t1 - t0) + (t3 - t2)
+    return stats
+
+
+def group_blocks(blocks: list, min_positions: int) -> list:
+    """One task per block; consecutive small blocks (small contigs) batched up to ``min_positions``."""
+    groups, cur, size = [], [], 0
+    for b in blocks:
+        n = b.core_end - b.start
+        if n >= min_positions:
+            groups.append([b])
+            continue
+        cur.append(b)
+        size += n
+        if size >= min_positions:
+            groups.append(cur)
+            cur, size = [], 0
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+# ------------------------------------------------------------------------------------ run
+def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str) -> dict:
+    return {
+        "hits_format": HITS_FORMAT_VERSION,
+        "genome_checksum": store.checksum,
+        "block_size": store.block_size,
+        "halo": store.halo,
+        "motifs_source": mset.source,
+        "motifs_checksum": mset.checksum,
+        "motifs": len(mset.ids),
+        "pvalue": pvalue,
+        "background": [float(x) for x in mset.background],
+        "background_spec": bg_spec,
+        "pseudocount": mset.pseudocount,
+    }
+
+
+def prepare_output(out: str, params: dict, resume: bool) -> set:
+    """Create or check the output folder; return the ids of blocks already finished."""
+    outp = Path(out)
+    run_file = outp / "_run.json"
+    if outp.exists() and not outp.is_dir():
+        raise ScanError(f"{out}: exists and is not a directory")
+    if run_file.exists():
+        if not resume:
+            state = "a finished" if (outp / "_summary.json").exists() else "an unfinished"
+            raise ScanError(f"{out}: holds {state} scan; pass --resume to complete it, or choose another output")
+        old = json.loads(run_file.read_text())
+        diff = [k for k in params if old.get(k) != params[k]]
+        if diff:
+            raise ScanError(f"{out}: --resume with different parameters ({', '.join(diff)}) than the run it holds")
+    else:
+        if outp.exists() and any(outp.iterdir()):
+            raise ScanError(f"{out}: exists, is not empty and is not a motifgrid hits dataset")
+        try:
+            (outp / "_manifest").mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ScanError(f"{out}: cannot create the output folder ({e.strerror})") from None
+        _atomic_write_bytes(str(run_file), json.dumps(params, indent=1).encode())
+    done = set()
+    for p in (outp / "_manifest").glob("*.json"):
+        try:
+            done.add(json.loads(p.read_text())["block"])
+        except (ValueError, KeyError):
+            p.unlink()          # a torn entry: redo that block
+    for tmp in outp.glob("chrom=*/.part-*.tmp-*"):
+        tmp.unlink()           # left by a killed writer
+    return done
+
+
+def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
+    from pipeline.schema import THRESHOLDS_SCHEMA  # noqa: PLC0415
+
+    mi = np.repeat(np.arange(len(mset.ids)), 2)
+    return pa.table({
+        "motif_id": [mset.ids[i] for i in mi],
+        "motif_name": [mset.names[i] for i in mi],
+        "strand": ["+" if s == 0 else "-" for s in strands],
+        "length": [mset.pwms[i].shape[0] for i in mi],
+        "threshold": [t.threshold for t in tables],
+        "pvalue": [t.pvalue for t in tables],
+        "pvalue_low": [t.pvalue_bounds[0] for t in tables],
+        "pvalue_high": [t.pvalue_bounds[1] for t in tables],
+        "reachable": [bool(t.reachable) for t in tables],
+    }, schema=THRESHOLDS_SCHEMA)
+
+
+@dataclass
+class ScanResult:
+    out: str
+    blocks: int
+    blocks_skipped: int
+    hits: int
+    seconds: float
+    positions: int
+    scores: int              # window scores computed: positions × (motif, strand) rows
+    column_scores: int       # positions × motif columns × strands
+    unreachable: list
+    device: str
+    workers: int
+
+
+def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
+             pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
+             progress: bool = True, command: str | None = None, console=None) -> ScanResult:
+    """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
+    from distributed import as_completed  # noqa: PLC0415
+
+    import dask.config  # noqa: PLC0415
+    from pipeline.motifs import read_background  # noqa: PLC0415
+
+    t_start = time.perf_counter()
+    if not (0 < pvalue < 1):
+        raise ScanError(f"--pvalue must be in (0, 1), got {pvalue}")
+    store = GenomeStore(store_path)
+    bg = read_background(background, genome_background=store.background)
+    mset = MotifSet.load(motifs, bg, pseudocount)
+    if mset.max_length - 1 > store.halo:
+        raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({mset.max_length}) - 1; "
+                        f"re-ingest with --halo {mset.max_length - 1} or more")
+    params = _run_params(store, mset, pvalue, background)
+    done = prepare_output(out, params, resume)
+
+    tables = row_thresholds(mset, pvalue, client=client)
+    pwms, row_motif, row_strand = mset.rows()
+    thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
+    plan = make_plan(pwms, thr, row_motif, row_strand)
+    keep = np.flatnonzero(np.isfinite(thr))
+    unreachable = sorted({mset.ids[row_motif[i]] for i in range(len(thr)) if not np.isfinite(thr[i])})
+    meta = {
+        "motifgrid.version": __version__,
+        "motifgrid.hits_format": str(HITS_FORMAT_VERSION),
+        "motifgrid.command": command or " ".join(shlex.quote(a) for a in sys.argv),
+        "genome.path": os.path.abspath(store.path),
+        "genome.checksum": store.checksum,
+        "genome.block_size": str(store.block_size),
+        "genome.halo": str(store.halo),
+        "genome.contigs": json.dumps([c["name"] for c in store.contigs]),
+        "motifs.source": mset.source,
+        "motifs.checksum": mset.checksum,
+        "motifs.count": str(len(mset.ids)),
+        "background": json.dumps([float(x) for x in bg]),
+        "pseudocount": repr(pseudocount),
+        "pvalue": repr(pvalue),
+        "device": device,
+    }
+    ctx = ScanContext(store=store, plan=plan, tables=[tables[i] for i in keep], motif_ids=mset.ids,
+                      motif_names=mset.names, out=os.path.abspath(out), metadata=meta, device=device)
+
+    all_blocks = store.blocks()
+    todo = [b for b in all_blocks if b.block_id not in done]
+    min_pos = int(dask.config.get("motifgrid.scan.min-task-positions"))
+    groups = group_blocks(todo, min_pos)
+    total_rows = plan.n_rows
+    col_per_pos = int(plan.lengths.sum())
+
+    stats = {"blocks": 0, "hits": 0, "positions": 0, "row_hits": np.zeros(plan.n_rows, np.int64)}
+    if groups:
+        ctx_f = client.scatter(ctx, broadcast=True, hash=False)
+        futures = [client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-{g[0].block_id}-{uuid.uuid4().hex[:6]}")
+                   for g in groups]
+        bar = _progress(console, len(todo), progress)
+        try:
+            for fut, res in as_completed(futures, with_results=True, raise_errors=False):
+                if fut.status == "error":
+                    exc = fut.exception()
+                    for f in futures:
+                        f.cancel()
+                    raise ScanError(f"a block task failed: {type(exc).__name__}: {exc} "
+                                    f"(finished blocks are kept; rerun with --resume)") from None
+                for k in ("blocks", "hits", "positions"):
+                    stats[k] += res[k]
+                stats["row_hits"] += res["row_hits"]
+                bar.update(res["blocks"], stats["hits"])
+        finally:
+            bar.close()
+    # totals over every finished block (this run and earlier ones)
+    total_hits, row_hits_all = _totals_from_manifest(out, ctx, stats)
+    seconds = time.perf_counter() - t_start
+    positions = sum(b.core_end - b.start for b in all_blocks)
+    _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, {
+        "blocks": len(all_blocks), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
+        "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,
+        "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
+    })
+    return ScanResult(out=out, blocks=len(all_blocks), blocks_skipped=len(all_blocks) - len(todo), hits=int(total_hits),
+                      seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
+                      column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
+                      workers=len(client.scheduler_info().get("workers", {})))
+
+
+def _totals_from_manifest(out: str, ctx: ScanContext, stats: dict):
+    """Total hits and per-row counts over every finished block (this run's and earlier ones)."""
+    total = 0
+    row_hits = np.zeros(ctx.plan.n_rows, np.int64)
+    for p in Path(out, "_manifest").glob("*.json"):
+        e = json.loads(p.read_text())
+        total += e["hits"]
+        for r, c in e.get("row_hits", []):
+            row_hits[r] += c
+    return total, row_hits
+
+
+def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
+    pq.write_table(_thresholds_table(mset, tables, row_strand), os.path.join(out, "_thresholds.parquet"))
+    n = len(mset.ids)
+    plus = np.zeros(n, np.int64)
+    minus = np.zeros(n, np.int64)
+    np.add.at(plus, plan.row_motif[plan.row_strand == 0], row_hits[plan.row_strand == 0])
+    np.add.at(minus, plan.row_motif[plan.row_strand == 1], row_hits[plan.row_strand == 1])
+    reach = np.zeros(n, bool)
+    reach[plan.row_motif] = True
+    pq.write_table(pa.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
+                             "hits_minus": minus, "hits": plus + minus, "reachable": reach},
+                            schema=MOTIF_SUMMARY_SCHEMA), os.path.join(out, "_motif_summary.parquet"))
+    _atomic_write_bytes(os.path.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
+
+
+class _progress:
+    """Blocks done / total and hits so far, on the console (rich), or nothing."""
+
+    def __init__(self, console, total, enabled):
+        self.bar = None
+        if not enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
+
+        self.bar = Progress(TextColumn("scan"), BarColumn(), MofNCompleteColumn(), TextColumn("blocks"),
+                            TextColumn("[bold]{task.fields[hits]:,}[/] hits"), TimeElapsedColumn(),
+                            console=console, transient=False)
+        self.task = self.bar.add_task("scan", total=total, hits=0)
+        self.bar.start()
+
+    def update(self, n, hits):
+        if self.bar:
+            self.bar.update(self.task, advance=n, hits=hits)
+
+    def close(self):
+        if self.bar:
+            self.bar.stop()
+
+
+def read_hits(out: str, columns=None, filter=None) -> pa.Table:
+    """Read a hits dataset (small ones; stream large ones with :func:`iter_hits`)."""
+    import pyarrow.dataset as ds  # noqa: PLC0415
+
+    d = ds.dataset(out, format="parquet", partitioning=ds.partitioning(pa.schema([("chrom", pa.string())]),
+                                                                          flavor="hive"),
+                   schema=HITS_SCHEMA)
+    return d.to_table(columns=columns, filter=filter)
+
+
+def remove_output(out: str) -> None:
+    shutil.rmtree(out, ignore_errors=True)

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def shared_data() -> Path | None:
+    env = os.environ.get("MOTIFGRID_SHARED_DATA")
+    for p in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "data"]:
+        if p.is_dir():
+            return p
+    return None
+
+
+SHARED = shared_data()
+needs_shared = pytest.mark.skipif(SHARED is None, reason="../shared/data is not present")
+
+
+def _gpu() -> bool:
+    from workers.backend import gpu_available
+
+    return gpu_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _gpu():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU / CuPy here")
+    for it in items:
+        if "gpu" in it.keywords:
+            it.add_marker(skip)
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    """Run a test on the CPU and, where present, the GPU."""
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def chrx_slice() -> str:
+    """300 kb of real human chrX (bundled demo slice), as text."""
+    import gzip
+
+    with gzip.open(ROOT / "pipeline" / "data" / "hs37_chrX_20-22Mb.fa.gz", "rt") as f:
+        f.readline()
+        seq = "".join(line.strip() for line in f)
+    return seq[:300_000]

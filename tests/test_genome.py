@@ -1,0 +1,151 @@
+"""FASTA → Zarr genome store: layout, codes, attributes, bounded memory, bad input."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from pipeline.genome import GenomeError, GenomeStore, decode, encode, ingest
+from tests.conftest import SHARED, needs_shared
+
+
+def write(path, text, mode="plain"):
+    data = text.encode()
+    if mode == "gzip":
+        with gzip.open(path, "wb") as f:
+            f.write(data)
+    elif mode == "bgzip":
+        from Bio import bgzf
+
+        with bgzf.BgzfWriter(str(path), "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+    return path
+
+
+def fasta(records, width=60, eol="\n"):
+    out = []
+    for name, seq in records:
+        out.append(f">{name} some description{eol}")
+        out += [seq[i:i + width] + eol for i in range(0, len(seq), width)]
+    return "".join(out)
+
+
+def test_codes():
+    assert encode("ACGTacgtNnRYKM-*").tolist() == [0, 1, 2, 3, 0, 1, 2, 3] + [4] * 8
+    assert decode(encode("ACGTNacgtR")) == "ACGTNACGTN"
+
+
+@pytest.mark.parametrize("mode", ["plain", "gzip", "bgzip"])
+def test_layout_blocks_and_halo(tmp_path, chrx_slice, mode):
+    seqs = [("chrA", chrx_slice[:25_000]), ("tiny", "acgtNNRY"), ("empty", ""), ("chrB", chrx_slice[30_000:40_001])]
+    fa = write(tmp_path / ("g.fa" + (".gz" if mode != "plain" else "")), fasta(seqs), mode)
+    g = ingest(fa, tmp_path / "g.zarr", block_size=4096, halo=50)
+    assert [c["name"] for c in g.contigs] == ["chrA", "tiny", "empty", "chrB"]
+    assert [c["length"] for c in g.contigs] == [25_000, 8, 0, 10_001]
+    assert [c["n_blocks"] for c in g.contigs] == [7, 1, 0, 3]
+    # every block row = positions [b*B, b*B+B+H) of the contig, padded with 4
+    for name, seq in seqs:
+        codes = encode(seq)
+        for blk in [b for b in g.blocks(skip_all_n=False) if b.chrom == name]:
+            row = g.read_block(blk)
+            assert row.shape == (4096 + 50,)
+            want = np.full(4096 + 50, 4, np.uint8)
+            part = codes[blk.start:blk.start + 4096 + 50]
+            want[:part.size] = part
+            assert (row == want).all()
+        assert decode(g.fetch(name, 0, len(seq))) == decode(codes)
+    # attributes
+    a = g.attrs
+    assert a["block_size"] == 4096 and a["halo"] == 50 and a["format_version"] == 1
+    assert a["source_checksum"].startswith("sha256:")
+    acgt = encode(seqs[0][1] + seqs[1][1] + seqs[3][1])
+    counts = np.bincount(acgt, minlength=5)
+    assert a["base_counts"] == dict(zip("ACGTN", counts.tolist()))
+    assert np.allclose(g.background, counts[:4] / counts[:4].sum())
+    tiny = g.contigs[1]
+    assert tiny["n_fraction"] == [pytest.approx((4096 + 50 - 4) / (4096 + 50))]
+
+
+def test_all_n_blocks_skipped(tmp_path):
+    fa = write(tmp_path / "n.fa", fasta([("c", "N" * 5000 + "ACGT" * 100 + "N" * 9000)]))
+    g = ingest(fa, tmp_path / "n.zarr", block_size=2000, halo=10)
+    kept = [b.index for b in g.blocks()]
+    assert kept == [2] and len(g.blocks(skip_all_n=False)) == 8
+
+
+def test_crlf_and_lowercase(tmp_path, chrx_slice):
+    seq = chrx_slice[:3000].lower()
+    fa = write(tmp_path / "crlf.fa", fasta([("x", seq), ("y", seq[::-1])], eol="\r\n"))
+    g = ingest(fa, tmp_path / "c.zarr", block_size=1000, halo=5)
+    assert decode(g.fetch("x", 0, 3000)) == seq.upper()
+    assert decode(g.fetch("y", 0, 3000)) == seq[::-1].upper()
+
+
+def test_many_small_contigs(tmp_path, chrx_slice):
+    recs = [(f"p{i}", chrx_slice[i * 37:i * 37 + 20 + i % 50]) for i in range(300)]
+    g = ingest(write(tmp_path / "many.fa", fasta(recs)), tmp_path / "m.zarr", block_size=1000, halo=20)
+    assert len(g.contigs) == 300
+    for name, s in recs[::37]:
+        assert decode(g.fetch(name, 0, len(s))) == s.upper()
+
+
+def test_bounded_memory(tmp_path, chrx_slice):
+    """A 20 Mb contig ingested with 1 Mb blocks never holds the contig in memory (it is 20 MB as text)."""
+    ingest(write(tmp_path / "warm.fa", ">w\nACGT\n"), tmp_path / "warm.zarr")     # imports out of the way
+    seq = (chrx_slice * 70)[:20_000_000]
+    fa = write(tmp_path / "big.fa", fasta([("big", seq)], width=80))
+    del seq
+    tracemalloc.start()
+    ingest(fa, tmp_path / "big.zarr", block_size=1 << 20, halo=127)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 16 * (1 << 20), f"peak traced memory {peak / 2**20:.1f} MiB for a 20 Mb contig"
+
+
+@pytest.mark.parametrize("content,msg", [
+    (b"", "empty file"),
+    (b"ACGTACGT\nACGT\n", "not a FASTA file"),
+    (b"\x00\x01\x02binary\xff", "binary data"),
+    (b">a\nACGT\n>b\nAAAA\n>a\nCCCC\n", "duplicate contig name 'a'"),
+])
+def test_bad_fasta(tmp_path, content, msg):
+    p = tmp_path / "bad.fa"
+    p.write_bytes(content)
+    with pytest.raises(GenomeError, match=msg) as e:
+        ingest(p, tmp_path / "bad.zarr")
+    assert "bad.fa" in str(e.value)
+    assert not (tmp_path / "bad.zarr").exists()
+    assert not [x for x in os.listdir(tmp_path) if x.startswith(".bad.zarr")]   # no partial store left
+
+
+def test_truncated_gzip_and_missing(tmp_path, chrx_slice):
+    p = write(tmp_path / "t.fa.gz", fasta([("a", chrx_slice[:200_000])]), "gzip")
+    p.write_bytes(p.read_bytes()[:20_000])
+    with pytest.raises(GenomeError, match="t.fa.gz"):
+        ingest(p, tmp_path / "t.zarr")
+    assert not (tmp_path / "t.zarr").exists()
+    with pytest.raises(GenomeError, match="no such file"):
+        ingest(tmp_path / "missing.fa", tmp_path / "x.zarr")
+    with pytest.raises(GenomeError, match="not a motifgrid genome store"):
+        GenomeStore(tmp_path)
+
+
+def test_existing_store_refused(tmp_path):
+    fa = write(tmp_path / "a.fa", ">a\nACGT\n")
+    ingest(fa, tmp_path / "a.zarr")
+    with pytest.raises(GenomeError, match="already exists"):
+        ingest(fa, tmp_path / "a.zarr")
+
+
+@needs_shared
+def test_real_bgzip_genome(tmp_path):
+    g = ingest(SHARED / "genomes" / "sacCer3_chrIV.fa.gz", tmp_path / "y.zarr", block_size=1 << 19, halo=63)
+    assert g.contigs[0]["length"] == 1_531_933
+    with open(tmp_path / "y.zarr" / "zarr.json") as f:
+        assert json.load(f)["attributes"]["contigs"][0]["n_blocks"] == 3

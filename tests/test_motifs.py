@@ -1,0 +1,518 @@
+"""Tests for pipeline.motifs: motif readers, validation and the FIMO-compatible PWM model."""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import math
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.motifs import (
+    NRDB_DNA,
+    Motif,
+    MotifError,
+    duplicate_ids,
+    motif_probabilities,
+    motifs_checksum,
+    pwm_from_motif,
+    read_background,
+    read_motifs,
+    reverse_complement,
+)
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+FORMATS_DIR = DATA / "motifs" / "formats"
+BAD_DIR = DATA / "motifs" / "bad"
+FIMO_DIR = DATA / "fimo_reference"
+
+SHARED = Path(os.environ.get("MOTIFGRID_SHARED_DATA") or HERE.parents[1] / "shared" / "data")
+MOTIF_DIR = SHARED / "motifs"
+needs_shared = pytest.mark.skipif(
+    not (MOTIF_DIR.is_dir() and (SHARED / "MANIFEST.md").exists()),
+    reason=f"shared data not found at {SHARED} (set MOTIFGRID_SHARED_DATA)",
+)
+
+# Motif counts stated in shared/data/MANIFEST.md section 2.
+MANIFEST_COUNTS = {
+    "JASPAR2024_CORE_vertebrates_non-redundant.jaspar": 879,
+    "JASPAR2024_CORE_vertebrates_non-redundant.meme": 879,
+    "JASPAR2024_CORE_vertebrates_non-redundant.transfac": 879,
+    "JASPAR2024_CORE_non-redundant.jaspar": 2346,
+    "JASPAR2024_CORE_non-redundant.meme": 2346,
+    "JASPAR2024_CORE_non-redundant.transfac": 2346,
+    "JASPAR2024_CORE_redundant_all_versions.jaspar.gz": 4279,
+    "JASPAR2024_CORE_redundant_all_versions.meme.gz": 4279,
+    "JASPAR2024_CORE_redundant_all_versions.transfac.gz": 4279,
+    "HOCOMOCOv11_HUMAN.pfm": 401,
+    "HOMER.pfm": 436,
+    "ENCODE.pfm.gz": 2065,
+    "SwissRegulon.pfm": 684,
+    "factorbook.pfm": 410,
+    "RSAT_vertebrates.pfm": 2233,
+    "RSAT_insects.pfm": 350,
+    "RSAT_plants.pfm": 306,
+    "IMAGE.pfm": 1611,
+    "gimme.vertebrate.v5.0.pfm": 1796,
+    "yetfasco_all.meme": 1883,
+    "YEASTRACT_20130918.meme": 732,
+    "SwissRegulon_s_cer.meme": 158,
+    "macisaac_yeast.v1.meme": 124,
+    "yeast_uniprobe_GR09.meme": 89,
+    "scpd_matrix.meme": 24,
+    "jaspar-insecta.jaspar": 126,
+    "example.transfac": 2,
+    "MA0001.1.pfm": 1,
+}
+# RSAT_vertebrates.pfm motif cluster_2047 ends with the row "0.2 0.2 0.2 0.2" (sum 0.8): a real defect
+# of the file.  The default 0.02 tolerance rejects it; the count is checked with an explicit looser one.
+LOOSE = {"RSAT_vertebrates.pfm": 0.25}
+
+
+def _shared_motif_files() -> list[Path]:
+    if not MOTIF_DIR.is_dir():
+        return []
+    return sorted(
+        p for p in MOTIF_DIR.rglob("*")
+        if p.is_file() and not p.name.endswith((".metadata.tsv", ".metadata.tsv.gz", ".motif2factors.txt"))
+    )
+
+
+def _text(path: Path) -> str:
+    data = path.read_bytes()
+    return (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8", "replace")
+
+
+def _grep_count(path: Path) -> int:
+    """Independent, grep-like record count."""
+    text = _text(path)
+    name = path.name.removesuffix(".gz")
+    if name.endswith(".meme"):
+        return len(re.findall(r"(?m)^MOTIF\s", text))
+    if name.endswith(".transfac"):
+        return len(re.findall(r"(?m)^P[O0]\s", text))
+    n = len(re.findall(r"(?m)^>", text))
+    return n or 1  # a bare single matrix has no header
+
+
+# ------------------------------------------------------------------------------------------------
+# Real motif collections
+# ------------------------------------------------------------------------------------------------
+
+
+@needs_shared
+def test_shared_motif_files_found():
+    files = _shared_motif_files()
+    names = {p.name for p in files}
+    assert len(files) >= 29
+    assert set(MANIFEST_COUNTS) <= names, set(MANIFEST_COUNTS) - names
+
+
+@needs_shared
+@pytest.mark.parametrize("path", _shared_motif_files(), ids=lambda p: p.name)
+def test_shared_motif_file_counts(path: Path):
+    tol = LOOSE.get(path.name)
+    motifs = read_motifs(path) if tol is None else read_motifs(path, prob_tolerance=tol)
+    assert len(motifs) == _grep_count(path)
+    if path.name in MANIFEST_COUNTS:
+        assert len(motifs) == MANIFEST_COUNTS[path.name]
+    assert [m.record for m in motifs] == list(range(1, len(motifs) + 1))
+    for m in motifs:
+        assert isinstance(m, Motif)
+        assert m.matrix.dtype == np.float64 and m.matrix.ndim == 2 and m.matrix.shape[1] == 4
+        assert m.matrix.shape[0] > 0 and np.all(np.isfinite(m.matrix))
+        assert m.kind in ("counts", "probabilities", "logodds")
+        assert m.source == os.fspath(path)
+        if m.kind == "probabilities":
+            assert np.allclose(m.matrix.sum(axis=1), 1.0, atol=(tol or 0.02) + 1e-9)
+
+
+@needs_shared
+def test_rsat_vertebrates_defect_is_reported_with_line():
+    path = MOTIF_DIR / "gimmemotifs_dbs" / "RSAT_vertebrates.pfm"
+    with pytest.raises(MotifError) as ei:
+        read_motifs(path)
+    msg = str(ei.value)
+    assert "RSAT_vertebrates.pfm line 15710" in msg and "cluster_2047" in msg and "\n" not in msg
+    assert ei.value.line == 15710 and ei.value.record == 1164
+
+
+@needs_shared
+def test_encode_consensus_letter_rows_are_kept():
+    # Bio.motifs 'pfm-four-columns' drops rows that start with A/C/G/T (SIX5_disc1 comes out 2 long).
+    motifs = read_motifs(MOTIF_DIR / "gimmemotifs_dbs" / "ENCODE.pfm.gz")
+    text = _text(MOTIF_DIR / "gimmemotifs_dbs" / "ENCODE.pfm.gz")
+    block = text.split(">SIX5_disc1 ", 1)[1].split("\n>", 1)[0].strip().split("\n")[1:]
+    assert motifs[0].id == "SIX5_disc1" and motifs[0].length == len(block) == 10
+    assert np.allclose(motifs[0].matrix[0], [0.008511, 0.004255, 0.987234, 0.0])
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    "stem", ["JASPAR2024_CORE_vertebrates_non-redundant", "JASPAR2024_CORE_redundant_all_versions"]
+)
+def test_same_motifs_in_three_formats(stem):
+    gz = ".gz" if "redundant_all" in stem else ""
+    jas = read_motifs(MOTIF_DIR / f"{stem}.jaspar{gz}")
+    tra = read_motifs(MOTIF_DIR / f"{stem}.transfac{gz}")
+    mem = read_motifs(MOTIF_DIR / f"{stem}.meme{gz}")
+    assert len(jas) == len(tra) == len(mem) > 800
+    for a, b, c in zip(jas, tra, mem):
+        assert a.id == b.id == c.id and a.name == b.name == c.name
+        assert a.kind == b.kind == "counts" and c.kind == "probabilities"
+        assert np.array_equal(a.matrix, b.matrix)
+        np.testing.assert_allclose(a.matrix / a.matrix.sum(axis=1, keepdims=True), c.matrix, atol=1e-6)
+        assert a.nsites == b.nsites == a.matrix.sum(axis=1).max()
+        assert c.nsites == pytest.approx(a.nsites, abs=0.5)  # .meme export rounds (SP1 MA0079.5: 1000.0007)
+
+
+@needs_shared
+def test_meme_text_output_and_logodds_sections():
+    crp = read_motifs(SHARED / "benchmarks" / "classic_sets" / "crp0.meme_output.txt")
+    assert [m.id for m in crp] == ["1", "2", "3", "4", "5"]
+    assert crp[0].name == "MEME-1" and crp[0].length == 19 and crp[0].nsites == 17
+    assert crp[0].kind == "probabilities"
+    np.testing.assert_allclose(crp[0].matrix[0], [0.0, 0.176471, 0.0, 0.823529])
+    # macisaac has a log-odds AND a letter-probability matrix per motif: the probabilities are used
+    mac = read_motifs(MOTIF_DIR / "yeast_meme_dbs" / "macisaac_yeast.v1.meme")
+    assert mac[0].id == "ABF1" and mac[0].kind == "probabilities" and mac[0].length == 15
+    np.testing.assert_allclose(mac[0].matrix[0], [0.230603, 0.132401, 0.118831, 0.518165])
+
+
+# ------------------------------------------------------------------------------------------------
+# Named JASPAR releases (pyjaspar)
+# ------------------------------------------------------------------------------------------------
+
+
+def test_pyjaspar_release_counts():
+    vert = read_motifs("JASPAR2024:CORE:vertebrates")
+    core = read_motifs("JASPAR2024:CORE")
+    assert len(vert) == 879
+    assert len(core) == 2346
+    assert len(read_motifs("JASPAR2024")) == 2346
+    assert all(m.kind == "counts" and m.source == "JASPAR2024:CORE:vertebrates" for m in vert)
+    assert len({m.id.split(".")[0] for m in core}) == 2346  # non-redundant: one version per base id
+
+
+@needs_shared
+def test_pyjaspar_release_matches_exported_file():
+    rel = {m.id: m for m in read_motifs("JASPAR2024:CORE:vertebrates")}
+    fil = read_motifs(MOTIF_DIR / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar")
+    assert set(rel) == {m.id for m in fil}
+    for m in fil:
+        assert rel[m.id].name == m.name and np.array_equal(rel[m.id].matrix, m.matrix)
+
+
+@pytest.mark.parametrize(
+    "src, problem",
+    [("JASPAR2099", "unknown JASPAR release"), ("JASPAR2024:CORE:martians", "0 motifs"),
+     ("JASPAR2024:CORE:x'y", "bad tax group")],
+)
+def test_bad_release_names(src, problem):
+    with pytest.raises(MotifError, match=problem):
+        read_motifs(src)
+
+
+# ------------------------------------------------------------------------------------------------
+# Small committed files: every format gives the same matrices
+# ------------------------------------------------------------------------------------------------
+
+ARNT = np.array([[4, 16, 0, 0], [19, 0, 1, 0], [0, 20, 0, 0], [0, 0, 20, 0], [0, 0, 0, 20], [0, 0, 20, 0]], float)
+ARNT_AHR = np.array([[3, 8, 2, 11], [0, 0, 23, 1], [0, 23, 0, 1], [0, 0, 23, 1], [0, 0, 0, 24], [0, 0, 24, 0]], float)
+
+
+@pytest.mark.parametrize(
+    "name, fmt, kind, atol",
+    [
+        ("arnt.jaspar", "jaspar", "counts", 0),
+        ("arnt.jaspar.gz", "jaspar", "counts", 0),
+        ("arnt_blocks.txt", "jaspar", "counts", 0),
+        ("arnt.transfac", "transfac", "counts", 0),
+        ("arnt.meme", "meme", "probabilities", 1e-6),
+        ("arnt.motif", "homer", "probabilities", 5e-4),
+        ("arnt_gimme.pfm", "pfm", "probabilities", 5e-5),
+    ],
+)
+def test_formats_agree(name, fmt, kind, atol):
+    for f in (None, fmt):  # auto-detected and explicit
+        motifs = read_motifs(FORMATS_DIR / name, format=f)
+        assert [m.id for m in motifs] == ["MA0004.1", "MA0006.1"]
+        for m, counts in zip(motifs, (ARNT, ARNT_AHR)):
+            assert m.kind == kind
+            want = counts if kind == "counts" else counts / counts.sum(axis=1, keepdims=True)
+            np.testing.assert_allclose(m.matrix, want, rtol=0, atol=atol)
+    if fmt in ("jaspar", "transfac", "homer"):
+        assert [m.name for m in motifs] == ["Arnt", "Arnt::Ahr"]
+    if fmt in ("jaspar", "transfac", "meme"):
+        assert [m.nsites for m in motifs] == [20.0, 24.0]
+
+
+def test_bare_matrix_gets_file_stem_as_id():
+    (m,) = read_motifs(FORMATS_DIR / "MA0004.1.pfm")
+    assert m.id == m.name == "MA0004.1" and m.kind == "counts" and m.record == 1
+    assert np.array_equal(m.matrix, ARNT)
+
+
+def test_duplicate_ids_are_kept_and_counted():
+    motifs = read_motifs(FORMATS_DIR / "duplicate_ids.jaspar")
+    assert [(m.id, m.name) for m in motifs] == [("M1", "first"), ("M1", "second")]
+    assert duplicate_ids(motifs) == {"M1": 2}
+    assert duplicate_ids(read_motifs(FORMATS_DIR / "arnt.jaspar")) == {}
+
+
+def test_motif_is_frozen_and_read_only():
+    m = read_motifs(FORMATS_DIR / "arnt.jaspar")[0]
+    with pytest.raises(ValueError):
+        m.matrix[0, 0] = 1.0
+    with pytest.raises(AttributeError):
+        m.id = "x"
+
+
+# ------------------------------------------------------------------------------------------------
+# Malformed inputs: MotifError naming the file (and line)
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, line, problem",
+    [
+        ("ragged.jaspar", 3, "row 'C' has 7 values, row 'A' has 8"),
+        ("ragged.pfm", 3, "row has 3 values"),
+        ("short_row.meme", 8, "row has 3 values"),
+        ("negative.jaspar", 3, "negative value '-2'"),
+        ("nan.pfm", 4, "value 'nan' is not finite"),
+        ("inf.motif", 3, "value 'inf' is not finite"),
+        ("nonnumeric.transfac", 5, "non-numeric value 'x'"),
+        ("zero_length.jaspar", 1, "zero-length motif"),
+        ("header_without_rows.jaspar", 1, "zero-length motif"),  # Bio.motifs drops it silently
+        ("zero_sum.jaspar", 1, "position 2 sums to 0"),
+        ("prob_sum.meme", 8, "sums to 1.2"),
+        ("truncated.meme", 8, "ends after 2 of w=4 rows"),
+        ("truncated.jaspar", 4, "has 3 matrix rows, expected 4"),  # Bio.motifs drops it silently
+        ("truncated.transfac", 5, "not terminated by '//'"),
+        ("no_matrix.transfac", 11, "has no P0/PO matrix"),  # Bio.motifs repeats the previous motif
+        ("empty.jaspar", None, "empty"),
+        ("zero_motifs.meme", None, "no motifs found"),
+        ("not_meme.meme", None, "not a MEME file"),
+        ("unknown_format.xyz", None, "cannot tell the motif format"),
+        ("corrupt.jaspar.gz", None, "corrupt gzip"),
+    ],
+)
+def test_malformed_inputs(name, line, problem):
+    path = BAD_DIR / name
+    with pytest.raises(MotifError) as ei:
+        read_motifs(path)
+    msg = str(ei.value)
+    assert "\n" not in msg
+    assert name in msg and problem in msg, msg
+    assert ei.value.line == line
+    if line is not None:
+        assert f"{name} line {line}" in msg
+
+
+@pytest.mark.parametrize("name", ["arnt.jaspar", "arnt.transfac"])
+def test_bio_parser_result_is_cross_checked(monkeypatch, name):
+    """The Bio.motifs result must match the independent scan: a dropped or altered motif is an error."""
+    import Bio.motifs
+
+    real_parse = Bio.motifs.parse
+
+    def drop_last(handle, fmt, *args, **kwargs):
+        return list(real_parse(handle, fmt, *args, **kwargs))[:-1]
+
+    monkeypatch.setattr(Bio.motifs, "parse", drop_last)
+    with pytest.raises(MotifError, match=r"Bio\.motifs returned 1 motifs but the file has 2"):
+        read_motifs(FORMATS_DIR / name)
+
+    def alter(handle, fmt, *args, **kwargs):
+        out = list(real_parse(handle, fmt, *args, **kwargs))
+        out[1].counts["A"][0] += 1
+        return out
+
+    monkeypatch.setattr(Bio.motifs, "parse", alter)
+    with pytest.raises(MotifError, match=r"record 2 \(MA0006\.1\): Bio\.motifs and the line scan disagree"):
+        read_motifs(FORMATS_DIR / name)
+
+
+def test_unknown_format_name_and_missing_paths(tmp_path):
+    with pytest.raises(MotifError, match=r"arnt\.jaspar: unknown motif format 'fasta'"):
+        read_motifs(FORMATS_DIR / "arnt.jaspar", format="fasta")
+    with pytest.raises(MotifError, match=r"nope\.meme: no such file"):
+        read_motifs(tmp_path / "nope.meme")
+    with pytest.raises(MotifError, match="is a directory"):
+        read_motifs(tmp_path)
+    with pytest.raises(TypeError):
+        read_motifs(42)
+
+
+def test_prob_tolerance_is_explicit():
+    with pytest.raises(MotifError):
+        read_motifs(BAD_DIR / "prob_sum.meme")
+    (m,) = read_motifs(BAD_DIR / "prob_sum.meme", prob_tolerance=0.25)
+    assert m.kind == "probabilities"
+
+
+# ------------------------------------------------------------------------------------------------
+# PWM model
+# ------------------------------------------------------------------------------------------------
+
+
+def _motif(matrix, kind, nsites=None):
+    mat = np.array(matrix, dtype=np.float64)
+    return Motif("T1", "T1", mat, kind, nsites, "test", 1)
+
+
+def test_pseudocount_counts_by_hand():
+    bg = np.array([0.3, 0.2, 0.2, 0.3])
+    m = _motif([[3, 1, 0, 0], [0, 0, 0, 8]], "counts", nsites=8)
+    p = motif_probabilities(m, bg, 0.1)
+    # row 1: N = 4 -> (count + 0.1*bg) / 4.1; row 2: N = 8 -> (count + 0.1*bg) / 8.1
+    want = np.array([[3.03 / 4.1, 1.02 / 4.1, 0.02 / 4.1, 0.03 / 4.1],
+                     [0.03 / 8.1, 0.02 / 8.1, 0.02 / 8.1, 8.03 / 8.1]])
+    np.testing.assert_allclose(p, want, rtol=1e-12)
+    pwm = pwm_from_motif(m, bg, 0.1)
+    np.testing.assert_allclose(pwm, np.log2(want / bg), rtol=1e-12)
+    assert pwm[0, 0] == pytest.approx(1.300659, abs=1e-6)  # log2((3.03/4.1)/0.3)
+    np.testing.assert_allclose(motif_probabilities(m, bg, 0), [[0.75, 0.25, 0, 0], [0, 0, 0, 1]])
+
+
+def test_pseudocount_probabilities_by_hand():
+    bg = np.full(4, 0.25)
+    row = [[0.5, 0.5, 0.0, 0.0]]
+    # nsites known: N = 2 -> (p*2 + 0.1*0.25) / 2.1
+    p2 = motif_probabilities(_motif(row, "probabilities", nsites=2), bg, 0.1)
+    np.testing.assert_allclose(p2, [[1.025 / 2.1, 1.025 / 2.1, 0.025 / 2.1, 0.025 / 2.1]], rtol=1e-12)
+    # nsites unknown: MEME's DEFAULT_SITE_COUNT 20 -> (p*20 + 0.025) / 20.1
+    p20 = motif_probabilities(_motif(row, "probabilities"), bg, 0.1)
+    np.testing.assert_allclose(p20, [[10.025 / 20.1, 10.025 / 20.1, 0.025 / 20.1, 0.025 / 20.1]], rtol=1e-12)
+    # pseudocount 0: probabilities as given; log2(0) is floored at log2(1e-10/bg)
+    pwm0 = pwm_from_motif(_motif(row, "probabilities", nsites=2), bg, 0)
+    np.testing.assert_allclose(pwm0, [[1.0, 1.0, math.log2(1e-10 / 0.25), math.log2(1e-10 / 0.25)]])
+    assert np.all(np.isfinite(pwm0))
+    with pytest.raises(ValueError):
+        motif_probabilities(_motif(row, "probabilities"), bg, -0.1)
+    with pytest.raises(ValueError):
+        pwm_from_motif(_motif(row, "probabilities"), np.array([0.5, 0.5, 0.0, 0.0]))
+
+
+def test_meme_logodds_only_motif():
+    # Bio.motifs 'minimal' returns ONE motif here: 'LO' carrying P2's matrix.
+    lo, p2 = read_motifs(FORMATS_DIR / "logodds_only.meme")
+    assert (lo.id, lo.name, lo.kind, lo.nsites) == ("LO", "only_logodds", "logodds", None)
+    np.testing.assert_array_equal(lo.matrix, [[100, -100, -100, -100], [-100, 100, -100, -100]])
+    assert (p2.id, p2.kind, p2.nsites) == ("P2", "probabilities", 20.0)
+    np.testing.assert_array_equal(p2.matrix, [[0.1, 0.2, 0.3, 0.4]])
+
+
+def test_logodds_returned_as_is_and_rc():
+    lo = _motif([[-40, -57, -72, 77], [116, -353, 59, -493]], "logodds")
+    out = pwm_from_motif(lo, np.full(4, 0.25))
+    assert np.array_equal(out, lo.matrix) and out is not lo.matrix and out.flags.writeable
+    with pytest.raises(ValueError, match="log-odds"):
+        motif_probabilities(lo, np.full(4, 0.25))
+    pwm = np.arange(8.0).reshape(2, 4)
+    np.testing.assert_array_equal(reverse_complement(pwm), [[7, 6, 5, 4], [3, 2, 1, 0]])
+    with pytest.raises(ValueError):
+        reverse_complement(np.zeros((3, 5)))
+
+
+def _read_fasta(path: Path) -> dict[str, str]:
+    seqs, name = {}, None
+    for line in path.read_text().splitlines():
+        if line.startswith(">"):
+            name = line[1:].split()[0]
+            seqs[name] = []
+        elif line.strip():
+            seqs[name].append(line.strip().upper())
+    return {k: "".join(v) for k, v in seqs.items()}
+
+
+def _fimo_rows(path: Path):
+    for line in path.read_text().splitlines():
+        if not line or line.startswith(("#", "motif_id")):
+            continue
+        f = line.split("\t")
+        yield f[2], int(f[3]), int(f[4]), f[5], float(f[6]), f[9]
+
+
+@pytest.mark.parametrize("results, both_strands", [("results.tsv", True), ("results-norc.tsv", False)])
+def test_scores_reproduce_fimo(results, both_strands):
+    """FIMO 5.4.1 defaults: pseudocount 0.1 and MEME's NRDB background (not uniform), averaged with its
+    complement when both strands are scanned.  FIMO reports scores on an integer lattice
+    (PSSM range 1000, offset floor(min), scale floor(1000/(max-offset))): emulating it reproduces the
+    reported scores exactly; the raw scores lie within w*0.5/scale of them."""
+    (motif,) = read_motifs(FIMO_DIR / "prodoric_mx000001_meme.txt")
+    assert (motif.id, motif.name, motif.length, motif.nsites) == ("MX000001", "MexR", 15, 2.0)
+    seqs = _read_fasta(FIMO_DIR / "mibig-genes.fna")
+    bg = read_background("nrdb")
+    if both_strands:
+        bg = (bg + bg[::-1]) / 2
+    pwm = pwm_from_motif(motif, bg, pseudocount=0.1)
+    offset = math.floor(pwm.min())
+    scale = math.floor(1000 / (pwm.max() - offset))
+    lattice = np.floor((pwm - offset) * scale + 0.5)
+    index = {c: i for i, c in enumerate("ACGT")}
+    comp = str.maketrans("ACGT", "TGCA")
+    rows = list(_fimo_rows(FIMO_DIR / results))
+    assert len(rows) == (6 if both_strands else 1)
+    raw_dev = []
+    for seq, start, stop, strand, score, matched in rows:
+        window = seqs[seq][start - 1:stop]  # FIMO: 1-based inclusive
+        assert (window if strand == "+" else window.translate(comp)[::-1]) == matched
+        p = pwm if strand == "+" else reverse_complement(pwm)
+        q = lattice if strand == "+" else lattice[::-1, ::-1]
+        codes = [index[c] for c in window]
+        raw = float(sum(p[i, c] for i, c in enumerate(codes)))
+        emulated = sum(q[i, c] for i, c in enumerate(codes)) / scale + len(codes) * offset
+        assert emulated == pytest.approx(score, abs=1e-4)  # FIMO prints 6 significant digits
+        raw_dev.append(abs(raw - score))
+    assert max(raw_dev) <= motif.length * 0.5 / scale + 1e-4
+    # max deviation seen: 0.0076 (results.tsv), 0.0119 (results-norc.tsv)
+    assert max(raw_dev) < (0.01 if both_strands else 0.015)
+
+
+# ------------------------------------------------------------------------------------------------
+# Backgrounds and checksums
+# ------------------------------------------------------------------------------------------------
+
+
+def test_read_background(tmp_path):
+    np.testing.assert_array_equal(read_background("uniform"), np.full(4, 0.25))
+    np.testing.assert_array_equal(read_background(None), np.full(4, 0.25))
+    np.testing.assert_allclose(read_background("nrdb"), NRDB_DNA)
+    np.testing.assert_allclose(read_background("0.3,0.2,0.2,0.3"), [0.3, 0.2, 0.2, 0.3])
+    np.testing.assert_allclose(read_background("genome", np.array([30, 20, 20, 30])), [0.3, 0.2, 0.2, 0.3])
+    bgfile = tmp_path / "bg.txt"
+    bgfile.write_text("# order 0\nA 3.1e-01\nC 1.9e-01\nG 1.9e-01\nT 3.1e-01\n# order 1\nAA 0.1\nAC 0.05\n")
+    bg = read_background(str(bgfile))
+    assert bg.shape == (4,) and bg.dtype == np.float64 and bg.sum() == pytest.approx(1.0)
+    np.testing.assert_allclose(bg, [0.31, 0.19, 0.19, 0.31])
+    with pytest.raises(MotifError, match="no genome background"):
+        read_background("genome")
+    with pytest.raises(MotifError, match="> 0"):
+        read_background("0.5,0.5,0,0")
+    with pytest.raises(MotifError, match="4 comma-separated"):
+        read_background("0.5,0.5")
+    bad = tmp_path / "bad_bg.txt"
+    bad.write_text("A 0.3\nC 0.2\nG 0.2\n")
+    with pytest.raises(MotifError, match=r"bad_bg\.txt: background file lacks T"):
+        read_background(str(bad))
+    bad.write_text("A 0.3\nC x\nG 0.2\nT 0.3\n")
+    with pytest.raises(MotifError, match=r"bad_bg\.txt line 2: non-numeric"):
+        read_background(str(bad))
+    with pytest.raises(MotifError):
+        read_background("no-such-background")
+
+
+def test_motifs_checksum():
+    path = FORMATS_DIR / "arnt.jaspar.gz"
+    assert motifs_checksum(path) == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert motifs_checksum("JASPAR2024:CORE:vertebrates") == hashlib.sha256(
+        b"JASPAR2024:CORE:vertebrates").hexdigest()
+    assert motifs_checksum("JASPAR2024") != motifs_checksum("JASPAR2024:CORE:vertebrates")
+    with pytest.raises(MotifError, match="no such file"):
+        motifs_checksum(FORMATS_DIR / "missing.jaspar")

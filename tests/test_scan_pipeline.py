@@ -1,0 +1,238 @@
+"""The whole scan on a real Dask cluster: Parquet layout, provenance, exactness, resume, exports, bad input."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.genome import ingest
+from pipeline.scan import ScanError, read_hits, run_scan
+from tests.conftest import DATA, ROOT
+from tests.reference import brute_force_pvalue, naive_scan
+
+MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory, chrx_slice):
+    """Two real contigs with N runs and IUPAC codes, small blocks so block borders are many."""
+    d = tmp_path_factory.mktemp("genome")
+    a = list(chrx_slice[:120_000])
+    a[30_000:30_500] = "N" * 500
+    a[59_990:60_010] = "N" * 20
+    for i in range(5, 120_000, 9973):
+        a[i] = "R"
+    seqs = {"chrX_a": "".join(a), "contig/b weird": chrx_slice[150_000:161_234].lower()}
+    fa = d / "g.fa.gz"
+    with gzip.open(fa, "wt") as f:
+        for k, s in seqs.items():
+            f.write(f">{k}\n" + "\n".join(s[i:i + 70] for i in range(0, len(s), 70)) + "\n")
+    store = ingest(fa, d / "g.zarr", block_size=16_384, halo=40)
+    return store, seqs
+
+
+@pytest.fixture(scope="module")
+def client():
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as cl, Client(cl) as c:
+        yield c
+
+
+def table_rows(t):
+    t = t.sort_by([("chrom", "ascending"), ("start", "ascending"), ("motif_id", "ascending"), ("strand", "ascending")])
+    return list(zip(*(t.column(c).to_pylist() for c in ("chrom", "start", "end", "strand", "motif_id", "score", "pvalue"))))
+
+
+@pytest.fixture(scope="module")
+def finished(genome, client, tmp_path_factory):
+    store, _ = genome
+    out = tmp_path_factory.mktemp("run") / "hits"
+    res = run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False)
+    return out, res
+
+
+def test_hits_equal_naive_reference(genome, finished):
+    from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement
+
+    store, seqs = genome
+    out, res = finished
+    thr = pq.read_table(out / "_thresholds.parquet").to_pylist()
+    motifs = read_motifs(MOTIFS)
+    pwms, thresholds, labels = [], [], []
+    for m, (tp, tm) in zip(motifs, zip(thr[::2], thr[1::2])):
+        w = pwm_from_motif(m, np.full(4, 0.25), 0.1)
+        for strand, ww, t in (("+", w, tp), ("-", reverse_complement(w), tm)):
+            assert t["motif_id"] == m.id and t["strand"] == strand
+            if t["reachable"]:
+                pwms.append(ww)
+                thresholds.append(t["threshold"])
+                labels.append((m.id, strand, ww.shape[0]))
+    want = []
+    for chrom, seq in seqs.items():
+        for pos, r, score in naive_scan(seq, pwms, thresholds):
+            mid, strand, m = labels[r]
+            want.append((chrom, pos, pos + m, strand, mid, score))
+    got = [r[:6] for r in table_rows(read_hits(str(out)))]
+    assert len(want) > 1000
+    assert sorted(got) == sorted(want)          # found once each, across every block border, scores bit-identical
+    assert res.hits == len(want)
+
+
+def test_pvalues_exact(genome, finished):
+    from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement
+
+    out, _ = finished
+    t = read_hits(str(out))
+    assert max(t.column("pvalue").to_pylist()) <= 1e-3
+    motifs = {m.id: m for m in read_motifs(MOTIFS)}
+    rows = table_rows(t)
+    checked = 0
+    for mid in ("MA0079.5", "MA0139.2"):            # lengths 11 and 15 ... brute force only for short ones
+        m = motifs[mid]
+        if m.matrix.shape[0] > 11:
+            continue
+        w = pwm_from_motif(m, np.full(4, 0.25), 0.1)
+        for r in [r for r in rows if r[4] == mid][:25]:
+            ww = w if r[3] == "+" else reverse_complement(w)
+            exact = brute_force_pvalue(ww, np.full(4, 0.25), r[5])
+            assert r[6] == pytest.approx(exact, rel=1e-3)
+            assert r[6] >= exact * (1 - 1e-9)
+            checked += 1
+    assert checked >= 25
+
+
+def test_layout_schema_and_provenance(genome, finished):
+    store, _ = genome
+    out, _ = finished
+    parts = sorted(p.name for p in out.iterdir() if p.name.startswith("chrom="))
+    assert parts == ["chrom=chrX_a", "chrom=contig%2Fb%20weird"]      # names never become raw paths
+    files = sorted(out.glob("chrom=*/part-*.parquet"))
+    f = pq.ParquetFile(files[0])
+    assert f.schema_arrow.names == ["start", "end", "strand", "motif_id", "motif_name", "score", "pvalue"]
+    md = {k.decode(): v.decode() for k, v in f.schema_arrow.metadata.items()}
+    assert md["genome.checksum"] == store.checksum
+    assert md["motifs.checksum"].startswith("sha256:") or len(md["motifs.checksum"]) == 64
+    assert md["pvalue"] == "0.001" and json.loads(md["background"]) == [0.25] * 4
+    assert json.loads(md["block"])["chrom"] in ("chrX_a", "contig/b weird")
+    t = read_hits(str(out))
+    assert set(t.column("chrom").to_pylist()) == {"chrX_a", "contig/b weird"}
+    summary = json.loads((out / "_summary.json").read_text())
+    ms = pq.read_table(out / "_motif_summary.parquet")
+    assert sum(ms.column("hits").to_pylist()) == summary["hits"] == t.num_rows
+    assert not list(out.rglob(".*tmp*"))
+
+
+def test_rerun_refused_and_resume_of_finished_does_nothing(genome, finished, client):
+    store, _ = genome
+    out, res = finished
+    with pytest.raises(ScanError, match="finished scan; pass --resume"):
+        run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False)
+    before = {p: p.stat().st_mtime_ns for p in out.glob("chrom=*/*.parquet")}
+    again = run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False, resume=True)
+    assert again.blocks_skipped == again.blocks and again.hits == res.hits
+    assert before == {p: p.stat().st_mtime_ns for p in out.glob("chrom=*/*.parquet")}
+    with pytest.raises(ScanError, match="different parameters"):
+        run_scan(store.path, MOTIFS, str(out), pvalue=1e-4, client=client, progress=False, resume=True)
+
+
+def test_resume_after_partial_run_is_identical(genome, finished, client, tmp_path):
+    import shutil
+
+    store, _ = genome
+    out, _ = finished
+    part = tmp_path / "partial"
+    shutil.copytree(out, part)
+    # make it look interrupted: half the blocks unfinished, a torn temporary file, no summary
+    entries = sorted((part / "_manifest").glob("*.json"))[::2]
+    for e in entries:
+        info = json.loads(e.read_text())
+        if info["file"]:
+            (part / info["file"]).unlink()
+        e.unlink()
+    (part / "_summary.json").unlink()
+    (part / "chrom=chrX_a" / ".part-c000000-000001.parquet.tmp-dead").write_bytes(b"torn")
+    res = run_scan(store.path, MOTIFS, str(part), pvalue=1e-3, client=client, progress=False, resume=True)
+    assert res.blocks_skipped == res.blocks - len(entries)
+    assert table_rows(read_hits(str(part))) == table_rows(read_hits(str(out)))
+    assert not list(part.rglob(".*tmp*"))
+
+
+def _cli(*args, **kw):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env,
+                          cwd=kw.get("cwd", ROOT), timeout=kw.get("timeout", 180))
+
+
+def test_killed_run_resumes_identically(genome, finished, tmp_path):
+    store, _ = genome
+    out, _ = finished
+    hits = tmp_path / "killed"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="1")
+    p = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "scan", store.path, MOTIFS, "--pvalue", "1e-3",
+                          "--out", str(hits), "--workers", "1", "--no-progress"], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((hits / "_manifest").glob("*.json"))) < 2:
+        time.sleep(0.05)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    n_done = len(list((hits / "_manifest").glob("*.json")))
+    assert n_done >= 2 and not (hits / "_summary.json").exists()
+    r = _cli("scan", store.path, MOTIFS, "--pvalue", "1e-3", "--out", str(hits), "--workers", "1", "--resume",
+             "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert table_rows(read_hits(str(hits))) == table_rows(read_hits(str(out)))
+
+
+@pytest.mark.parametrize("fmt", ["bed", "fimo", "gff3"])
+def test_exports_round_trip(finished, tmp_path, fmt):
+    from pipeline.export import export, parse_export
+
+    out, _ = finished
+    dest = tmp_path / f"hits.{fmt}"
+    n = export(str(out), fmt, str(dest))
+    back = parse_export(str(dest), fmt)
+    want = [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in table_rows(read_hits(str(out)))]
+    assert n == len(want) == len(back)
+    key = lambda r: (r[0], r[1], r[4], r[3])  # noqa: E731
+    for a, b in zip(sorted(back, key=key), sorted(want, key=key)):
+        assert a[:5] == b[:5] and a[5] == pytest.approx(b[5], abs=1e-4)
+    if fmt == "fimo":
+        line = dest.read_text().splitlines()[1].split("\t")
+        start, stop, seq = int(line[3]), int(line[4]), line[9]
+        assert len(seq) == stop - start + 1      # 1-based inclusive, matched sequence from the store
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["scan", "{store}", MOTIFS, "--pvalue", "0", "--out", "{tmp}/o"], "p-value must be in (0, 1)"),
+    (["scan", "{store}", MOTIFS, "--pvalue", "1.5", "--out", "{tmp}/o"], "p-value must be in (0, 1)"),
+    (["scan", "{tmp}/nostore.zarr", MOTIFS, "--out", "{tmp}/o"], "not a motifgrid genome store"),
+    (["scan", "{store}", "{tmp}/none.jaspar", "--out", "{tmp}/o"], "none.jaspar"),
+    (["scan", "{small}", MOTIFS, "--out", "{tmp}/o"], "re-ingest with --halo 32"),
+    (["ingest", "{tmp}/none.fa", "{tmp}/x.zarr"], "no such file"),
+    (["export", "{tmp}", "--format", "bed", "-o", "{tmp}/x.bed"], "not a motifgrid hits dataset"),
+])
+def test_bad_input_one_line_exit_2(genome, tmp_path, args, msg):
+    store, _ = genome
+    small = tmp_path / "small.zarr"
+    fa = tmp_path / "s.fa"
+    fa.write_text(">s\nACGTACGTAC\n")
+    ingest(fa, small, halo=10)
+    args = [a.format(store=store.path, tmp=tmp_path, small=small) for a in args]
+    r = _cli(*args)
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and msg in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "o" / "_summary.json").exists() and not (tmp_path / "x.zarr").exists()

@@ -1,0 +1,70 @@
+"""Device resolution and the array module.
+
+Every worker function takes ``device=None | "cpu" | "gpu"`` and resolves it here, once.
+``None`` means: the GPU when CuPy and a CUDA device are usable, else the CPU.  Nothing
+defaults to CUDA by accident, and CuPy is imported only when a GPU is asked for or probed.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+
+DEVICES = ("cpu", "gpu")
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> bool:
+    """True when CuPy imports and at least one CUDA device answers."""
+    if os.environ.get("MOTIFGRID_NO_GPU"):
+        return False
+    try:
+        import cupy  # noqa: PLC0415
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # ImportError, CUDARuntimeError, missing driver
+        return False
+
+
+def resolve_device(device: str | None) -> str:
+    """Map ``None``/"auto"/"cpu"/"gpu" to "cpu" or "gpu"; "gpu" without a GPU is an error."""
+    if device in (None, "auto"):
+        return "gpu" if gpu_available() else "cpu"
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES} or None, not {device!r}")
+    if device == "gpu" and not gpu_available():
+        raise RuntimeError("device='gpu' was asked for, but CuPy or a CUDA device is not available")
+    return device
+
+
+def array_module(device: str | None):
+    """NumPy for "cpu", CuPy for "gpu"."""
+    if resolve_device(device) == "gpu":
+        import cupy  # noqa: PLC0415
+
+        return cupy
+    return np
+
+
+def to_numpy(a) -> np.ndarray:
+    """Bring an array (NumPy or CuPy) to the host."""
+    if type(a).__module__.startswith("cupy"):
+        return a.get()
+    return np.asarray(a)
+
+
+def limit_blas_threads(n: int = 1) -> None:
+    """Pin BLAS to ``n`` threads in this process (one per Dask thread).
+
+    Environment variables cover libraries that are not loaded yet; threadpoolctl, when present,
+    covers the ones already loaded.
+    """
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(n)
+    try:
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
+        threadpool_limits(n)
+    except ImportError:
+        pass

@@ -1,0 +1,221 @@
+"""Multi-PWM scanning of one block: what one task computes on one device.
+
+CPU path (BLAMM, Fostier 2020): every motif and strand is one column of a pattern matrix P, tiled by
+motif length; the block's one-hot sequence S_enc (4 floats per position) is used in place through
+strided views, never copied window by window.  For a tile of padded length L and an offset ``o``,
+the windows starting at ``o, o+w, o+2w, ...`` (``w >= L``) form a legal row-major BLAS operand
+``S_enc[4o:]`` with leading dimension ``4w``; one SGEMM gives their scores against every motif of
+the tile.  The threshold is folded into P (each column of motif ``k`` carries ``-alpha_k/m_k``), so
+a hit candidate is simply a non-negative entry of the product.  Candidates (within a float32 error
+margin of the threshold) are rescored in float64 in column order, exactly as a naive loop does;
+windows containing a code 4 (N, IUPAC) are never reported.
+
+The GPU path lives in :mod:`workers.scan_gpu` and returns the same arrays.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from workers.backend import resolve_device
+
+#: margin (bits) under which float32 scores are rechecked in float64; far above float32 error
+#: (< 1e-4 bits for 64 columns of |w| <= 20), far below any threshold gap that matters.
+CANDIDATE_MARGIN = 1e-2
+_ONE_HOT = np.vstack([np.eye(4, dtype=np.float32), np.zeros((1, 4), np.float32)])
+
+
+@dataclass
+class Tile:
+    rows: np.ndarray          # (c,) int32 indices into ScanPlan rows
+    length: int               # padded length L (the longest motif of the tile)
+    P: np.ndarray             # (4L, c) float32; entry [4j+x, k] = w_k[j, x] - alpha_k / m_k (0 past m_k)
+
+
+@dataclass
+class ScanPlan:
+    """Everything a worker needs to scan any block; built once on the client, sent once per worker.
+
+    A *row* is one (motif, strand) pair: ``row_motif[r]`` is the motif index, ``row_strand[r]`` is
+    0 for "+" and 1 for "-".  The "-" row scores the forward window with the reverse-complement
+    matrix, so its hits are reported on the forward coordinates of the window.
+    """
+    pwms: list                      # per row: (m, 4) float64 matrix actually scored
+    thresholds: np.ndarray          # (R,) float64 alpha per row (finite: unreachable rows are left out)
+    row_motif: np.ndarray           # (R,) int32
+    row_strand: np.ndarray          # (R,) int8
+    lengths: np.ndarray             # (R,) int32
+    tiles: list = field(default_factory=list)
+    max_length: int = 0
+    _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.pwms)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_gpu"] = {}
+        return state
+
+
+def plan_tiles(lengths: np.ndarray, waste: float = 0.15, max_width: int = 512) -> list[np.ndarray]:
+    """Group rows into tiles of similar length (padding waste <= ``waste``), longest first."""
+    order = np.argsort(-lengths, kind="stable")
+    tiles, cur, cur_len = [], [], 0
+    for r in order:
+        m = int(lengths[r])
+        if cur and (m < cur_len * (1 - waste) or len(cur) >= max_width):
+            tiles.append(np.asarray(cur, dtype=np.int32))
+            cur = []
+        if not cur:
+            cur_len = m
+        cur.append(int(r))
+    if cur:
+        tiles.append(np.asarray(cur, dtype=np.int32))
+    return tiles
+
+
+def make_plan(pwms: list, thresholds: np.ndarray, row_motif: np.ndarray, row_strand: np.ndarray) -> ScanPlan:
+    """Build the plan from per-row float64 matrices and thresholds (rows with alpha = inf are dropped)."""
+    thresholds = np.asarray(thresholds, dtype=np.float64)
+    keep = np.flatnonzero(np.isfinite(thresholds))
+    pwms = [np.ascontiguousarray(pwms[i], dtype=np.float64) for i in keep]
+    lengths = np.array([p.shape[0] for p in pwms], dtype=np.int32)
+    plan = ScanPlan(pwms=pwms, thresholds=thresholds[keep], row_motif=np.asarray(row_motif)[keep].astype(np.int32),
+                    row_strand=np.asarray(row_strand)[keep].astype(np.int8), lengths=lengths,
+                    max_length=int(lengths.max()) if len(lengths) else 0)
+    for rows in plan_tiles(lengths):
+        L = int(lengths[rows].max())
+        P = np.zeros((L, 4, len(rows)), dtype=np.float64)
+        for k, r in enumerate(rows):
+            m = lengths[r]
+            P[:m, :, k] = pwms[r] - plan.thresholds[r] / m
+        plan.tiles.append(Tile(rows=rows, length=L, P=P.reshape(4 * L, len(rows)).astype(np.float32)))
+    return plan
+
+
+@dataclass
+class BlockHits:
+    """Hits of one block, sorted by (position, row).  ``pos`` is relative to the block row start."""
+    pos: np.ndarray      # (n,) int64
+    row: np.ndarray      # (n,) int32 ScanPlan row
+    score: np.ndarray    # (n,) float64, exact (column-order float64 sum)
+
+    @classmethod
+    def empty(cls) -> "BlockHits":
+        return cls(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.float64))
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+
+def n_prefix(codes: np.ndarray) -> np.ndarray:
+    """(n+1,) int32 prefix count of code-4 positions, for O(1) "window contains N" tests."""
+    out = np.zeros(codes.size + 1, dtype=np.int32)
+    np.cumsum(codes >= 4, out=out[1:])
+    return out
+
+
+def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndarray, plan: ScanPlan) -> BlockHits:
+    """Exact float64 scores of candidate windows; keep those >= alpha with no N.  Host arrays."""
+    keep_pos, keep_row, keep_score = [], [], []
+    if pos.size == 0:
+        return BlockHits.empty()
+    order = np.argsort(rows, kind="stable")
+    pos, rows = pos[order], rows[order]
+    bounds = np.flatnonzero(np.diff(rows)) + 1
+    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, rows.size]):
+        r = int(rows[lo])
+        w = plan.pwms[r]
+        m = w.shape[0]
+        p = pos[lo:hi]
+        ok = npref[p + m] == npref[p]
+        p = p[ok]
+        if p.size == 0:
+            continue
+        acc = np.zeros(p.size, dtype=np.float64)
+        for j in range(m):               # column order: bit-identical to a plain loop
+            acc += w[j, np.minimum(codes[p + j], 3)]
+        hit = acc >= plan.thresholds[r]
+        keep_pos.append(p[hit])
+        keep_row.append(np.full(int(hit.sum()), r, dtype=np.int32))
+        keep_score.append(acc[hit])
+    if not keep_pos:
+        return BlockHits.empty()
+    pos = np.concatenate(keep_pos)
+    row = np.concatenate(keep_row)
+    score = np.concatenate(keep_score)
+    o = np.lexsort((row, pos))
+    return BlockHits(pos[o], row[o], score[o])
+
+
+def _scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: int = 4096) -> BlockHits:
+    n = int(n_positions)
+    if n <= 0 or not plan.tiles:
+        return BlockHits.empty()
+    Lmax = plan.max_length
+    # one-hot sequence, padded so every strided view stays inside the buffer
+    span = chunk_rows * max(t.length for t in plan.tiles)
+    total = (-(-n // span) + 1) * span + Lmax + 1
+    padded = np.full(total, 4, dtype=np.uint8)
+    take = min(codes.size, total)
+    padded[:take] = codes[:take]
+    enc = _ONE_HOT[padded].reshape(-1)          # (4*total,) float32, N -> zeros
+    cand_pos, cand_row = [], []
+    item = enc.itemsize
+    for tile in plan.tiles:
+        L, P = tile.length, tile.P
+        w = L                                       # windows o, o+w, ... never overlap: legal BLAS operand
+        step = chunk_rows * w
+        thr = -CANDIDATE_MARGIN
+        for c0 in range(0, n, step):
+            rows_here = min(chunk_rows, -(-(n - c0) // w))
+            for o in range(w):
+                start = c0 + o
+                if start >= n:
+                    break
+                view = np.lib.stride_tricks.as_strided(enc[4 * start:], shape=(rows_here, 4 * L),
+                                                       strides=(4 * w * item, item), writeable=False)
+                R = view @ P                        # (rows_here, c): score - alpha, float32
+                hit_rows = np.flatnonzero(R.max(axis=1) >= thr)
+                if hit_rows.size == 0:
+                    continue
+                sub = R[hit_rows]
+                ii, kk = np.nonzero(sub >= thr)
+                p = start + hit_rows[ii] * w
+                inside = p < n
+                cand_pos.append(p[inside].astype(np.int64))
+                cand_row.append(tile.rows[kk[inside]])
+    if not cand_pos:
+        return BlockHits.empty()
+    return rescore(codes, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
+
+
+def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str | None = None) -> BlockHits:
+    """Scan the windows starting at ``0 .. n_positions-1`` of ``codes`` with every row of ``plan``.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (B + H,), uint8
+        Block row from the genome store (A=0 C=1 G=2 T=3, other=4); ``H >= plan.max_length - 1``.
+    n_positions : int
+        Number of window starts to test (the block core, clipped to the contig end).
+    plan : ScanPlan
+    device : {"cpu", "gpu", None}
+
+    Returns
+    -------
+    BlockHits
+        Host arrays, sorted by (position, row); identical on every device.
+    """
+    dev = resolve_device(device)
+    if plan.max_length and codes.size < n_positions + plan.max_length - 1:
+        raise ValueError(f"block row of {codes.size} codes is too short for {n_positions} windows of "
+                         f"length {plan.max_length}")
+    if dev == "gpu":
+        from workers.scan_gpu import scan_gpu  # noqa: PLC0415
+
+        return scan_gpu(codes, n_positions, plan)
+    return _scan_cpu(np.asarray(codes, dtype=np.uint8), n_positions, plan)
