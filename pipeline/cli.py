@@ -151,16 +151,16 @@ def _client_kwargs(a):
 
 def cmd_scan(a, console=None) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
-    from pipeline.scan import run_scan  # noqa: PLC0415
+    from pipeline.scan import execute_scan, plan_scan  # noqa: PLC0415
 
     console = console or _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
+                    pseudocount=a.pseudocount, resume=a.resume)
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
                       f"worker(s); dashboard: {client.dashboard_link}")
-        res = run_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
-                       pseudocount=a.pseudocount, client=client, device=device, resume=a.resume,
-                       progress=not a.no_progress, command=command, console=console)
+        res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
     _print_summary(res, console)
     return 0
 

@@ -8,6 +8,7 @@ on 127.0.0.1 only.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
 import dask.config
@@ -60,12 +61,12 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         if n_workers:
             kw["n_workers"] = n_workers
         cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=max(1, threads_per_worker),
-                                   silence_logs="error" if quiet else "warning", **kw)
+                                   silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
         n = n_workers or _cpu_count()
         cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=processes, host=host,
-                               dashboard_address=dash, silence_logs="error" if quiet else "warning")
+                               dashboard_address=dash, silence_logs=logging.ERROR if quiet else logging.WARNING)
         dev = "cpu"
     client = Client(cluster)
     try:

@@ -301,13 +301,21 @@ class ScanResult:
     workers: int
 
 
-def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
-             pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
-             progress: bool = True, command: str | None = None, console=None) -> ScanResult:
-    """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
-    from distributed import as_completed  # noqa: PLC0415
+@dataclass
+class ScanJob:
+    """A validated scan, ready to run: inputs read and checked, output folder claimed."""
+    store: GenomeStore
+    mset: MotifSet
+    out: str
+    pvalue: float
+    background_spec: str
+    done: set
+    t_start: float
 
-    import dask.config  # noqa: PLC0415
+
+def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
+              pseudocount: float = 0.1, resume: bool = False) -> ScanJob:
+    """Read and check every input and claim the output folder, before any cluster is started."""
     from pipeline.motifs import read_background  # noqa: PLC0415
 
     t_start = time.perf_counter()
@@ -321,7 +329,26 @@ def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, backg
                         f"re-ingest with --halo {mset.max_length - 1} or more")
     params = _run_params(store, mset, pvalue, background)
     done = prepare_output(out, params, resume)
+    return ScanJob(store, mset, out, pvalue, background, done, t_start)
 
+
+def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
+             pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
+             progress: bool = True, command: str | None = None, console=None) -> ScanResult:
+    """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
+    job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume)
+    return execute_scan(job, client, device=device, progress=progress, command=command, console=console)
+
+
+def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = True, command: str | None = None,
+                 console=None) -> ScanResult:
+    """Thresholds, then one task per block on ``client``; summaries at the end."""
+    from distributed import as_completed  # noqa: PLC0415
+
+    import dask.config  # noqa: PLC0415
+
+    store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
+    bg, pseudocount = mset.background, mset.pseudocount
     tables = row_thresholds(mset, pvalue, client=client)
     pwms, row_motif, row_strand = mset.rows()
     thr = np.array([t.threshold if t.reachable else np.inf for t in tables])

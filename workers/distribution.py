@@ -92,11 +92,15 @@ __all__ = [
 
 _U = 2.0**-53
 TIE_MIN = 1e-9
-EXACT_GATE_WORDS = 3.0e4   # try the exact enumeration first when the tail holds fewer words
-EXACT_CAP = 400_000        # give the exact enumeration up past this many distinct states
-TOP_CAP = 400_000
+MIN_CAP = 20_000           # exact enumeration: always allow this many distinct states
+CAP_RATIO = 20.0           # ... else about (lattice cells) / CAP_RATIO (cost break-even)
+EXACT_CAP = 400_000        # cap when resolving an atom at the threshold
+BIG_CAP = 4_000_000        # last resort
+MAX_LEVELS = 6
+RHO_THR = 0.3              # lattice step: bracket ~ RHO_THR * rel_tol at the threshold
+RHO_TAB = 0.75             # lattice cells certified for the table: bracket <= RHO_TAB * rel_tol
 MIN_EPS = 2e-7
-MAX_CELLS = 20_000_000
+MAX_CELLS = 4_000_000
 
 
 def _empty_f() -> np.ndarray:
@@ -124,6 +128,8 @@ class ScoreThreshold:
         False when no attained score has ``Pv <= requested_pvalue``.
     requested_pvalue : float
         The ``p`` asked for.
+    rel_tol : float
+        Relative precision of ``pvalue_bounds`` and of ``score_to_pvalue``.
     exact_threshold : bool
         True when ``alpha`` was fixed on the exact tie classes (minimal among attained scores);
         False when it comes from the certified lattice bracket (see module docstring).
@@ -131,24 +137,24 @@ class ScoreThreshold:
         Best attainable score.
     tie : float
         Scores closer than this are one score.
-    eps, d_hi : float
-        Lattice step and upper residual offset of the lattice part of the table
-        (cell of a score ``s``: ``ceil((s - d_hi)/eps)``).
-    seg_start : ndarray of int64, shape (n_seg,)
-        First lattice cell of each log-linear segment (ascending).
-    seg_a, seg_b : ndarray of float64, shape (n_seg,)
-        ``log Pv`` upper bound at ``seg_start`` and its slope per cell (``<= 0``).
-    lattice_from : float
-        Lowest score the lattice part answers (``nan`` below it).
+    eps : float
+        Step of the finest integer lattice used (``nan`` when only exact classes were used).
     exact_from : float
-        Scores strictly above this are answered by the exact part.
-    exact_edges : ndarray of float64, shape (n_grp,)
-        Upper score edge of each group of exact tie classes (ascending).
-    exact_tails : ndarray of float64, shape (n_grp,)
-        ``Pv`` of the lowest class of each group.
-    scores_certified : bool
-        False only if the exact top enumeration had to be given up (then lookups near the top
-        are upper bounds without the ``rel_tol`` guarantee).
+        Scores above this were resolved into exact tie classes.
+    seg_x0 : ndarray of float64, shape (n_seg,)
+        Tail table: exclusive lower score edge of each segment (ascending).  Segment ``i``
+        answers scores in ``(seg_x0[i], seg_x0[i+1]]`` (the last one up to ``table_top``).
+    seg_a : ndarray of float64, shape (n_seg,)
+        ``log`` of the p-value upper bound at ``seg_x0``.
+    seg_b : ndarray of float64, shape (n_seg,)
+        Its slope per bit (``<= 0``): ``Pv(s) <= exp(seg_a + seg_b*(s - seg_x0))``.
+    table_top : float
+        Upper end of the table.  Above it the p-value is 0 when ``top_zero`` (the top was
+        enumerated exactly), else bounded by its value at ``table_top``.
+    top_zero : bool
+        See ``table_top``.
+    has_table : bool
+        False when built with ``table=False`` (threshold only).
     """
 
     threshold: float
@@ -156,19 +162,18 @@ class ScoreThreshold:
     pvalue_bounds: tuple[float, float]
     reachable: bool
     requested_pvalue: float = math.nan
+    rel_tol: float = 1e-3
     exact_threshold: bool = False
     max_score: float = math.nan
     tie: float = TIE_MIN
     eps: float = math.nan
-    d_hi: float = math.nan
-    seg_start: np.ndarray = field(default_factory=_empty_i)
+    exact_from: float = math.inf
+    seg_x0: np.ndarray = field(default_factory=_empty_f)
     seg_a: np.ndarray = field(default_factory=_empty_f)
     seg_b: np.ndarray = field(default_factory=_empty_f)
-    lattice_from: float = math.inf
-    exact_from: float = math.inf
-    exact_edges: np.ndarray = field(default_factory=_empty_f)
-    exact_tails: np.ndarray = field(default_factory=_empty_f)
-    scores_certified: bool = True
+    table_top: float = -math.inf
+    top_zero: bool = True
+    has_table: bool = True
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ScoreThreshold):
@@ -187,9 +192,8 @@ class ScoreThreshold:
 
     @property
     def nbytes(self) -> int:
-        """Size of the tail table arrays in bytes."""
-        return sum(getattr(self, n).nbytes for n in
-                   ("seg_start", "seg_a", "seg_b", "exact_edges", "exact_tails"))
+        """Size of the tail table in bytes."""
+        return self.seg_x0.nbytes + self.seg_a.nbytes + self.seg_b.nbytes
 
 
 # --------------------------------------------------------------------------------------------
@@ -458,73 +462,83 @@ def score_classes(pwm, background, lo: float, cap: int = 2_000_000):
 
 
 # --------------------------------------------------------------------------------------------
-# table building
+# tail table
 
 
-def _group_exact(cl: _Classes, tie: float, kappa: float):
-    """Groups of classes whose tails differ by at most ``1 + kappa`` (edges, tails)."""
-    if cl.tail.size == 0:
-        return _empty_f(), _empty_f()
-    b = np.floor(np.log(cl.tail) / math.log1p(kappa))
-    newg = np.concatenate([[True], b[1:] != b[:-1]])
-    first = np.flatnonzero(newg)
-    last = np.concatenate([first[1:] - 1, [cl.tail.size - 1]])
-    return cl.vmax[last] + 0.5 * tie, cl.tail[first].copy()
+def _segments(x: np.ndarray, y: np.ndarray, x_first: float, kappa):
+    """Compress a decreasing step function into log-linear upper envelopes.
 
+    Parameters
+    ----------
+    x : ndarray of float64, shape (n,)
+        Ascending breakpoints; the step ``i`` covers scores in ``(x[i-1], x[i]]``
+        (``(x_first, x[0]]`` for ``i = 0``).
+    y : ndarray of float64, shape (n,)
+        ``log`` of the p-value upper bound on step ``i`` (non-increasing, finite).
+    x_first : float
+        Exclusive lower edge of the first step.
+    kappa : float or ndarray of float64, shape (n,)
+        Allowed relative excess (per step).
 
-def _segments(lg: np.ndarray, c0: int, kappa: float):
-    """Log-linear upper envelopes of ``lg`` (log G over cells ``c0 ..``).
-
-    Each segment ``[s, e]`` gets ``A(x) = a + b*(x - s)`` with ``A(c) >= lg[c]`` and
-    ``A(c - 1) <= lg[c] + log1p(kappa)`` for every cell ``c`` in it, so that for any real cell
-    coordinate ``x`` in ``(c - 1, c]``: ``G(c) <= exp(A(x)) <= (1 + kappa) G(c)``.
+    Returns
+    -------
+    x0, a, b : ndarray of float64, shape (n_seg,)
+        Segment ``j`` covers ``(x0[j], x0[j+1]]`` with ``A(s) = a[j] + b[j]*(s - x0[j])``;
+        on every step ``i`` inside it ``y[i] <= A(s) <= y[i] + log1p(kappa)``.
     """
-    n = lg.size
-    lk = math.log1p(kappa)
+    n = x.size
+    xp = np.concatenate([[x_first], x[:-1]])
+    lk = np.broadcast_to(np.log1p(np.asarray(kappa, dtype=np.float64)) * 0.999, x.shape)
     out_s, out_a, out_b = [], [], []
-    starts = np.arange(0, n, 4096, dtype=np.int64)
     h = 4096
+    starts = np.arange(0, n, h, dtype=np.int64)
     while starts.size:
         if h == 1:
             out_s.append(starts)
-            out_a.append(lg[starts] + 1e-12)
+            out_a.append(y[starts])
             out_b.append(np.zeros(starts.size))
             break
         ends = np.minimum(starts + h - 1, n - 1)
         idx = np.minimum(starts[:, None] + np.arange(h)[None, :], ends[:, None])
-        L = lg[idx]
-        ln = np.maximum(ends - starts, 1)
-        b = (lg[ends] - lg[starts]) / ln
+        xs, ys = x[starts], y[starts]
+        dx = x[ends] - xs
+        b = np.where(dx > 0, (y[ends] - ys) / np.where(dx > 0, dx, 1.0), 0.0)
         b = np.minimum(b, 0.0)
-        rel = idx - starts[:, None]
-        dev = L - (lg[starts][:, None] + b[:, None] * rel)
+        dev = y[idx] - (ys[:, None] + b[:, None] * (x[idx] - xs[:, None]))
         off = dev.max(axis=1)
-        ok = (off - dev.min(axis=1) - b) <= lk * 0.999
+        ok = ((off[:, None] - dev - b[:, None] * (x[idx] - xp[idx])) <= lk[idx]).all(axis=1)
         s_ok = starts[ok]
         out_s.append(s_ok)
-        out_a.append(lg[s_ok] + off[ok] + 1e-12)
+        # A at the exclusive left edge xp[s]
+        out_a.append(ys[ok] + off[ok] + b[ok] * (xp[s_ok] - xs[ok]))
         out_b.append(b[ok])
         bad = starts[~ok]
-        nh = max(1, h // 8)
-        if bad.size:
-            sub = (bad[:, None] + np.arange(0, h, nh)[None, :]).ravel()
-            sub = sub[sub < n]
-            starts = np.sort(sub)
-        else:
-            starts = bad
+        nh = max(1, h // 4)
+        sub = (bad[:, None] + np.arange(0, h, nh)[None, :]).ravel()
+        starts = np.sort(sub[sub < n])
         h = nh
     s = np.concatenate(out_s)
     o = np.argsort(s, kind="stable")
-    return s[o] + c0, np.concatenate(out_a)[o], np.concatenate(out_b)[o]
+    s = s[o]
+    a = np.concatenate(out_a)[o] + 1e-12
+    return xp[s], a, np.concatenate(out_b)[o]
+
+
+def _class_steps(cl: _Classes, tie: float, above: float):
+    """Breakpoints and log tails of the exact classes whose step lies above ``above``."""
+    x = cl.vmax + 0.5 * tie
+    keep = x > above
+    return x[keep], np.log(cl.tail[keep])
 
 
 # --------------------------------------------------------------------------------------------
 # public API
 
 
-def _unreachable(p: float, P: _Prep, exact: bool) -> ScoreThreshold:
+def _unreachable(p: float, P: _Prep, exact: bool, rel_tol: float) -> ScoreThreshold:
     return ScoreThreshold(math.inf, 0.0, (0.0, 0.0), False, requested_pvalue=p,
-                          exact_threshold=exact, max_score=P.max_score, tie=P.tie)
+                          rel_tol=rel_tol, exact_threshold=exact, max_score=P.max_score,
+                          tie=P.tie)
 
 
 def _coarse(P: _Prep):
@@ -534,22 +548,31 @@ def _coarse(P: _Prep):
     return lat, _Tail(mass, lo)
 
 
-def _from_exact(p: float, P: _Prep, cl: _Classes, rel_tol: float) -> ScoreThreshold:
+def _from_exact(p: float, P: _Prep, cl: _Classes, rel_tol: float,
+                table: bool) -> ScoreThreshold:
     """Threshold and table from classes that cover the threshold (``cl.total > p``)."""
     i = int(np.searchsorted(-cl.tail, -p, side="left"))
-    edges, tails = _group_exact(cl, P.tie, rel_tol / 3.0)
     if i >= cl.tail.size:
-        return _unreachable(p, P, True)
+        return _unreachable(p, P, True, rel_tol)
     alpha = float(cl.vmin[i]) - 0.5 * P.tie
     pv = float(cl.tail[i])
-    return ScoreThreshold(alpha, pv, (pv, pv), True, requested_pvalue=p, exact_threshold=True,
-                          max_score=P.max_score, tie=P.tie, exact_from=float(cl.lo) + 0.5 * P.tie,
-                          exact_edges=edges, exact_tails=tails)
+    if not table:
+        return ScoreThreshold(alpha, pv, (pv, pv), True, requested_pvalue=p, rel_tol=rel_tol,
+                              exact_threshold=True, max_score=P.max_score, tie=P.tie,
+                              exact_from=float(cl.lo) + 0.5 * P.tie, has_table=False)
+    j = max(i - 2, 1)            # a little below alpha; never the (possibly cut) lowest class
+    x = cl.vmax[j:] + 0.5 * P.tie
+    y = np.log(cl.tail[j:])
+    x0, a, b = _segments(x, y, float(cl.vmax[j - 1]) + 0.5 * P.tie, rel_tol)
+    return ScoreThreshold(alpha, pv, (pv, pv), True, requested_pvalue=p, rel_tol=rel_tol,
+                          exact_threshold=True, max_score=P.max_score, tie=P.tie,
+                          exact_from=float(cl.lo) + 0.5 * P.tie, seg_x0=x0, seg_a=a, seg_b=b,
+                          table_top=float(x[-1]))
 
 
 def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
-                    rel_tol: float = 1e-3, *, exact_gate: float = EXACT_GATE_WORDS,
-                    exact_cap: int = EXACT_CAP) -> ScoreThreshold:
+                    rel_tol: float = 1e-3, *, table: bool = True,
+                    exact: bool = True) -> ScoreThreshold:
     """Smallest score threshold ``alpha`` with ``Pv(alpha) <= pvalue`` (FIMO semantics).
 
     Parameters
@@ -563,10 +586,12 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
         Requested p-value ``p`` (> 0).
     rel_tol : float
         Relative precision of the reported p-values (default 1e-3).
-    exact_gate, exact_cap : float, int
-        Tuning of the exact tie-class enumeration (estimated tail words below which it is tried
-        first; distinct states past which it is abandoned).  ``exact_gate=0`` forces the
-        lattice path for the threshold (tests).
+    table : bool
+        Build the tail table for ``score_to_pvalue`` (default).  False computes the
+        threshold only (about twice as fast; ``score_to_pvalue`` then refuses the result).
+    exact : bool
+        Try the exact tie classes for the threshold (default).  False forces the certified
+        lattice path for the threshold (tests, comparisons).
 
     Returns
     -------
@@ -581,102 +606,122 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
         raise ValueError("pvalue must be > 0")
     P = _prepare(pwm, background)
     if P.dead:
-        return _unreachable(p, P, True)
+        return _unreachable(p, P, True, rel_tol)
     if p >= 1.0:
         return ScoreThreshold(-math.inf, 1.0, (1.0, 1.0), True, requested_pvalue=p,
-                              exact_threshold=True, max_score=P.max_score, tie=P.tie)
+                              rel_tol=rel_tol, exact_threshold=True, max_score=P.max_score,
+                              tie=P.tie)
 
     lat_c, G_c = _coarse(P)
     ku = G_c.first_le(p)
     s_low = lat_c.eps * (ku - 1) + lat_c.d_lo        # Pv(s_low) >= G_c(ku-1) > p
-    pv_low = float(G_c(ku - 1))
-    est = pv_low * math.exp(P.log_words)
-    if est <= exact_gate:
-        cl = _exact_classes(P, s_low, exact_cap)
-        if cl is not None and cl.total > p:
-            return _from_exact(p, P, cl, rel_tol)
 
-    # local decay rate of the tail (per bit) for the choice of eps
-    c_mid = ku
+    # lattice step from the local decay rate of the tail (per bit)
     one = max(1, int(round(1.0 / lat_c.eps)))
-    g1 = float(G_c(max(c_mid - one, G_c.lo)))
-    g2 = float(G_c(c_mid + one))
-    if g2 > 0:
-        lam = math.log(g1 / g2) / 2.0
-    else:
-        lam = math.log(max(g1, 1e-300) / max(p, 1e-300)) + 1.0
+    g1 = float(G_c(max(ku - one, G_c.lo)))
+    g2 = float(G_c(ku + one))
+    lam = math.log(g1 / g2) / 2.0 if g2 > 0 else math.log(max(g1, 1e-300) / p) + 1.0
     lam = min(max(lam, 0.3), 8.0)
-    afrac = 0.5 * P.m + 0.5
-    eps = 0.45 * rel_tol / (lam * afrac)
-    eps = min(max(eps, MIN_EPS, (P.max_score - s_low) / MAX_CELLS), lat_c.eps / 2)
+    eps = RHO_THR * rel_tol / (lam * (0.5 * P.m + 0.5))
+    span = P.max_score - s_low
+    eps = min(max(eps, MIN_EPS, span / MAX_CELLS), lat_c.eps / 2)
 
-    rho_tab = 0.6 * rel_tol
-    tried_exact = est <= exact_gate
+    # exact tie classes first, while they cost less than the lattice would
+    if exact:
+        cl = _exact_classes(P, s_low, max(MIN_CAP, int(span / eps / CAP_RATIO)))
+        if cl is not None and cl.total > p:
+            return _from_exact(p, P, cl, rel_tol, table)
+    tried_exact = not exact
+
     for _it in range(8):
         lat = _lattice(P, eps)
         k_cut = math.floor((s_low - lat.d_hi) / eps) - 2
         mass, lo = _dp(P, lat, k_cut)
         G = _Tail(mass, lo)
         ku = G.first_le(p)
-        W = lat.d_hi - lat.d_lo
         alpha = eps * (ku - 1) + lat.d_hi + P.tie
         hi_b = float(G(ku))
         lo_b = float(G(math.ceil((alpha - lat.d_lo) / eps)))
         thr_ok = hi_b <= lo_b * (1.0 + 0.95 * rel_tol)
-        if thr_ok or eps <= MIN_EPS * 1.01:
+        if thr_ok or eps <= max(MIN_EPS, span / MAX_CELLS) * 1.01:
             break
         if not tried_exact:
+            # an atom or a near tie sits at the threshold: resolve it exactly if affordable
             tried_exact = True
-            cl = _exact_classes(P, eps * (ku - 1) + lat.d_lo, exact_cap)
+            cl = _exact_classes(P, eps * (ku - 1) + lat.d_lo, EXACT_CAP)
             if cl is not None and cl.total > p:
-                return _from_exact(p, P, cl, rel_tol)
+                return _from_exact(p, P, cl, rel_tol, table)
         ratio = hi_b / lo_b - 1.0 if lo_b > 0 else math.inf
         shrink = 4.0 if not math.isfinite(ratio) else min(8.0, max(2.0, 1.5 * ratio / rel_tol))
-        eps = max(eps / shrink, MIN_EPS)
+        eps = max(eps / shrink, MIN_EPS, span / MAX_CELLS)
 
-    # table: cells k_u .. c_b-1 are certified by the lattice, above them exact classes
-    w = math.ceil(W / eps) + 1
-    i0 = ku - G.lo
-    g = G.g
-    n = G.n
-    cells = np.arange(i0, n + 1)
-    upper = g[cells]
-    lower = g[np.minimum(cells + w, n)]
-    bad = ~(upper <= lower * (1.0 + rho_tab))
-    cb = int(cells[np.argmax(bad)]) + G.lo if bad.any() else G.lo + n
-    s_x = eps * (cb - 1) + lat.d_hi
-    cl = _exact_classes(P, s_x - P.tie, TOP_CAP)
-    certified = cl is not None
-    if cl is not None and cl.total > p:
-        return _from_exact(p, P, cl, rel_tol)
-
-    if hi_b == 0.0:
-        # the top lattice cell alone holds more than p: decide on its exact classes
-        cl = _exact_classes(P, eps * (ku - 1) + lat.d_lo, TOP_CAP)
+    if hi_b == 0.0 or (exact and not thr_ok):
+        # the top lattice cell alone holds more than p, or the bracket stayed loose:
+        # last resort, the exact classes with a large cap
+        cl = _exact_classes(P, eps * (ku - 1) + lat.d_lo, BIG_CAP)
         if cl is not None and cl.total > p:
-            return _from_exact(p, P, cl, rel_tol)
-        return _unreachable(p, P, False)
-    good = ~bad & (upper > 0)
-    ratio_max = float(np.max(upper[good] / lower[good])) if good.any() else 1.0
-    kappa = max((1.0 + rel_tol) / ratio_max - 1.0, 1e-6) * 0.98
-    seg_lo = max(G.lo, ku - 3)
-    seg_hi = min(cb - 1, G.lo + n - 1)
-    if seg_hi >= seg_lo:
-        lg = np.log(g[seg_lo - G.lo: seg_hi - G.lo + 1])
-        ss, sa, sb = _segments(lg, seg_lo, kappa)
-    else:
-        ss, sa, sb = _empty_i(), _empty_f(), _empty_f()
+            return _from_exact(p, P, cl, rel_tol, table)
+        if hi_b == 0.0:
+            return _unreachable(p, P, False, rel_tol)
+    bounds = (lo_b, hi_b)
+    if not table:
+        return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
+                              exact_threshold=False, max_score=P.max_score, tie=P.tie,
+                              eps=eps, has_table=False)
+
+    # tail table: lattice levels while the bracket (*) is tight, exact classes above
+    xs, ys, ks = [], [], []
+    c_start = max(ku - 3, G.lo)
+    x_first = eps * (c_start - 1) + lat.d_hi
+    cl = None
+    for level in range(MAX_LEVELS):
+        W = lat.d_hi - lat.d_lo
+        w = math.ceil(W / eps) + 1
+        i0 = c_start - G.lo
+        upper = G.g[i0:]                          # G(c) for c = c_start .. top + 1
+        lower = np.zeros(upper.size)              # G(c + w)
+        if upper.size > w:
+            lower[: upper.size - w] = upper[w:]
+        bad = upper > lower * (1.0 + RHO_TAB * rel_tol)
+        bad[: max(0, ku - c_start)] = False      # cells below alpha: bounds only
+        ib = int(np.argmax(bad)) if bad.any() else upper.size - 1
+        if ib > 0:
+            xs.append(eps * np.arange(c_start, c_start + ib) + lat.d_hi)
+            ys.append(np.log(upper[:ib]))
+            ks.append(np.maximum((1.0 + rel_tol) * lower[:ib] / upper[:ib] - 1.0, 1e-7))
+        cb = c_start + ib
+        s_x = eps * (cb - 1) + lat.d_hi
+        ratio = float(upper[ib] / lower[ib]) - 1.0 if lower[ib] > 0 else math.inf
+        shrink = 4.0 if not math.isfinite(ratio) else min(8.0, max(2.0, 2.0 * ratio / (RHO_TAB * rel_tol)))
+        eps_next = max(eps / shrink, MIN_EPS, (P.max_score - s_x) / MAX_CELLS)
+        last = level == MAX_LEVELS - 1 or eps_next >= eps
+        cap = BIG_CAP if last else max(MIN_CAP, int((P.max_score - s_x) / eps_next / CAP_RATIO))
+        cl = _exact_classes(P, s_x - P.tie, cap)
+        if cl is not None or last:
+            break
+        # next, finer lattice level on the scores above s_x
+        eps = eps_next
+        lat = _lattice(P, eps)
+        k_cut = math.floor((s_x - lat.d_hi) / eps) - 2
+        mass, lo = _dp(P, lat, k_cut)
+        G = _Tail(mass, lo)
+        c_start = math.floor((s_x - lat.d_hi) / eps) + 1   # first cell above s_x
+        ku = c_start
     if cl is not None:
-        edges, tails = _group_exact(cl, P.tie, rel_tol / 3.0)
+        cx, cy = _class_steps(cl, P.tie, s_x)
+        xs.append(cx)
+        ys.append(cy)
+        ks.append(np.full(cx.size, rel_tol))
         exact_from = s_x
     else:
-        edges, tails = _empty_f(), _empty_f()
         exact_from = math.inf
-    return ScoreThreshold(alpha, hi_b, (lo_b, hi_b), True, requested_pvalue=p,
-                          exact_threshold=False, max_score=P.max_score, tie=P.tie,
-                          eps=eps, d_hi=lat.d_hi, seg_start=ss, seg_a=sa, seg_b=sb,
-                          lattice_from=eps * (seg_lo - 1) + lat.d_hi, exact_from=exact_from,
-                          exact_edges=edges, exact_tails=tails, scores_certified=certified)
+    x = np.concatenate(xs)
+    y = np.concatenate(ys)
+    x0, a, b = _segments(x, y, x_first, np.concatenate(ks) * 0.98)
+    return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
+                          exact_threshold=False, max_score=P.max_score, tie=P.tie, eps=eps,
+                          exact_from=exact_from, seg_x0=x0, seg_a=a, seg_b=b,
+                          table_top=float(x[-1]), top_zero=cl is not None)
 
 
 def score_to_pvalue(table: ScoreThreshold, scores) -> np.ndarray:
@@ -686,35 +731,31 @@ def score_to_pvalue(table: ScoreThreshold, scores) -> np.ndarray:
     ----------
     table : ScoreThreshold
         From ``pvalue_to_score``.
-    scores : array_like of float, shape (n,) (any shape)
+    scores : array_like of float, any shape
         Scores, normally ``>= table.threshold``.
 
     Returns
     -------
     ndarray of float64, same shape as ``scores``
-        Upper bounds of ``Pv(score)``, at most ``rel_tol`` above the exact value (never
-        below it).  ``nan`` for scores below the range of the table (well below ``alpha``).
+        Upper bounds of ``Pv(score)``, at most ``table.rel_tol`` above the exact value (never
+        below it); 0 above the best attainable score; ``nan`` below the range of the table
+        (a little under ``alpha``), and everywhere for an unreachable motif.
     """
+    if not table.has_table:
+        raise ValueError("this ScoreThreshold was computed with table=False")
     s = np.asarray(scores, dtype=np.float64)
     flat = s.reshape(-1)
     out = np.full(flat.shape, np.nan)
-    if table.exact_edges.size or math.isfinite(table.exact_from):
-        ex = flat > table.exact_from
-        if ex.any():
-            j = np.searchsorted(table.exact_edges, flat[ex], side="left")
-            t = np.concatenate([table.exact_tails, [0.0]])
-            out[ex] = t[j]
-    else:
-        ex = np.zeros(flat.shape, dtype=bool)
-    if table.seg_start.size:
-        la = ~ex & (flat >= table.lattice_from)
-        if la.any():
-            x = (flat[la] - table.d_hi) / table.eps
-            c = np.ceil(x)
-            i = np.searchsorted(table.seg_start, c, side="right") - 1
-            i = np.maximum(i, 0)
-            v = np.exp(table.seg_a[i] + table.seg_b[i] * (x - table.seg_start[i]))
-            out[la] = np.minimum(v, 1.0)
+    if table.seg_x0.size:
+        i = np.searchsorted(table.seg_x0, flat, side="left") - 1
+        ok = i >= 0
+        ii = np.maximum(i, 0)
+        sc = np.minimum(flat, table.table_top)
+        v = np.exp(table.seg_a[ii] + table.seg_b[ii] * (sc - table.seg_x0[ii]))
+        v = np.minimum(v, 1.0)
+        if table.top_zero:
+            v[flat > table.table_top] = 0.0
+        out = np.where(ok, v, np.nan)
     return out.reshape(s.shape)
 
 
@@ -744,15 +785,14 @@ def pvalue_of_score(pwm: np.ndarray, background: np.ndarray, score: float,
     if s - 0.5 * P.tie <= P.min_score:
         return 1.0, (1.0, 1.0)
     lat_c, G_c = _coarse(P)
-    kc = math.ceil((s - lat_c.d_hi) / lat_c.eps)
-    pv_up = float(G_c(max(kc, G_c.lo)))
-    if pv_up * math.exp(P.log_words) <= EXACT_GATE_WORDS * 10:
-        cl = _exact_classes(P, s - 0.5 * P.tie, 4 * EXACT_CAP)
-        if cl is not None:
-            return cl.total, (cl.total, cl.total)
-    eps = min(lat_c.eps / 2, 0.4 * rel_tol / (0.5 * P.m + 0.5))
+    eps = min(lat_c.eps / 2, RHO_THR * rel_tol / (0.5 * P.m + 0.5))
+    span = P.max_score - s
+    eps = max(eps, MIN_EPS, span / MAX_CELLS)
+    cl = _exact_classes(P, s - 0.5 * P.tie, max(MIN_CAP, int(span / eps / CAP_RATIO)))
+    if cl is not None:
+        return cl.total, (cl.total, cl.total)
     best = (1.0, (0.0, 1.0))
-    for _it in range(6):
+    for it in range(8):
         lat = _lattice(P, eps)
         k_hi = math.ceil((s - lat.d_hi) / eps)
         k_lo = math.ceil((s - lat.d_lo) / eps)
@@ -762,10 +802,18 @@ def pvalue_of_score(pwm: np.ndarray, background: np.ndarray, score: float,
         best = (hi_b, (lo_b, hi_b))
         if hi_b <= lo_b * (1.0 + rel_tol):
             return best
-        cl = _exact_classes(P, s - 0.5 * P.tie, EXACT_CAP)
-        if cl is not None:
-            return cl.total, (cl.total, cl.total)
-        eps = max(eps / 4, MIN_EPS)
+        if it == 0:
+            cl = _exact_classes(P, s - 0.5 * P.tie, EXACT_CAP)
+            if cl is not None:
+                return cl.total, (cl.total, cl.total)
+        if eps <= max(MIN_EPS, span / MAX_CELLS) * 1.01:
+            break
+        ratio = hi_b / lo_b - 1.0 if lo_b > 0 else math.inf
+        shrink = 4.0 if not math.isfinite(ratio) else min(8.0, max(2.0, 1.5 * ratio / rel_tol))
+        eps = max(eps / shrink, MIN_EPS, span / MAX_CELLS)
+    cl = _exact_classes(P, s - 0.5 * P.tie, BIG_CAP)
+    if cl is not None:
+        return cl.total, (cl.total, cl.total)
     return best
 
 

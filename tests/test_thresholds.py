@@ -1,0 +1,88 @@
+"""pipeline/thresholds.py: the Dask fan-out equals the serial loop; the thresholds table."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.thresholds import compute_thresholds, thresholds_table
+from workers.distribution import pvalue_to_score
+
+DATA = Path(__file__).resolve().parent / "data"
+BG = np.array([0.3, 0.2, 0.2, 0.3])
+
+
+def _pwms() -> tuple[list[str], list[str], list[np.ndarray]]:
+    ids, names, mats, rows = [], [], [], None
+    for line in (DATA / "jaspar2024_subset.jaspar").read_text().splitlines():
+        if line.startswith(">"):
+            f = line[1:].split()
+            ids.append(f[0])
+            names.append(f[1] if len(f) > 1 else f[0])
+            rows = []
+            mats.append(rows)
+        elif line.strip():
+            rows.append([float(x) for x in line.split("[")[1].split("]")[0].split()])
+    pwms = []
+    for r in mats:
+        c = np.array(r).T
+        ppm = (c + 0.025) / (c.sum(axis=1, keepdims=True) + 0.1)
+        pwms.append(np.log2(ppm / 0.25))
+    return ids, names, pwms
+
+
+def test_serial_loop_matches_worker_function():
+    _, _, pwms = _pwms()
+    got = compute_thresholds(pwms[:4], BG, 1e-4)
+    assert got == [pvalue_to_score(w, BG, 1e-4) for w in pwms[:4]]
+    assert compute_thresholds([], BG, 1e-4) == []
+
+
+def test_distributed_equals_serial():
+    from distributed import Client, LocalCluster, get_task_stream
+
+    _, _, pwms = _pwms()
+    pwms = pwms + [w[::-1, ::-1].copy() for w in pwms]       # 24 matrices, both strands
+    serial = compute_thresholds(pwms, BG, 1e-5, client=None)
+    with LocalCluster(processes=False, n_workers=1, threads_per_worker=2,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        with get_task_stream(client) as ts:
+            dist = compute_thresholds(pwms, BG, 1e-5, client=client, batch=5)   # 5 batches
+        assert sum("_threshold_batch" in str(x["key"]) for x in ts.data) == 5
+        with get_task_stream(client) as ts:
+            current = compute_thresholds(pwms[:6], BG, 1e-5, batch=2)   # the current client
+        assert sum("_threshold_batch" in str(x["key"]) for x in ts.data) == 3
+    assert len(dist) == len(pwms)
+    assert dist == serial                                      # order preserved, tables identical
+    assert current == serial[:6]
+    for t, w in zip(dist, pwms):
+        assert t.max_score == pytest.approx(w.max(axis=1).sum())
+
+
+def test_thresholds_table():
+    from pipeline.schema import THRESHOLDS_SCHEMA
+
+    ids, names, pwms = _pwms()
+    pwms, ids, names = pwms[:3], ids[:3], names[:3]
+    tables = compute_thresholds(pwms, BG, 1e-4, table=False)
+    tables = [x for t in tables for x in (t, t)]
+    rid = [i for i in ids for _ in (0, 1)]
+    rname = [n for n in names for _ in (0, 1)]
+    t = thresholds_table(rid, rname, [0, 1] * 3, tables)
+    assert t.column_names == ["motif_id", "motif_name", "strand", "threshold", "pvalue",
+                              "pvalue_low", "pvalue_high", "reachable"]
+    assert t.column("strand").to_pylist() == ["+", "-"] * 3
+    assert t.column("threshold").to_pylist() == [x.threshold for x in tables]
+    assert t.column("pvalue_high").to_pylist() == [x.pvalue_bounds[1] for x in tables]
+    # MA0006.2 (m = 5) cannot reach 1e-4: +inf threshold, p-value 0
+    assert ids[1] == "MA0006.2"
+    row = t.slice(2, 1).to_pylist()[0]
+    assert row["reachable"] is False and row["threshold"] == math.inf and row["pvalue"] == 0.0
+    t2 = thresholds_table(rid, rname, ["+", "-"] * 3, tables,
+                          lengths=[w.shape[0] for w in pwms for _ in (0, 1)])
+    assert t2.schema == THRESHOLDS_SCHEMA
+    assert t2.column("length").to_pylist()[:2] == [pwms[0].shape[0]] * 2
+    with pytest.raises(ValueError):
+        thresholds_table(rid[:-1], rname, [0, 1] * 3, tables)

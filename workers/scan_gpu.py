@@ -1,0 +1,174 @@
+"""GPU scan of one block (CuPy; CUDA source in ``workers/kernels/scan_mma.cu``).
+
+One launch per length tile of the plan runs the tensor-core kernel: scores of all windows against all
+rows of the tile, thresholded in registers; only candidates (a few per thousand scores at most) are
+written, compacted through an atomic counter.  A second kernel rescores the candidates in float64 in
+column order, so hits are identical to the CPU path.  The full score matrix never exists in memory.
+
+Per device, the plan's tables (fp16 fragments of every tile, float64 matrices, thresholds) are
+uploaded once and cached on the plan object, which the worker keeps for the whole scan.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from workers.scan import BlockHits, ScanPlan
+
+_SRC = (Path(__file__).parent / "kernels" / "scan_mma.cu").read_text()
+PG = 2                       # 16-window groups per warp iteration (B fragments reused PG times)
+THREADS = 128
+MAX_NCH = 16                 # motifs up to 64 columns on the GPU path
+SLACK = 1e-3                 # bits added to the fp16 rounding bound (fp32 accumulation error is < 1e-5)
+
+
+def _cupy():
+    import cupy  # noqa: PLC0415
+
+    return cupy
+
+
+_COMPILED: dict = {}
+
+
+def _kernels(nch: int):
+    """Compiled kernels for tiles of ``nch`` 4-column chunks, cached per device (and by CuPy on disk)."""
+    cp = _cupy()
+    key = (cp.cuda.Device().id, nch)
+    k = _COMPILED.get(key)
+    if k is None:
+        name = f"scan_mma<{nch},{PG}>"
+        mod = cp.RawModule(code=_SRC, options=("-std=c++17",), name_expressions=(name,))
+        k = _COMPILED[key] = (mod.get_function(name), mod.get_function("rescore_f64"))
+    return k
+
+
+def fragments(P16: np.ndarray, nch: int) -> np.ndarray:
+    """B fragments in lane order.
+
+    Parameters
+    ----------
+    P16 : ndarray, shape (4 * nch * 4, c) float16
+        Rows ``4*j + x`` (motif column j, base x), columns = tile rows (zero-padded to a multiple of 8).
+    Returns
+    -------
+    ndarray, shape (nch, c // 8, 32, 4) float16
+        ``[kk, nt, lane]`` holds b0..b3 of lane ``lane`` for chunk ``kk`` and row group ``nt``.
+    """
+    c = P16.shape[1]
+    nt = c // 8
+    out = np.zeros((nch, nt, 32, 4), dtype=np.float16)
+    lane = np.arange(32)
+    g, t = lane >> 2, lane & 3
+    for kk in range(nch):
+        for i, kofs in enumerate((0, 1, 8, 9)):
+            k = 2 * t + kofs                       # k within the 16-wide chunk
+            j = 4 * kk + k // 4                    # motif column
+            x = k % 4                              # base
+            for ntile in range(nt):
+                out[kk, ntile, :, i] = P16[4 * j + x, ntile * 8 + g]
+    return out
+
+
+class _DeviceTables:
+    """Everything of a plan that lives on one GPU."""
+
+    def __init__(self, plan: ScanPlan):
+        cp = _cupy()
+        self.tiles = []
+        for tile in plan.tiles:
+            L = tile.length
+            nch = -(-L // 4)
+            if nch > MAX_NCH:
+                raise ValueError(f"motifs longer than {4 * MAX_NCH} columns are not supported on the GPU path")
+            c = len(tile.rows)
+            cpad = -(-c // 8) * 8
+            # exact folded values (w - alpha/m), in float64, and their fp16 rounding
+            exact = np.zeros((nch * 4, 4, cpad), dtype=np.float64)
+            for k, r in enumerate(tile.rows):
+                m = plan.lengths[r]
+                exact[:m, :, k] = plan.pwms[r] - plan.thresholds[r] / m
+            P16 = exact.astype(np.float16)
+            err = np.abs(P16.astype(np.float64) - exact).max(axis=1).sum(axis=0)        # (cpad,)
+            thr = -(err + SLACK)
+            frag = fragments(P16.reshape(nch * 16, cpad), nch)
+            self.tiles.append(dict(
+                nch=nch, ntiles=cpad // 8, ncols=c,
+                bfrag=cp.asarray(frag.view(np.uint32).reshape(-1, 2)),
+                cand_thr=cp.asarray(thr[:c].astype(np.float32)),
+                rows=cp.asarray(tile.rows.astype(np.int32)),
+            ))
+        offs = np.zeros(plan.n_rows, dtype=np.int64)
+        if plan.n_rows:
+            offs[1:] = np.cumsum([4 * p.shape[0] for p in plan.pwms])[:-1]
+        flat = np.concatenate([p.reshape(-1) for p in plan.pwms]) if plan.n_rows else np.zeros(1)
+        self.pwm = cp.asarray(flat.astype(np.float64))
+        self.pwm_off = cp.asarray(offs)
+        self.lengths = cp.asarray(plan.lengths.astype(np.int32))
+        self.thresholds = cp.asarray(plan.thresholds.astype(np.float64))
+        self.capacity = 1 << 20
+        self.cand_pos = cp.empty(self.capacity, dtype=np.int32)
+        self.cand_row = cp.empty(self.capacity, dtype=np.int32)
+        self.counter = cp.zeros(1, dtype=np.uint32)
+        dev = cp.cuda.Device()
+        self.grid = dev.attributes["MultiProcessorCount"] * 8
+
+    def grow(self, need: int) -> None:
+        cp = _cupy()
+        self.capacity = int(need * 1.25) + 1024
+        self.cand_pos = cp.empty(self.capacity, dtype=np.int32)
+        self.cand_row = cp.empty(self.capacity, dtype=np.int32)
+
+
+def _tables(plan: ScanPlan) -> _DeviceTables:
+    cp = _cupy()
+    dev = cp.cuda.Device().id
+    t = plan._gpu.get(dev)
+    if t is None:
+        t = plan._gpu[dev] = _DeviceTables(plan)
+    return t
+
+
+def candidates(codes_d, n: int, plan: ScanPlan):
+    """Run the tensor-core pass; return device arrays (pos, row) of candidates."""
+    cp = _cupy()
+    T = _tables(plan)
+    L = np.int64(codes_d.size)
+    while True:
+        T.counter.fill(0)
+        for tile in T.tiles:
+            kern, _ = _kernels(tile["nch"])
+            per_iter = 16 * PG
+            need_warps = -(-n // per_iter)
+            blocks = max(1, min(T.grid, -(-need_warps // (THREADS // 32))))
+            kern((blocks,), (THREADS,), (codes_d, L, np.int64(n), tile["bfrag"], np.int32(tile["ntiles"]),
+                                         tile["cand_thr"], tile["rows"], np.int32(tile["ncols"]),
+                                         T.cand_pos, T.cand_row, T.counter, np.uint32(T.capacity)))
+        count = int(T.counter.get()[0])
+        if count <= T.capacity:
+            return T.cand_pos[:count], T.cand_row[:count]
+        T.grow(count)
+
+
+def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
+    """GPU twin of :func:`workers.scan._scan_cpu`; same result, sorted by (position, row)."""
+    cp = _cupy()
+    n = int(n_positions)
+    if n <= 0 or not plan.tiles:
+        return BlockHits.empty()
+    codes_d = cp.asarray(codes) if not isinstance(codes, cp.ndarray) else codes
+    pos, row = candidates(codes_d, n, plan)
+    if pos.size == 0:
+        return BlockHits.empty()
+    T = _tables(plan)
+    _, rescore = _kernels(1)
+    score = cp.empty(pos.size, dtype=np.float64)
+    hit = cp.empty(pos.size, dtype=np.uint8)
+    rescore(((pos.size + 255) // 256,), (256,), (codes_d, np.int64(codes_d.size), pos, row, np.uint32(pos.size),
+                                                 T.pwm, T.pwm_off, T.lengths, T.thresholds, score, hit))
+    keep = cp.flatnonzero(hit)
+    pos, row, score = pos[keep], row[keep], score[keep]
+    order = cp.lexsort(cp.stack([row, pos]))
+    return BlockHits(cp.asnumpy(pos[order]).astype(np.int64), cp.asnumpy(row[order]).astype(np.int32),
+                     cp.asnumpy(score[order]))
