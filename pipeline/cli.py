@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True)
     s.add_argument("-o", "--out", required=True)
 
+    sub.add_parser("bench", help="throughput of the scan worker (GPU kernel, CuPy baseline, CPU) and end to end; "
+                   "motifgrid bench -h")
+
     s = sub.add_parser("demo", help="ingest the bundled genome slice and scan it with JASPAR 2024 CORE vertebrates")
     s.add_argument("--dir", default="motifgrid-demo", help="working folder (default: ./motifgrid-demo)")
     s.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates")
@@ -268,6 +271,11 @@ COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:                      # its own option parser (pipeline/bench.py)
+        from pipeline.bench import main as bench_main  # noqa: PLC0415
+
+        return bench_main(argv[1:])
     parser = build_parser()
     a = parser.parse_args(argv)
     from pipeline.export import ExportError  # noqa: PLC0415

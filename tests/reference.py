@@ -30,12 +30,16 @@ def naive_scan(seq: str, pwms: list, thresholds: list):
     return out
 
 
-def brute_force_pvalue(pwm: np.ndarray, bg: np.ndarray, alpha: float) -> float:
-    """P(score >= alpha) by enumerating all 4^m words (m <= 11)."""
+def brute_force_pvalue(pwm: np.ndarray, bg: np.ndarray, alpha: float, tie: float = 1e-9) -> float:
+    """P(score >= alpha - tie) by enumerating all 4^m words (m <= 11).
+
+    Scores within ``tie`` bits are one score: the same real score summed in another column order can
+    differ by an ulp, so an attained score's p-value counts its ties.
+    """
     m = pwm.shape[0]
     scores = np.zeros(1)
     probs = np.ones(1)
     for j in range(m):
         scores = (scores[:, None] + pwm[j][None, :]).ravel()
         probs = (probs[:, None] * bg[None, :]).ravel()
-    return float(probs[scores >= alpha].sum())
+    return float(probs[scores >= alpha - tie].sum())

@@ -151,7 +151,8 @@ def check_lookup(t: ScoreThreshold, bf: Brute, max_n: int = 20000) -> None:
         return
     sc = bf.s[np.searchsorted(bf.s, t.threshold):]
     if sc.size > max_n:
-        sc = np.unique(np.concatenate([sc[-2000:], sc[np.linspace(0, sc.size - 1, max_n - 2000).astype(int)]]))
+        spread = sc[np.linspace(0, sc.size - 1, max_n - 2000).astype(int)]
+        sc = np.unique(np.concatenate([sc[-2000:], spread]))
     got = score_to_pvalue(t, sc)
     true = bf.pv(sc - t.tie / 2)
     assert np.all(got >= true * (1 - FP)), "lookup below the exact p-value"
@@ -188,7 +189,8 @@ def _random_pwms():
     out.append(("repeated", np.vstack([base, base, base[:, ::-1]])))
     # few distinct values: huge atoms everywhere
     out.append(("integer", rng.integers(-3, 3, (8, 4)).astype(float)))
-    out.append(("halves", np.vstack([np.array([1.0, -2.0, -2.0, 1.0])] * 5 + [np.array([2.0, -3.0, -1.0, -3.0])] * 4)))
+    halves = [np.array([1.0, -2.0, -2.0, 1.0])] * 5 + [np.array([2.0, -3.0, -1.0, -3.0])] * 4
+    out.append(("halves", np.vstack(halves)))
     # near ties at the 1e-7 level
     near = np.round(rng.normal(0, 1, (8, 4)), 3)
     near[::2] += 1e-7

@@ -21,31 +21,35 @@ Algorithm (what is computed, and why it is exact)
    fractional parts of ``pwm[j]/eps``; at most 3/4 eps wide, about half eps on average, which
    beats plain nearest rounding).  With ``D_lo = sum_j min_x d``, ``D_hi = sum_j max_x d``
    (both widened by the float64 error bound ``fe`` and by ``tie/2``) every word satisfies
-   ``eps*K(u) + D_lo <= S(u) <= eps*K(u) + D_hi``.  Hence, with ``G(k) = P(K >= k)``,
+   ``eps*K(u) + D_lo <= S(u) <= eps*K(u) + D_hi``, whatever the summation order.  Hence, with
+   ``G(k) = P(K >= k)``,
 
        G(ceil((s - D_lo)/eps))  <=  Pv(s)  <=  G(ceil((s - D_hi)/eps))        (*)
 
-   a rigorous bracket.  ``G`` comes from the dynamic programme of section 4.1 (one vectorised
-   shift-and-add per letter and column) on the integer scores, with TFM-Pvalue's pruning:
-   a partial score that cannot reach the lowest cell of interest even with the best letters in
-   the remaining columns is dropped (it can never contribute to ``G`` there), so the
-   array only spans ``max score - threshold``.  Columns are processed by increasing range.
-   The bracket width is the mass of about ``W/eps`` cells (``W = D_hi - D_lo``); ``eps`` is
-   chosen from a coarse pass (eps ~ 0.05) so that it is ~half of ``rel_tol`` and refined
-   (/4) until the bracket at the threshold is within ``rel_tol``.
+   a rigorous bracket (the DP and its cumulative sums add positive float64 numbers: relative
+   error ~1e-11 at most, far below 1e-3).  ``G`` comes from the dynamic programme of section
+   4.1 (one vectorised shift-and-add per distinct letter shift and column) on the integer
+   scores, with TFM-Pvalue's pruning: a partial score that cannot reach the lowest cell of
+   interest even with the best letters of the remaining columns is dropped (it can never
+   contribute to ``G`` there), so the array only spans ``max score - threshold``.  The
+   bracket width is the mass of about ``W/eps`` cells (``W = D_hi - D_lo``, ~ m*eps/2); a
+   coarse full pass (eps >= 0.05) locates the threshold and the local decay rate of the tail,
+   from which ``eps`` is set so that the bracket is ~0.3 rel_tol, then refined (x1/2..1/8)
+   until the bracket at the threshold is within ``rel_tol``.
 2. **Gaps.**  If the cells between the two indices of (*) are empty, the bracket collapses:
    the threshold sits in a certified gap of the attained scores and its p-value is exact.
-3. **Exact score classes (ties, atoms, short motifs, the top of the distribution).**  Where
-   the lattice bracket is not tight (a large atom - a class of tied words - sits inside the
-   band, or the tail is made of a few isolated scores), the words scoring at or above a
-   bound ``lo`` are enumerated *exactly* by a sparse dynamic programme on a 2^-50-fine
-   integer grid (``np.unique`` merges equal partial sums, which is exact integer arithmetic,
-   so tied words merge exactly; the same lower-bound pruning keeps only partial scores that
-   can still reach ``lo``).  Distinct final scores are grouped into tie classes (gaps >= tie);
-   the tail mass of each class is then exact (up to float64 summation, ~1e-13 relative).
-   This runs when its estimated size is small (short or low-information motifs), and always
-   for the top of the distribution, where the lattice bracket of ``score_to_pvalue`` would be
-   too wide.  It gives up (and the lattice result stands) past ``cap`` distinct partial scores.
+3. **Exact tie classes (atoms, short or low-information motifs, the top of the tail).**  The
+   words scoring at or above a bound ``lo`` are enumerated *exactly* by a sparse dynamic
+   programme on an integer grid of 2^-56 times the score range (``np.unique`` merges equal
+   partial sums - exact integer arithmetic, so words tied in real arithmetic merge exactly
+   whatever the column order; the same lower-bound pruning keeps only partial scores that can
+   still reach ``lo``).  The distinct final scores are grouped into tie classes (gaps > tie)
+   and the tail mass of each class is exact (up to float64 summation).  It is tried first for
+   the threshold with a state cap that keeps its cost below that of the lattice (so short
+   and low-information matrices, where ties abound, are resolved exactly), again when the
+   lattice bracket at the threshold stays loose (an atom or a near tie sits there), and for
+   the top of the tail in the table (below).  Past its cap it gives up and the lattice
+   result stands.
 
 Threshold semantics (``pvalue_to_score``)
 -----------------------------------------
@@ -53,13 +57,16 @@ Threshold semantics (``pvalue_to_score``)
 
 * *exact classes* (``exact_threshold=True``): ``alpha = a* - tie/2`` where ``a*`` is the
   lowest attained score (tie class) with ``Pv(a*) <= p``; the next lower attained score has
-  ``Pv > p``.  ``alpha`` is at least ~tie/2 away from every attained score, so the float
-  summation order of the scan cannot change the hit set.  ``pvalue_bounds`` is a point.
-* *lattice* (long, smooth motifs): ``alpha = eps*(k_u - 1) + D_hi + tie`` with ``k_u`` the
+  ``Pv > p``.  ``alpha`` sits in a gap, at least ~tie/2 from every attained score, so the
+  float summation order of the scan (column order, BLAS, GPU) cannot change the hit set.
+  ``pvalue_bounds`` is a point.
+* *lattice* (long, smooth matrices): ``alpha = eps*(k_u - 1) + D_hi + tie`` with ``k_u`` the
   lowest cell with ``G(k_u) <= p``; ``Pv(alpha) <= G(k_u) <= p`` is certified by (*) and
   ``pvalue_bounds`` (relative width <= rel_tol) holds the exact value.  Minimality holds up to
-  the bracket: every threshold ``<= eps*(k_u-1) + D_lo`` has ``Pv > p``; lower thresholds in
-  between change the p-value by at most the mass of ~2W/eps cells around ``alpha``.
+  the bracket: every threshold ``<= eps*(k_u-1) + D_lo`` has ``Pv > p``; thresholds in
+  between change the p-value by at most the mass of ~2W/eps cells around ``alpha``.  Words
+  that score within ~1e-12 of such an ``alpha`` may fall on either side depending on the
+  summation order; the bracket accounts for them.
 * ``reachable=False`` and ``alpha = +inf`` when even the best tie class has ``Pv > p``.
 
 ``pvalue`` reported is the upper end of the bracket: never smaller than the exact value, at
@@ -67,16 +74,23 @@ most ``rel_tol`` above it, and ``<= p``.
 
 Score -> p-value (``score_to_pvalue``)
 --------------------------------------
-The table stores the exact classes above ``exact_from`` (grouped so that the tail varies by at
-most a factor ``1 + rel_tol/3`` inside a group) and, below it, the upper bound of (*) as
-log-linear segments over the lattice cells, each segment an upper bound of ``G`` that is at
-most ``1 + kappa`` above it (``kappa`` chosen so that lattice and compression errors together
-stay within ``rel_tol``).  Lattice cells are only used where (*) is certified tight; every
-cell above the first loose one belongs to the exact part.  A lookup is one ``searchsorted``.
+``Pv`` is a non-increasing step function of the score.  The table is built from certified
+steps: lattice cells (value: the upper bound of (*)) from just below ``alpha`` up to the
+first cell whose bracket is wider than 0.75 rel_tol; above it finer lattice levels on the
+remaining top of the tail (each a new pruned DP, cheap because the span shrinks), and finally
+the exact tie classes of the top, enumerated once they are affordable.  The steps are then
+compressed into log-linear segments (upper envelopes; each step may be overestimated by the
+part of ``rel_tol`` that its own bracket leaves free), so that every lookup is never below
+the exact p-value and at most ``rel_tol`` above it.  A lookup is one ``searchsorted`` and an
+``exp``; a typical table holds a few thousand segments (tens of kB; the lumpy top of long
+matrices needs most of them).  If even the top could not be enumerated (``top_zero=False``,
+seen only for a few very long low-information matrices) the top lookups are still upper
+bounds, without the ``rel_tol`` guarantee.
 """
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -101,14 +115,12 @@ RHO_THR = 0.3              # lattice step: bracket ~ RHO_THR * rel_tol at the th
 RHO_TAB = 0.75             # lattice cells certified for the table: bracket <= RHO_TAB * rel_tol
 MIN_EPS = 2e-7
 MAX_CELLS = 4_000_000
+_SCRATCH_MAX = 1 << 21       # per-thread DP buffers kept up to this many cells (16 MB each)
+_CHUNK = 8192             # elements per temporary in _segments (64 kB: below malloc's mmap threshold)
 
 
 def _empty_f() -> np.ndarray:
     return np.zeros(0, dtype=np.float64)
-
-
-def _empty_i() -> np.ndarray:
-    return np.zeros(0, dtype=np.int64)
 
 
 @dataclass(eq=False)
@@ -324,21 +336,29 @@ def _dp(P: _Prep, lat: _Lattice, k_cut: int | None):
     order = np.argsort(rng, kind="stable")
     kmax_o = lat.kmax[order]
     rest = np.concatenate([np.cumsum(kmax_o[::-1])[::-1][1:], [0]]).astype(np.int64)
-    arr = np.ones(1)
-    lo = 0
-    tmp = np.empty(0)
+    # windows first, so that three buffers serve every column (no allocation per column:
+    # Dask worker processes set MALLOC_TRIM_THRESHOLD_, which makes large allocations costly)
+    wins = []
+    lo, hi = 0, 0
     for i, j in enumerate(order):
-        n_old = arr.size
-        hi = lo + n_old - 1
         nlo = lo + int(lat.kmin[j])
         nhi = hi + int(lat.kmax[j])
         if k_cut is not None:
             nlo = max(nlo, int(k_cut) - int(rest[i]))
         if nlo > nhi:
             return np.zeros(0), int(k_cut)
-        new = np.zeros(nhi - nlo + 1)
-        if tmp.size < n_old:
-            tmp = np.empty(max(n_old, 2 * tmp.size))
+        wins.append((nlo, nhi))
+        lo, hi = nlo, nhi
+    size = max(b - a + 1 for a, b in wins)
+    bufs = _scratch(3, size)
+    tmp = bufs[2]
+    arr = np.ones(1)
+    lo = 0
+    for i, j in enumerate(order):
+        n_old = arr.size
+        nlo, nhi = wins[i]
+        new = bufs[i % 2][: nhi - nlo + 1]
+        new.fill(0.0)
         for kk, pp in cols[j]:
             s = lo + kk - nlo
             a0 = -s if s < 0 else 0
@@ -353,14 +373,37 @@ def _dp(P: _Prep, lat: _Lattice, k_cut: int | None):
     return arr, lo
 
 
+_local = threading.local()
+
+
+def _scratch(k: int, size: int) -> list[np.ndarray]:
+    """``k`` float64 work arrays of ``size`` (views of per-thread buffers, reused).
+
+    Reuse matters in Dask worker processes: the nanny sets ``MALLOC_TRIM_THRESHOLD_``, which
+    turns every large allocation into a fresh mmap whose pages fault in when first written.
+    Buffers above ``_SCRATCH_MAX`` elements are not kept.
+    """
+    pool = getattr(_local, "pool", None)
+    if pool is None or len(pool) < k or pool[0].size < size:
+        if size > _SCRATCH_MAX:
+            return [np.empty(size) for _ in range(k)]
+        cap = max(size, 1 << 16)
+        pool = [np.empty(cap) for _ in range(max(k, len(pool) if pool else 0))]
+        _local.pool = pool
+    return [b[:size] for b in pool[:k]]
+
+
 class _Tail:
     """``G(k) = P(K >= k)`` for cells ``k >= lo`` (``G = 0`` above the top cell)."""
 
     def __init__(self, mass: np.ndarray, lo: int):
         self.lo = lo
-        g = np.cumsum(mass[::-1])[::-1]
-        self.g = np.concatenate([g, [0.0]])
-        self.n = mass.size
+        n = mass.size
+        self.g = np.empty(n + 1)
+        self.g[n] = 0.0
+        if n:
+            np.cumsum(mass[::-1], out=self.g[n - 1::-1])
+        self.n = n
 
     def __call__(self, k):
         idx = np.asarray(k, dtype=np.int64) - self.lo
@@ -487,10 +530,21 @@ def _segments(x: np.ndarray, y: np.ndarray, x_first: float, kappa):
         on every step ``i`` inside it ``y[i] <= A(s) <= y[i] + log1p(kappa)``.
     """
     n = x.size
-    xp = np.concatenate([[x_first], x[:-1]])
-    lk = np.broadcast_to(np.log1p(np.asarray(kappa, dtype=np.float64)) * 0.999, x.shape)
+    H = 4096
+    npad = -(-n // H) * H
+    # padded copies, so that every block of h (a power of 4 dividing H) is a row of a view;
+    # the padding repeats the last step and never fails (log-kappa = inf)
+    xx = np.full(npad, x[-1])
+    xx[:n] = x
+    yy = np.full(npad, y[-1])
+    yy[:n] = y
+    xp = np.full(npad, x[-1])
+    xp[0] = x_first
+    xp[1:n] = x[:-1]
+    lk = np.full(npad, np.inf)
+    lk[:n] = np.log1p(np.asarray(kappa, dtype=np.float64)) * 0.999
     out_s, out_a, out_b = [], [], []
-    h = 4096
+    h = H
     starts = np.arange(0, n, h, dtype=np.int64)
     while starts.size:
         if h == 1:
@@ -498,20 +552,36 @@ def _segments(x: np.ndarray, y: np.ndarray, x_first: float, kappa):
             out_a.append(y[starts])
             out_b.append(np.zeros(starts.size))
             break
-        ends = np.minimum(starts + h - 1, n - 1)
-        idx = np.minimum(starts[:, None] + np.arange(h)[None, :], ends[:, None])
-        xs, ys = x[starts], y[starts]
-        dx = x[ends] - xs
-        b = np.where(dx > 0, (y[ends] - ys) / np.where(dx > 0, dx, 1.0), 0.0)
-        b = np.minimum(b, 0.0)
-        dev = y[idx] - (ys[:, None] + b[:, None] * (x[idx] - xs[:, None]))
-        off = dev.max(axis=1)
-        ok = ((off[:, None] - dev - b[:, None] * (x[idx] - xp[idx])) <= lk[idx]).all(axis=1)
-        s_ok = starts[ok]
-        out_s.append(s_ok)
-        # A at the exclusive left edge xp[s]
-        out_a.append(ys[ok] + off[ok] + b[ok] * (xp[s_ok] - xs[ok]))
-        out_b.append(b[ok])
+        X, Y, XP, LK = (v.reshape(-1, h) for v in (xx, yy, xp, lk))
+        ok = np.empty(starts.size, dtype=bool)
+        aa = np.empty(starts.size)
+        bb = np.empty(starts.size)
+        per = max(1, _CHUNK // h)       # temporaries stay small (no mmap churn)
+        for c0 in range(0, starts.size, per):
+            st = starts[c0: c0 + per]
+            rows = st // h
+            xr, yr, xpr, lkr = X[rows], Y[rows], XP[rows], LK[rows]
+            en = np.minimum(st + h - 1, n - 1)
+            xs, ys = xr[:, 0], yr[:, 0]
+            dx = x[en] - xs
+            b = np.where(dx > 0, (y[en] - ys) / np.where(dx > 0, dx, 1.0), 0.0)
+            np.minimum(b, 0.0, out=b)
+            dev = xr - xs[:, None]
+            dev *= -b[:, None]
+            dev += yr
+            dev -= ys[:, None]                      # y - (ys + b (x - xs))
+            off = dev.max(axis=1)
+            w = xr - xpr
+            w *= b[:, None]
+            w += dev
+            np.subtract(off[:, None], w, out=w)     # off - dev - b (x - xp)
+            sl = slice(c0, c0 + st.size)
+            ok[sl] = (w <= lkr).all(axis=1)
+            aa[sl] = ys + off + b * (xpr[:, 0] - xs)  # A at the exclusive left edge
+            bb[sl] = b
+        out_s.append(starts[ok])
+        out_a.append(aa[ok])
+        out_b.append(bb[ok])
         bad = starts[~ok]
         nh = max(1, h // 4)
         sub = (bad[:, None] + np.arange(0, h, nh)[None, :]).ravel()
@@ -674,6 +744,7 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
     c_start = max(ku - 3, G.lo)
     x_first = eps * (c_start - 1) + lat.d_hi
     cl = None
+    prev_sx = -math.inf
     for level in range(MAX_LEVELS):
         W = lat.d_hi - lat.d_lo
         w = math.ceil(W / eps) + 1
@@ -694,7 +765,10 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
         ratio = float(upper[ib] / lower[ib]) - 1.0 if lower[ib] > 0 else math.inf
         shrink = 4.0 if not math.isfinite(ratio) else min(8.0, max(2.0, 2.0 * ratio / (RHO_TAB * rel_tol)))
         eps_next = max(eps / shrink, MIN_EPS, (P.max_score - s_x) / MAX_CELLS)
-        last = level == MAX_LEVELS - 1 or eps_next >= eps
+        # a level that hardly moved the exact part up will not be followed by a better one
+        stalled = s_x - prev_sx < 0.1 * (P.max_score - prev_sx)
+        last = level == MAX_LEVELS - 1 or eps_next >= eps or stalled
+        prev_sx = s_x
         cap = BIG_CAP if last else max(MIN_CAP, int((P.max_score - s_x) / eps_next / CAP_RATIO))
         cl = _exact_classes(P, s_x - P.tie, cap)
         if cl is not None or last:
@@ -842,4 +916,4 @@ def score_distribution(pwm: np.ndarray, background: np.ndarray, eps: float):
         return np.zeros(0), math.nan
     lat = _lattice(P, float(eps), nearest=True)
     mass, lo = _dp(P, lat, None)
-    return mass, lo * float(eps)
+    return mass.copy(), lo * float(eps)

@@ -1,0 +1,249 @@
+"""``motifgrid bench``: scan throughput on this machine, GPU and CPU side by side, counted work.
+
+Parts (``--parts kernel,baseline,cpu,e2e``):
+
+kernel    the scan worker on one block of real sequence × a motif set (default: 8 Mi positions of the
+          bundled human chrX slice or ``--fasta``, × JASPAR 2024 CORE vertebrates, both strands): the
+          candidate pass alone (GPU: tensor-core kernel, CUDA events) and the whole ``scan_block`` (with
+          float64 rescoring and the copy of the hits to the host), in column scores per second
+          (positions × motif columns × strands) and as a fraction of the fp16 tensor-core limit.
+baseline  the naive CuPy pipeline on the same block: fp16 cuBLAS GEMM of strided one-hot windows,
+          then threshold and ``nonzero`` (the full score matrix goes through GPU memory).
+cpu       the CPU worker on the same motifs (one thread), on the first ``--cpu-positions`` positions.
+e2e       end to end on a human-genome-sized store (``--genome-size``, default 3.1 Gb, hg38 chromosome
+          lengths) generated here from the base composition of real human sequence: scan to Parquet
+          through the local cluster (``--device``), at each ``--pvalues``.  Reports time and hits.
+
+Prints JSON lines; ``--json FILE`` also writes them to a file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HG38 = [248956422, 242193529, 198295559, 190214555, 181538259, 170805979, 159345973, 145138636, 138394717,
+        133797422, 135086622, 133275309, 114364328, 107043718, 101991189, 90338345, 83257441, 80373285,
+        58617616, 64444167, 46709983, 50818468, 156040895, 57227415]
+HG38_NAMES = [f"chr{i}" for i in range(1, 23)] + ["chrX", "chrY"]
+FP16_TC_LIMIT = 5e12      # column scores / s: the issue's figure for the fp16 tensor-core limit of one H100
+
+
+def _emit(rec: dict, sink: list) -> None:
+    sink.append(rec)
+    print(json.dumps(rec), flush=True)
+
+
+def _plan(motifs: str, pvalue: float, background=None):
+    from pipeline.scan import MotifSet, row_thresholds
+    from workers.scan import make_plan
+
+    bg = np.full(4, 0.25) if background is None else background
+    mset = MotifSet.load(motifs, bg, 0.1)
+    t0 = time.perf_counter()
+    tables = row_thresholds(mset, pvalue)
+    t_thr = time.perf_counter() - t0
+    pwms, mi, st = mset.rows()
+    thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
+    return mset, make_plan(pwms, thr, mi, st), t_thr
+
+
+def _sequence(fasta: str | None, n: int) -> np.ndarray:
+    import gzip
+
+    from pipeline.genome import encode
+
+    if fasta:
+        import pyfaidx
+
+        fa = pyfaidx.Fasta(fasta, as_raw=True)
+        name = next(iter(fa.keys()))
+        seq = fa[name][0:n]
+    else:
+        with gzip.open(Path(__file__).parent / "data" / "hs37_chrX_20-22Mb.fa.gz", "rt") as f:
+            f.readline()
+            seq = "".join(line.strip() for line in f)
+    codes = encode(seq)
+    if codes.size < n:                              # tile the real sequence up to n
+        codes = np.resize(codes, n)
+    return codes[:n]
+
+
+def part_kernel(codes, plan, sink, reps=5):
+    from workers.backend import gpu_available
+    from workers.scan import scan_block
+
+    n = codes.size - plan.max_length
+    col = int(plan.lengths.sum())
+    buf = codes
+    if not gpu_available():
+        return None
+    import cupy as cp
+
+    from workers.scan_gpu import candidates, scan_gpu
+
+    codes_d = cp.asarray(buf)
+    candidates(codes_d, n, plan)              # compile + upload
+    cp.cuda.Device().synchronize()
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(reps):
+        pos, _ = candidates(codes_d, n, plan)
+    end.record()
+    end.synchronize()
+    t = cp.cuda.get_elapsed_time(start, end) / 1e3 / reps
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        h = scan_gpu(buf, n, plan)
+    t_full = (time.perf_counter() - t0) / reps
+    dev = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"].decode()
+    rec = {"part": "kernel", "device": dev, "positions": n, "rows": plan.n_rows, "columns": col,
+           "candidates": int(pos.size), "hits": len(h), "seconds_candidate_pass": t, "seconds_scan_block": t_full,
+           "column_scores_per_s": n * col / t, "column_scores_per_s_full": n * col / t_full,
+           "fraction_of_fp16_tc_limit": n * col / t / FP16_TC_LIMIT}
+    _emit(rec, sink)
+    return h
+
+
+def part_baseline(codes, plan, sink, chunk=1 << 20):
+    """Naive CuPy: GEMM of strided fp16 one-hot windows × P, then threshold and nonzero, per tile."""
+    import cupy as cp
+    from cupy.lib.stride_tricks import as_strided
+
+    n = codes.size - plan.max_length
+    onehot = cp.zeros((codes.size + 64, 4), dtype=cp.float16)
+    cd = cp.asarray(codes)
+    ok = cd < 4
+    onehot[cp.flatnonzero(ok), cd[ok].astype(cp.int64)] = 1
+    flat = onehot.reshape(-1)
+    Ps = [cp.asarray(t.P.astype(np.float16)) for t in plan.tiles]
+    total = 0
+
+    def run():
+        nonlocal total
+        total = 0
+        for t, P in zip(plan.tiles, Ps):
+            L = t.length
+            for c0 in range(0, n, chunk):
+                m = min(chunk, n - c0)
+                # windows c0..c0+m-1, row stride 4 halves: cuBLAS needs a copy for such overlap
+                S = as_strided(flat[4 * c0:], shape=(m, 4 * L), strides=(8, 2))
+                R = cp.ascontiguousarray(S) @ P
+                total += int(cp.count_nonzero(R >= -0.05))
+    run()
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    run()
+    cp.cuda.Device().synchronize()
+    t = time.perf_counter() - t0
+    col = int(plan.lengths.sum())
+    _emit({"part": "baseline (CuPy GEMM then threshold)", "positions": n, "seconds": t, "candidates": total,
+           "column_scores_per_s": n * col / t}, sink)
+
+
+def part_cpu(codes, plan, sink, positions):
+    from workers.backend import limit_blas_threads
+    from workers.scan import scan_block
+
+    limit_blas_threads(1)
+    n = min(positions, codes.size - plan.max_length)
+    buf = codes[: n + plan.max_length]
+    t0 = time.perf_counter()
+    h = scan_block(buf, n, plan, device="cpu")
+    t = time.perf_counter() - t0
+    col = int(plan.lengths.sum())
+    _emit({"part": "cpu (1 thread, BLAS)", "positions": n, "seconds": t, "hits": len(h),
+           "column_scores_per_s": n * col / t, "window_scores_per_s": n * plan.n_rows / t}, sink)
+    return h
+
+
+def synthesize_store(path: str, size: float, background, block_size: int, halo: int, seed: int = 1):
+    """A genome store of hg38-like chromosome lengths scaled to ``size`` bp, iid with ``background``."""
+    from pipeline.genome import synthesize
+
+    scale = size / sum(HG38)
+    lengths = [max(1, int(round(x * scale))) for x in HG38]
+    return synthesize(path, list(zip(HG38_NAMES, lengths)), background, block_size=block_size, halo=halo, seed=seed)
+
+
+def part_e2e(args, sink):
+    from pipeline.cluster import get_client
+    from pipeline.genome import GenomeStore
+    from pipeline.scan import execute_scan, plan_scan
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="motifgrid-e2e-"))
+    work.mkdir(parents=True, exist_ok=True)
+    store = work / "genome.zarr"
+    human_bg = np.array([0.2952, 0.2048, 0.2048, 0.2952])      # real human base composition (GRCh37 chrX slice)
+    if not store.exists():
+        t0 = time.perf_counter()
+        synthesize_store(str(store), args.genome_size, human_bg, args.block_size, 127)
+        _emit({"part": "e2e-store", "bp": GenomeStore(str(store)).total_length,
+               "seconds_generate": time.perf_counter() - t0}, sink)
+    dev = None if args.device == "auto" else args.device
+    with get_client(device=dev, n_workers=args.workers, threads_per_worker=args.threads, quiet=True) as (client, device):
+        for p in args.pvalues:
+            out = work / f"hits-{p:g}"
+            shutil.rmtree(out, ignore_errors=True)
+            job = plan_scan(str(store), args.motifs, str(out), pvalue=p)
+            t0 = time.perf_counter()
+            res = execute_scan(job, client, device=device, progress=False, command="motifgrid bench e2e")
+            t = time.perf_counter() - t0
+            _emit({"part": "e2e", "device": device, "workers": res.workers, "pvalue": p, "bp": res.positions,
+                   "seconds": t, "hits": res.hits, "column_scores_per_s": res.column_scores / t,
+                   "blocks": res.blocks}, sink)
+            if not args.keep:
+                shutil.rmtree(out, ignore_errors=True)
+    if not args.keep and not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="motifgrid bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--parts", default="kernel,baseline,cpu")
+    ap.add_argument("--fasta", help="sequence for the kernel parts (default: the bundled human slice)")
+    ap.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates")
+    ap.add_argument("--pvalue", type=float, default=1e-4)
+    ap.add_argument("--positions", type=int, default=8 << 20)
+    ap.add_argument("--cpu-positions", type=int, default=1 << 20)
+    ap.add_argument("--genome-size", type=float, default=3.1e9)
+    ap.add_argument("--block-size", type=int, default=1 << 24)
+    ap.add_argument("--pvalues", type=float, nargs="+", default=[1e-4, 1e-5])
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
+    ap.add_argument("--workers", type=int)
+    ap.add_argument("--threads", type=int, default=4, help="threads per worker (I/O overlaps the GPU)")
+    ap.add_argument("--work", help="folder for the e2e store and hits (kept)")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--json", help="also write the records here")
+    a = ap.parse_args(argv)
+    parts = set(a.parts.split(","))
+    sink: list = []
+    if parts & {"kernel", "baseline", "cpu"}:
+        mset, plan, t_thr = _plan(a.motifs, a.pvalue)
+        _emit({"part": "setup", "motifs": len(mset.ids), "rows": plan.n_rows, "columns": int(plan.lengths.sum()),
+               "tiles": [(t.length, len(t.rows)) for t in plan.tiles], "threshold_seconds": t_thr}, sink)
+        codes = _sequence(a.fasta, a.positions + plan.max_length)
+        hg = part_kernel(codes, plan, sink) if "kernel" in parts else None
+        if "baseline" in parts:
+            from workers.backend import gpu_available
+
+            if gpu_available():
+                part_baseline(codes, plan, sink)
+        if "cpu" in parts:
+            hc = part_cpu(codes, plan, sink, a.cpu_positions)
+            if hg is not None:
+                m = hg.pos < a.cpu_positions
+                same = (np.array_equal(hg.pos[m], hc.pos) and np.array_equal(hg.row[m], hc.row)
+                        and np.array_equal(hg.score[m], hc.score))
+                _emit({"part": "gpu==cpu", "positions": a.cpu_positions, "identical": bool(same)}, sink)
+    if "e2e" in parts:
+        part_e2e(a, sink)
+    if a.json:
+        Path(a.json).write_text("\n".join(json.dumps(r) for r in sink) + "\n")
+    return 0
