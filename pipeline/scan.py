@@ -193,6 +193,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
                  "row_hits": row_hits}
         _atomic_write_bytes(os.path.join(manifest_dir, f"{block.block_id}.json"), json.dumps(entry).encode())
         t3 = time.perf_counter()
+        stats["seconds_write"] = stats.get("seconds_write", 0.0) + (t3 - t2)
         stats["blocks"] += 1
         stats["hits"] += len(hits)
         stats["positions"] += n

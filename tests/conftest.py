@@ -42,6 +42,13 @@ def device(request):
     return request.param
 
 
+@pytest.fixture(params=[("cpu", "slices"), ("cpu", "blas"), pytest.param(("gpu", None), marks=pytest.mark.gpu)],
+                ids=["cpu-slices", "cpu-blas", "gpu"])
+def backend(request):
+    """(device, CPU method): every scan implementation, the GPU one where present."""
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def chrx_slice() -> str:
     """300 kb of real human chrX (bundled demo slice), as text."""

@@ -56,49 +56,49 @@ def with_ambiguity(seq: str, rng) -> str:
     return "".join(s)
 
 
-def run_block(seq: str, rows, thr, mi, st, device, pad_to=None):
+def run_block(seq: str, rows, thr, mi, st, backend):
     plan = make_plan(rows, thr, mi, st)
     codes = encode(seq)
     halo = plan.max_length - 1
     buf = np.full(len(seq) + halo, 4, np.uint8)
     buf[:len(seq)] = codes
-    h = scan_block(buf, len(seq), plan, device=device)
+    h = scan_block(buf, len(seq), plan, device=backend[0], method=backend[1])
     return sorted(zip(h.pos.tolist(), h.row.tolist(), h.score.tolist())), plan
 
 
-def test_matches_naive_on_real_sequence(chrx_slice, device):
+def test_matches_naive_on_real_sequence(chrx_slice, backend):
     rng = np.random.default_rng(1)
     seq = with_ambiguity(chrx_slice[50_000:62_000], rng)
     rows, thr, mi, st = motif_panel()
     # make one threshold an attained score exactly, so ">=" at a tie is exercised
     ref0 = naive_scan(seq[:3000], rows[6:7], [-1e9])
     thr[6] = sorted(x[2] for x in ref0)[-5]
-    got, plan = run_block(seq, rows, thr, mi, st, device)
+    got, plan = run_block(seq, rows, thr, mi, st, backend)
     ref = naive_scan(seq, rows, thr)
     assert len(ref) > 200, "the panel should give a few hundred hits"
     assert {r for _, r, _ in ref} == set(range(len(rows)))
     assert got == ref          # same windows, same rows, bit-identical float64 scores
 
 
-def test_n_windows_never_reported(device):
+def test_n_windows_never_reported(backend):
     rows, thr, mi, st = motif_panel()
     seq = "ACGT" * 10 + "N" + "CCGCGCCCCCTGGTGGCCAGCCACTAGGTGGCGCTG" * 3
-    got, _ = run_block(seq, rows, thr - 100, mi, st, device)   # threshold low: every valid window is a hit
+    got, _ = run_block(seq, rows, thr - 100, mi, st, backend)   # threshold low: every valid window is a hit
     ref = naive_scan(seq, rows, thr - 100)
     assert got == ref
     for pos, r, _ in got:
         assert "N" not in seq[pos:pos + rows[r].shape[0]]
 
 
-def test_window_touching_contig_end(device):
+def test_window_touching_contig_end(backend):
     rows, thr, mi, st = motif_panel()
     seq = "GGCCAGCAGGGGGCGCT"   # CTCF-like core ends exactly at the sequence end
-    got, _ = run_block(seq, rows[6:8], thr[6:8] - 100, mi[6:8], st[6:8], device)
+    got, _ = run_block(seq, rows[6:8], thr[6:8] - 100, mi[6:8], st[6:8], backend)
     assert got == naive_scan(seq, rows[6:8], thr[6:8] - 100)
     assert max(p for p, _, _ in got) == len(seq) - 15
 
 
-def test_many_tiles_and_unreachable_rows(chrx_slice, device):
+def test_many_tiles_and_unreachable_rows(chrx_slice, backend):
     rng = np.random.default_rng(3)
     rows = [rng.normal(0, 1, (int(m), 4)) for m in rng.integers(4, 36, 300)]
     thr = np.array([w.max(1).sum() - 0.25 * (w.max(1).sum() - w.min(1).sum()) for w in rows])
@@ -108,7 +108,7 @@ def test_many_tiles_and_unreachable_rows(chrx_slice, device):
     seq = chrx_slice[:4000]
     codes = np.full(4000 + 40, 4, np.uint8)
     codes[:4000] = encode(seq)
-    h = scan_block(codes, 4000, plan, device=device)
+    h = scan_block(codes, 4000, plan, device=backend[0], method=backend[1])
     kept = np.flatnonzero(np.isfinite(thr))
     ref = naive_scan(seq, [rows[i] for i in kept], thr[kept])
     assert sorted(zip(h.pos.tolist(), h.row.tolist(), h.score.tolist())) == ref
@@ -121,3 +121,14 @@ def test_plan_tiles_cover_every_row_once():
     assert (allr == np.arange(len(lengths))).all()
     for t in tiles:
         assert lengths[t].min() >= 0.85 * lengths[t].max() - 1e-9 or len(t) == 1
+
+
+def test_n_right_after_a_site_does_not_hide_it(backend):
+    """Slices pad the last slice past the motif end: an N there must not reject the window."""
+    rows, thr, mi, st = motif_panel()
+    for r in (0, 2, 4):                                   # lengths 4, 5, 15 (forward rows)
+        w = rows[r]
+        best = "".join("ACGT"[i] for i in w.argmax(1))
+        seq = "CCCC" + best + "N" + "GGGG" + best + "NNNNNNNN"
+        got, _ = run_block(seq, [w], np.array([w.max(1).sum() - 1e-9]), [0], [0], backend)
+        assert [p for p, _, _ in got] == [4, 4 + len(best) + 5]

@@ -115,7 +115,7 @@ RHO_THR = 0.3              # lattice step: bracket ~ RHO_THR * rel_tol at the th
 RHO_TAB = 0.75             # lattice cells certified for the table: bracket <= RHO_TAB * rel_tol
 MIN_EPS = 2e-7
 MAX_CELLS = 4_000_000
-_SCRATCH_MAX = 1 << 21       # per-thread DP buffers kept up to this many cells (16 MB each)
+_SCRATCH_MAX = 1 << 20       # per-thread DP buffers kept up to this many cells (8 MB each)
 _CHUNK = 8192             # elements per temporary in _segments (64 kB: below malloc's mmap threshold)
 
 

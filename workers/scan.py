@@ -49,6 +49,7 @@ class ScanPlan:
     tiles: list = field(default_factory=list)
     max_length: int = 0
     _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
+    _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables (built on first use)
 
     @property
     def n_rows(self) -> int:
@@ -57,6 +58,7 @@ class ScanPlan:
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_gpu"] = {}
+        state["_slices"] = {}
         return state
 
 
@@ -165,6 +167,9 @@ def _scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: i
     enc = _ONE_HOT[padded].reshape(-1)          # (4*total,) float32, N -> zeros
     cand_pos, cand_row = [], []
     item = enc.itemsize
+    widest = max(len(t.rows) for t in plan.tiles)
+    rbuf = np.empty(chunk_rows * widest, dtype=np.float32)       # reused: no page faults per product
+    mbuf = np.empty(chunk_rows, dtype=np.float32)
     for tile in plan.tiles:
         L, P = tile.length, tile.P
         w = L                                       # windows o, o+w, ... never overlap: legal BLAS operand
@@ -178,8 +183,10 @@ def _scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: i
                     break
                 view = np.lib.stride_tricks.as_strided(enc[4 * start:], shape=(rows_here, 4 * L),
                                                        strides=(4 * w * item, item), writeable=False)
-                R = view @ P                        # (rows_here, c): score - alpha, float32
-                hit_rows = np.flatnonzero(R.max(axis=1) >= thr)
+                R = rbuf[: rows_here * P.shape[1]].reshape(rows_here, P.shape[1])
+                np.matmul(view, P, out=R)           # (rows_here, c): score - alpha, float32
+                rmax = R.max(axis=1, out=mbuf[:rows_here])
+                hit_rows = np.flatnonzero(rmax >= thr)
                 if hit_rows.size == 0:
                     continue
                 sub = R[hit_rows]
@@ -193,7 +200,97 @@ def _scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: i
     return rescore(codes, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
 
 
-def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str | None = None) -> BlockHits:
+SLICE_ELL = 4            # ℓ: 256-entry tables, about 3 reads per JASPAR window instead of 4m multiply-adds
+SLICE_WIDTH = 256        # rows per slice tile: a tile's tables stay near L2 size
+
+
+@dataclass
+class SliceTile:
+    rows: np.ndarray         # (c,) int32 plan rows
+    T: np.ndarray            # (S, 4**ℓ + 1, c) float32: score of every ℓ-mer for every slice, alpha folded in
+    cand_thr: np.ndarray     # (c,) float32: -(float32 rounding bound + slack)
+
+
+def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
+    """The Slices Strategy tables (Giraud & Varré 2011, §3.1; Liefooghe et al.): rows grouped by slice count.
+
+    ``T[s, u, k]`` is the summed score of ℓ-mer ``u`` (first base most significant) over columns
+    ``s*ℓ .. s*ℓ+ℓ-1`` of row k, each column carrying ``-alpha/m``.  Index ``4**ℓ`` stands for an
+    ℓ-mer containing a code > 3: ``-1e30`` for slices inside the motif (the window can never be a
+    hit), and the slice's maximum for the last, partly padded, slice (its N may lie past the motif;
+    the float64 rescoring decides).  Cached on the plan.
+    """
+    cached = plan._slices.get(ell)
+    if cached is not None:
+        return cached
+    K = 1 << (2 * ell)
+    digits = np.array([[(u >> (2 * (ell - 1 - i))) & 3 for i in range(ell)] for u in range(K)], dtype=np.intp)
+    nsl = -(-plan.lengths // ell)
+    tiles = []
+    for S in np.unique(nsl):
+        rows_s = np.flatnonzero(nsl == S).astype(np.int32)
+        for lo in range(0, rows_s.size, SLICE_WIDTH):
+            rows = rows_s[lo:lo + SLICE_WIDTH]
+            c = rows.size
+            T = np.zeros((int(S), K + 1, c), dtype=np.float64)
+            for k, r in enumerate(rows):
+                m = int(plan.lengths[r])
+                W = np.zeros((int(S) * ell, 4))
+                W[:m] = plan.pwms[r] - plan.thresholds[r] / m
+                for sl in range(int(S)):
+                    tab = np.zeros(K)
+                    for i in range(ell):
+                        tab += W[sl * ell + i, digits[:, i]]
+                    T[sl, :K, k] = tab
+                    T[sl, K, k] = -1e30 if (sl + 1) * ell <= m else tab.max()
+            T32 = T.astype(np.float32)
+            err = np.abs(T32[:, :K].astype(np.float64) - T[:, :K]).max(axis=1).sum(axis=0)
+            tiles.append(SliceTile(rows=rows, T=np.ascontiguousarray(T32),
+                                   cand_thr=(-(err + 1e-3)).astype(np.float32)))
+    plan._slices[ell] = tiles
+    return tiles
+
+
+def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: int = SLICE_ELL) -> BlockHits:
+    from workers.slices_numba import kmer_codes, scan_tile  # noqa: PLC0415
+
+    n = int(n_positions)
+    if n <= 0 or not plan.n_rows:
+        return BlockHits.empty()
+    tiles = slice_tiles(plan, ell)
+    smax = max(t.T.shape[0] for t in tiles)
+    kmer = kmer_codes(codes, n + smax * ell, ell)
+    cap = max(1 << 16, n // 8)
+    pos_buf = np.empty(cap, dtype=np.int64)
+    col_buf = np.empty(cap, dtype=np.int32)
+    cand_pos, cand_row = [], []
+    for t in tiles:
+        while True:
+            cnt = scan_tile(kmer, n, t.T, ell, t.cand_thr, pos_buf, col_buf)
+            if cnt <= pos_buf.size:
+                break
+            pos_buf = np.empty(int(cnt * 1.25), dtype=np.int64)
+            col_buf = np.empty(int(cnt * 1.25), dtype=np.int32)
+        cand_pos.append(pos_buf[:cnt].copy())
+        cand_row.append(t.rows[col_buf[:cnt]])
+    padded = np.full(n + plan.max_length + 1, 4, dtype=np.uint8)
+    take = min(codes.size, padded.size)
+    padded[:take] = codes[:take]
+    return rescore(padded, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
+
+
+def cpu_methods() -> tuple:
+    """CPU scan methods available here: "slices" needs numba; "blas" always works."""
+    try:
+        import numba  # noqa: F401, PLC0415
+
+        return ("slices", "blas")
+    except ImportError:
+        return ("blas",)
+
+
+def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str | None = None,
+               method: str | None = None) -> BlockHits:
     """Scan the windows starting at ``0 .. n_positions-1`` of ``codes`` with every row of ``plan``.
 
     Parameters
@@ -204,6 +301,9 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
         Number of window starts to test (the block core, clipped to the contig end).
     plan : ScanPlan
     device : {"cpu", "gpu", None}
+    method : {"slices", "blas", None}
+        CPU algorithm: the Slices Strategy (ℓ-mer tables, default when numba is present) or
+        BLAMM's BLAS products.  Both give the same hits.
 
     Returns
     -------
@@ -218,4 +318,9 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
         from workers.scan_gpu import scan_gpu  # noqa: PLC0415
 
         return scan_gpu(codes, n_positions, plan)
+    method = method or cpu_methods()[0]
+    if method == "slices":
+        return _scan_cpu_slices(np.asarray(codes, dtype=np.uint8), n_positions, plan)
+    if method != "blas":
+        raise ValueError(f"unknown CPU scan method {method!r}")
     return _scan_cpu(np.asarray(codes, dtype=np.uint8), n_positions, plan)
