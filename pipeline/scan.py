@@ -350,6 +350,7 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
 
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
     bg, pseudocount = mset.background, mset.pseudocount
+    t_thr0 = time.perf_counter()
     tables = row_thresholds(mset, pvalue, client=client)
     pwms, row_motif, row_strand = mset.rows()
     thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
@@ -383,7 +384,10 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
     total_rows = plan.n_rows
     col_per_pos = int(plan.lengths.sum())
 
-    stats = {"blocks": 0, "hits": 0, "positions": 0, "row_hits": np.zeros(plan.n_rows, np.int64)}
+    stats = {"blocks": 0, "hits": 0, "positions": 0, "row_hits": np.zeros(plan.n_rows, np.int64),
+             "seconds_scan": 0.0, "seconds_io": 0.0}
+    t_thresholds = time.perf_counter() - t_thr0
+    t_tasks0 = time.perf_counter()
     if groups:
         ctx_f = client.scatter(ctx, broadcast=True, hash=False)
         futures = [client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-{g[0].block_id}-{uuid.uuid4().hex[:6]}")
@@ -397,7 +401,7 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
                         f.cancel()
                     raise ScanError(f"a block task failed: {type(exc).__name__}: {exc} "
                                     f"(finished blocks are kept; rerun with --resume)") from None
-                for k in ("blocks", "hits", "positions"):
+                for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io"):
                     stats[k] += res[k]
                 stats["row_hits"] += res["row_hits"]
                 bar.update(res["blocks"], stats["hits"])
@@ -411,6 +415,8 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
         "blocks": len(all_blocks), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
         "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,
         "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
+        "seconds_thresholds": t_thresholds, "seconds_tasks_wall": time.perf_counter() - t_tasks0,
+        "task_seconds_scan": stats["seconds_scan"], "task_seconds_io": stats["seconds_io"],
     })
     return ScanResult(out=out, blocks=len(all_blocks), blocks_skipped=len(all_blocks) - len(todo), hits=int(total_hits),
                       seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,

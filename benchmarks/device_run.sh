@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine (see ../.library/device): install the carried wheels, run the GPU tests,
+# the kernel benchmark and, with E2E=SIZE, the end-to-end scan of a SIZE-bp human-like store.
+# Carry: .whl .devdata/shared   (made by ../shared/tools/device-wheels.sh biopython, and a copy of
+# shared/data/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar + genomes/hs37_chrX_20-30Mb.fa.gz*)
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  || exit 1
+export PYTHONPATH=/tmp/site:$PWD MOTIFGRID_SHARED_DATA=$PWD/.devdata/shared
+J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c "import cupy, numba; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion(), 'numba', numba.__version__)"
+if [ "${TESTS:-1}" = 1 ]; then
+  timeout 400 python3 -m pytest -q -s -p no:cacheprovider ${TEST_ARGS:-tests/test_scan_gpu.py tests/test_scan_worker.py} 2>&1 \
+    | tail -40 | tee "$OUT/gpu-tests.txt"
+fi
+if [ "${KERNEL:-1}" = 1 ]; then
+  timeout 300 python3 -m pipeline.cli bench --parts ${PARTS:-kernel,baseline,cpu} --motifs $J \
+    --fasta .devdata/shared/genomes/hs37_chrX_20-30Mb.fa.gz --json "$OUT/bench.jsonl" 2>&1 | tail -20
+fi
+if [ -n "${E2E:-}" ]; then
+  timeout ${E2E_TIMEOUT:-500} python3 -m pipeline.cli bench --parts e2e --motifs $J --genome-size "$E2E" \
+    --pvalues ${PVALUES:-1e-4 1e-5} --work /tmp/e2e --json "$OUT/e2e.jsonl" ${E2E_ARGS:-} 2>&1 | tail -20
+fi
