@@ -147,7 +147,7 @@ def part_baseline(codes, plan, sink, chunk=1 << 20):
            "column_scores_per_s": n * col / t}, sink)
 
 
-def part_cpu(codes, plan, sink, positions):
+def part_cpu(codes, plan, sink, positions, method=None):
     from workers.backend import limit_blas_threads
     from workers.scan import scan_block
 
@@ -155,10 +155,10 @@ def part_cpu(codes, plan, sink, positions):
     n = min(positions, codes.size - plan.max_length)
     buf = codes[: n + plan.max_length]
     t0 = time.perf_counter()
-    h = scan_block(buf, n, plan, device="cpu")
+    h = scan_block(buf, n, plan, device="cpu", method=method)
     t = time.perf_counter() - t0
     col = int(plan.lengths.sum())
-    _emit({"part": "cpu (1 thread, BLAS)", "positions": n, "seconds": t, "hits": len(h),
+    _emit({"part": "cpu (1 thread, " + (method or "default") + ")", "positions": n, "seconds": t, "hits": len(h),
            "column_scores_per_s": n * col / t, "window_scores_per_s": n * plan.n_rows / t}, sink)
     return h
 

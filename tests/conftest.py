@@ -50,11 +50,16 @@ def backend(request):
 
 
 @pytest.fixture(scope="session")
-def chrx_slice() -> str:
-    """300 kb of real human chrX (bundled demo slice), as text."""
+def chrx_2mb() -> str:
+    """The bundled 2 Mb of real human chrX (demo slice), as text."""
     import gzip
 
     with gzip.open(ROOT / "pipeline" / "data" / "hs37_chrX_20-22Mb.fa.gz", "rt") as f:
         f.readline()
-        seq = "".join(line.strip() for line in f)
-    return seq[:300_000]
+        return "".join(line.strip() for line in f)
+
+
+@pytest.fixture(scope="session")
+def chrx_slice(chrx_2mb) -> str:
+    """300 kb of real human chrX."""
+    return chrx_2mb[:300_000]

@@ -351,6 +351,25 @@ def test_long_matrices_top_against_exact_classes(name):
         assert np.all(got >= ref * (1 - FP)) and np.all(got <= ref * (1 + REL))
 
 
+def test_length_40():
+    """ENCODE/HOCOMOCO lengths: m = 40 (CTCF-like 33-mer + 7 columns of MA0139.2)."""
+    mats = dict((n, pwm_from_counts(c)) for n, c in read_jaspar(DATA / "jaspar2024_subset.jaspar"))
+    pwm = np.vstack([mats["MA1930.2"], mats["MA0139.2"][:7]])
+    assert pwm.shape == (40, 4)
+    for p in (1e-4, 1e-9):
+        t = pvalue_to_score(pwm, ATRICH, p)
+        lo, hi = t.pvalue_bounds
+        assert t.reachable and hi <= p and hi <= lo * (1 + REL)
+        assert pvalue_to_score(pwm, ATRICH, p, table=False).threshold == t.threshold
+        pv, (plo, phi) = pvalue_of_score(pwm, ATRICH, t.threshold)
+        assert plo <= hi * (1 + FP) and lo <= phi * (1 + FP)       # the two brackets overlap
+        vmin, vmax, mass = score_classes(pwm, ATRICH, t.max_score - 2.0, cap=400_000)
+        tail = np.cumsum(mass[::-1])[::-1]
+        keep = vmin > t.max_score - 2.0 + t.tie
+        got = score_to_pvalue(t, vmax[keep])
+        assert np.all(got >= tail[keep] * (1 - FP)) and np.all(got <= tail[keep] * (1 + REL))
+
+
 # ------------------------------------------------------------------------------------------------
 # FIMO 5.4.1
 

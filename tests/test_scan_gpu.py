@@ -31,8 +31,9 @@ def jaspar_pwms(path):
     return [pwm_from_motif(m, np.full(4, 0.25), 0.1) for m in read_motifs(path)]
 
 
-def block_codes(chrx_slice, n, halo=64, n_runs=True):
-    seq = list(chrx_slice[:n])
+def block_codes(seq_text, n, halo=64, n_runs=True):
+    assert len(seq_text) >= n
+    seq = list(seq_text[:n])
     if n_runs:
         for a in range(1000, n - 200, 37_000):
             seq[a:a + 150] = "N" * 150
@@ -45,10 +46,10 @@ def same(a, b):
     return (np.array_equal(a.pos, b.pos) and np.array_equal(a.row, b.row) and np.array_equal(a.score, b.score))
 
 
-def compare(plan, codes, n):
+def compare(plan, codes, n, min_hits=1):
     g = scan_block(codes, n, plan, device="gpu")
     c = scan_block(codes, n, plan, device="cpu")
-    assert len(c) > 0
+    assert len(c) >= min_hits
     assert same(g, c), f"gpu {len(g)} hits, cpu {len(c)}"
     return len(g)
 
@@ -63,14 +64,14 @@ def test_subset_all_lengths_block_border(chrx_slice):
     plan = plan_for(jaspar_pwms(DATA / "jaspar2024_subset.jaspar"), pvalue=1e-3)
     codes = block_codes(chrx_slice, 250_000)
     for n in (250_000, 249_999, 131_071, 17):
-        compare(plan, codes, n)
+        compare(plan, codes, n, min_hits=1 if n > 1000 else 0)
 
 
 @pytest.mark.skipif(SHARED is None, reason="shared data (JASPAR 2024 vertebrates) not present")
-def test_879_jaspar_vertebrates(chrx_slice):
+def test_879_jaspar_vertebrates(chrx_2mb):
     plan = plan_for(jaspar_pwms(SHARED / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"))
     assert plan.n_rows > 1500 and len(plan.tiles) > 4
-    print("879 motifs:", compare(plan, block_codes(chrx_slice, 1_000_000), 1_000_000), "hits")
+    print("879 motifs:", compare(plan, block_codes(chrx_2mb, 1_000_000), 1_000_000), "hits")
 
 
 def test_10000_motifs(chrx_slice):

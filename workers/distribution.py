@@ -458,18 +458,31 @@ def _exact_classes(P: _Prep, lo: float, cap: int) -> _Classes | None:
         v = vals[start:]
         if v.size * ks.size > 4 * cap:
             return None
-        nv = (v[:, None] + ks[None, :]).ravel()
-        npr = (pr[start:, None] * ps[None, :]).ravel()
-        keep = nv >= bound
-        nv = nv[keep]
-        npr = npr[keep]
-        if nv.size == 0:
+        p_v = pr[start:]
+        # one sorted run per letter (its part that still reaches the bound); a stable sort
+        # (timsort) merges the runs in linear time, equal partial sums then sit together
+        runs_v, runs_p = [], []
+        for kk, pp in zip(ks.tolist(), ps.tolist()):
+            a0 = int(np.searchsorted(v, bound - kk, side="left"))
+            if a0 < v.size:
+                runs_v.append(v[a0:] + kk)
+                runs_p.append(p_v[a0:] * pp)
+        if not runs_v:
             return _Classes(lo, _empty_f(), _empty_f(), _empty_f(), _empty_f())
-        u, inv = np.unique(nv, return_inverse=True)
-        if u.size > cap:
+        nv = np.concatenate(runs_v)
+        npr = np.concatenate(runs_p)
+        if len(runs_v) > 1:
+            o = np.argsort(nv, kind="stable")
+            nv = nv[o]
+            npr = npr[o]
+        first = np.empty(nv.size, dtype=bool)
+        first[0] = True
+        np.not_equal(nv[1:], nv[:-1], out=first[1:])
+        idx = np.flatnonzero(first)
+        if idx.size > cap:
             return None
-        pr = np.bincount(inv.ravel(), weights=npr, minlength=u.size)
-        vals = u
+        vals = nv[idx]
+        pr = np.add.reduceat(npr, idx)
     tie_q = P.tie / q
     brk = np.flatnonzero(np.diff(vals) > tie_q) + 1
     starts = np.concatenate([[0], brk]).astype(np.int64)
