@@ -195,9 +195,12 @@ def part_e2e(args, sink):
             t0 = time.perf_counter()
             res = execute_scan(job, client, device=device, progress=False, command="motifgrid bench e2e")
             t = time.perf_counter() - t0
-            _emit({"part": "e2e", "device": device, "workers": res.workers, "pvalue": p, "bp": res.positions,
-                   "seconds": t, "hits": res.hits, "column_scores_per_s": res.column_scores / t,
-                   "blocks": res.blocks}, sink)
+            summ = json.loads((out / "_summary.json").read_text())
+            _emit({"part": "e2e", "device": device, "workers": res.workers, "threads": args.threads, "pvalue": p,
+                   "bp": res.positions, "seconds": t, "hits": res.hits, "column_scores_per_s": res.column_scores / t,
+                   "blocks": res.blocks, "bytes_written": sum(f.stat().st_size for f in out.rglob("*.parquet")),
+                   **{k: summ[k] for k in ("seconds_thresholds", "seconds_tasks_wall", "task_seconds_scan",
+                                           "task_seconds_io")}}, sink)
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)
     if not args.keep and not args.work:
@@ -217,7 +220,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pvalues", type=float, nargs="+", default=[1e-4, 1e-5])
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     ap.add_argument("--workers", type=int)
-    ap.add_argument("--threads", type=int, default=4, help="threads per worker (I/O overlaps the GPU)")
+    ap.add_argument("--threads", type=int, default=8, help="threads per worker (I/O overlaps the GPU)")
     ap.add_argument("--work", help="folder for the e2e store and hits (kept)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json", help="also write the records here")

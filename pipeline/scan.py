@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pipeline import __version__
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
-from workers.distribution import score_to_pvalue
+from workers.pvalue_table import PvalueTable
 from workers.scan import ScanPlan, make_plan, scan_block
 
 
@@ -105,10 +105,10 @@ class ScanContext:
     """What every task needs; scattered to each worker once."""
     store: GenomeStore
     plan: ScanPlan
-    tables: list                 # ScoreThreshold per plan row
     motif_ids: list
     motif_names: list
     out: str
+    ptable: PvalueTable
     metadata: dict = field(default_factory=dict)
     device: str = "cpu"
 
@@ -127,32 +127,28 @@ def _atomic_write_bytes(path: str, data: bytes) -> None:
 
 
 def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
-    """Arrow table of one block's hits (without the partition column)."""
+    """Arrow table of one block's hits (without the partition column); strings dictionary-encoded."""
     plan = ctx.plan
     rows = hits.row
     motif = plan.row_motif[rows]
-    lengths = plan.lengths[rows]
     start = hits.pos + block.start
-    pvals = np.empty(len(hits), dtype=np.float64)
-    if len(hits):
-        order = np.argsort(rows, kind="stable")
-        r_sorted = rows[order]
-        bounds = np.flatnonzero(np.diff(r_sorted)) + 1
-        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(r_sorted)]):
-            idx = order[lo:hi]
-            pvals[idx] = score_to_pvalue(ctx.tables[int(r_sorted[lo])], hits.score[idx])
-    ids = pa.array(ctx.motif_ids, pa.string())
-    names = pa.array(ctx.motif_names, pa.string())
-    strand = np.where(plan.row_strand[rows] == 0, "+", "-")
+    pvals = ctx.ptable.lookup(rows, hits.score)
+    ids, names = pa.array(ctx.motif_ids, pa.string()), pa.array(ctx.motif_names, pa.string())
+    midx = pa.array(motif, pa.int32())
     return pa.table({
         "start": pa.array(start, pa.int64()),
-        "end": pa.array(start + lengths, pa.int64()),
-        "strand": pa.array(strand, pa.string()),
-        "motif_id": ids.take(pa.array(motif)),
-        "motif_name": names.take(pa.array(motif)),
+        "end": pa.array(start + plan.lengths[rows], pa.int64()),
+        "strand": pa.DictionaryArray.from_arrays(pa.array(plan.row_strand[rows].astype(np.int32)), _STRANDS),
+        "motif_id": pa.DictionaryArray.from_arrays(midx, ids),
+        "motif_name": pa.DictionaryArray.from_arrays(midx, names),
         "score": pa.array(hits.score, pa.float64()),
         "pvalue": pa.array(pvals, pa.float64()),
     }, schema=HITS_FILE_SCHEMA)
+
+
+_STRANDS = pa.array(["+", "-"], pa.string())
+_DICT_COLUMNS = ["strand", "motif_id", "motif_name"]     # dictionary pages only where values repeat
+_STATS_COLUMNS = ["start", "end", "score", "pvalue"]     # row-group statistics for range / p-value filters
 
 
 def scan_task(ctx: ScanContext, blocks: list) -> dict:
@@ -182,12 +178,14 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
             os.makedirs(pdir, exist_ok=True)
             final = os.path.join(pdir, f"part-{block.block_id}.parquet")
             tmp = os.path.join(pdir, f".part-{block.block_id}.parquet.tmp-{uuid.uuid4().hex}")
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(table, tmp, compression="zstd", use_dictionary=_DICT_COLUMNS,
+                           write_statistics=_STATS_COLUMNS)
             os.replace(tmp, final)
             rel = os.path.relpath(final, ctx.out)
-            rows, counts = np.unique(hits.row, return_counts=True)
-            stats["row_hits"][rows] += counts
-            row_hits = [[int(r), int(c)] for r, c in zip(rows, counts)]
+            counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
+            stats["row_hits"] += counts
+            nz = np.flatnonzero(counts)
+            row_hits = [[int(r), int(c)] for r, c in zip(nz, counts[nz])]
         entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
                  "end": block.core_end, "hits": len(hits), "file": rel,
                  "row_hits": row_hits}
@@ -374,8 +372,9 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
         "pvalue": repr(pvalue),
         "device": device,
     }
-    ctx = ScanContext(store=store, plan=plan, tables=[tables[i] for i in keep], motif_ids=mset.ids,
-                      motif_names=mset.names, out=os.path.abspath(out), metadata=meta, device=device)
+    ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
+                      motif_names=mset.names, out=os.path.abspath(out),
+                      ptable=PvalueTable.from_thresholds([tables[i] for i in keep]), metadata=meta, device=device)
 
     all_blocks = store.blocks()
     todo = [b for b in all_blocks if b.block_id not in done]

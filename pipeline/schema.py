@@ -9,14 +9,17 @@ import pyarrow as pa
 STORE_FORMAT_VERSION = 1
 HITS_FORMAT_VERSION = 1
 
+#: strings repeated on every row are dictionary-encoded (pandas reads them as categoricals)
+_CAT = pa.dictionary(pa.int32(), pa.string())
+
 #: Hits: 0-based half-open coordinates on the forward strand for both strands.
 HITS_SCHEMA = pa.schema([
     pa.field("chrom", pa.string(), nullable=False),
     pa.field("start", pa.int64(), nullable=False),
     pa.field("end", pa.int64(), nullable=False),
-    pa.field("strand", pa.string(), nullable=False),          # "+" or "-"
-    pa.field("motif_id", pa.string(), nullable=False),
-    pa.field("motif_name", pa.string(), nullable=False),
+    pa.field("strand", _CAT, nullable=False),                 # "+" or "-"
+    pa.field("motif_id", _CAT, nullable=False),
+    pa.field("motif_name", _CAT, nullable=False),
     pa.field("score", pa.float64(), nullable=False),          # log2-odds bits, float64 exact
     pa.field("pvalue", pa.float64(), nullable=False),         # exact to 0.1 % relative
 ])

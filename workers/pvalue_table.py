@@ -1,0 +1,71 @@
+"""Score → p-value lookups for many motif rows at once (numba, no GIL).
+
+The tail tables of :func:`workers.distribution.pvalue_to_score` (log-linear segments per row) are
+flattened once per scan into :class:`PvalueTable`; a hit's p-value is then one binary search in its
+row's segments and one ``exp``, as :func:`workers.distribution.score_to_pvalue` computes it.  It runs on
+the host for GPU scans too (the hits are there anyway to be written), so a GPU run and a CPU run write
+bit-identical p-values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@dataclass
+class PvalueTable:
+    x0: np.ndarray          # (S,) float64 segment lower edges, rows concatenated
+    a: np.ndarray           # (S,) float64
+    b: np.ndarray           # (S,) float64
+    offsets: np.ndarray     # (R + 1,) int64: row r owns segments offsets[r]:offsets[r+1]
+    top: np.ndarray         # (R,) float64 table_top
+    top_zero: np.ndarray    # (R,) uint8
+
+    @classmethod
+    def from_thresholds(cls, tables) -> "PvalueTable":
+        sizes = np.array([t.seg_x0.size for t in tables], dtype=np.int64)
+        offsets = np.zeros(len(tables) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        cat = (lambda name: np.concatenate([getattr(t, name) for t in tables]) if len(tables) else np.zeros(0))
+        return cls(x0=cat("seg_x0").astype(np.float64), a=cat("seg_a").astype(np.float64),
+                   b=cat("seg_b").astype(np.float64), offsets=offsets,
+                   top=np.array([t.table_top for t in tables], dtype=np.float64),
+                   top_zero=np.array([t.top_zero for t in tables], dtype=np.uint8))
+
+    def lookup(self, rows, scores) -> np.ndarray:
+        """P-values of ``scores`` of plan rows ``rows`` (host arrays)."""
+        rows = np.ascontiguousarray(rows, dtype=np.int32)
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        out = np.empty(scores.size, dtype=np.float64)
+        _lookup_cpu(self.x0, self.a, self.b, self.offsets, self.top, self.top_zero, rows, scores, out)
+        return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _lookup_cpu(x0, a, b, offsets, top, top_zero, rows, scores, out):  # pragma: no cover - compiled
+    for i in range(scores.size):
+        r = rows[i]
+        s = scores[i]
+        lo = offsets[r]
+        hi = offsets[r + 1]
+        # first j in [lo, hi) with x0[j] >= s  (searchsorted 'left'), then the segment before it
+        L, H = lo, hi
+        while L < H:
+            mid = (L + H) >> 1
+            if x0[mid] < s:
+                L = mid + 1
+            else:
+                H = mid
+        j = L - 1
+        if j < lo:
+            out[i] = np.nan
+            continue
+        sc = s if s < top[r] else top[r]
+        v = np.exp(a[j] + b[j] * (sc - x0[j]))
+        if v > 1.0:
+            v = 1.0
+        if top_zero[r] and s > top[r]:
+            v = 0.0
+        out[i] = v
