@@ -67,7 +67,10 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler (tcp://host:port)")
     g.add_argument("--scheduler-file", metavar="FILE", help="use the scheduler described in this file")
-    g.add_argument("--workers", type=_posint, metavar="N", help="local cluster size (default: one per core / GPU)")
+    g.add_argument("--workers", type=_posint, metavar="N",
+                   help="local cluster: worker threads (CPU) or GPU workers (default: one per core / GPU)")
+    g.add_argument("--processes", action="store_true",
+                   help="local CPU cluster of N single-threaded worker processes instead of threads in one process")
     g.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
                    help="where the workers compute (default: GPUs when present, else CPU)")
 
@@ -149,7 +152,8 @@ def cmd_ingest(a) -> int:
 
 def _client_kwargs(a):
     dev = None if a.device == "auto" else a.device
-    return dict(scheduler=a.scheduler, scheduler_file=a.scheduler_file, n_workers=a.workers, device=dev)
+    return dict(scheduler=a.scheduler, scheduler_file=a.scheduler_file, n_workers=a.workers, device=dev,
+                processes=a.processes)
 
 
 def cmd_scan(a, console=None) -> int:

@@ -1,9 +1,13 @@
 """The one place that yields a ``distributed.Client``.
 
 An existing scheduler (``--scheduler ADDRESS`` or ``--scheduler-file``) is used as it is; otherwise a
-``LocalCUDACluster`` (one worker per GPU) when GPUs are present and wanted, else a ``LocalCluster`` of
-single-threaded worker processes (BLAS pinned to one thread each by the nanny).  Local clusters listen
-on 127.0.0.1 only.
+``LocalCUDACluster`` (one worker per GPU) when GPUs are present and wanted, else a ``LocalCluster``.
+
+The local CPU cluster is by default one worker with one thread per core, in this process: the scan
+kernels (numba, ``nogil``), Zarr decoding and Parquet writing release the GIL, so threads scale, and
+nothing is pickled to another process (measured on 2 cores: 7.5 s and 0.5 GB peak vs 11 s and 1.1 GB
+with two worker processes).  ``processes=True`` gives single-threaded worker processes instead (BLAS
+pinned to one thread each), for isolation.  Local clusters listen on 127.0.0.1 only.
 """
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ def worker_device(client) -> str:
 
 @contextlib.contextmanager
 def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
-               device: str | None = None, threads_per_worker: int = 1, processes: bool = True,
+               device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
                security=None, quiet: bool = False):
     """Yield ``(client, device)`` where device is what the workers will compute on."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
@@ -60,13 +64,17 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         kw = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")} if os.environ.get("CUDA_VISIBLE_DEVICES") else {}
         if n_workers:
             kw["n_workers"] = n_workers
-        cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=max(1, threads_per_worker),
+        cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads_per_worker or 4,
                                    silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
         n = n_workers or _cpu_count()
-        cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=processes, host=host,
-                               dashboard_address=dash, silence_logs=logging.ERROR if quiet else logging.WARNING)
+        if processes:
+            kw = dict(n_workers=n, threads_per_worker=threads_per_worker or 1, processes=True, host=host)
+        else:   # in-process transport: the scheduler listens on no network address at all
+            kw = dict(n_workers=1, threads_per_worker=n, processes=False)
+        cluster = LocalCluster(dashboard_address=dash,
+                               silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
         dev = "cpu"
     client = Client(cluster)
     try:
