@@ -20,6 +20,8 @@ if [ "${KERNEL:-1}" = 1 ]; then
     --fasta .devdata/shared/genomes/hs37_chrX_20-30Mb.fa.gz --json "$OUT/bench.jsonl" 2>&1 | tail -20
 fi
 if [ -n "${E2E:-}" ]; then
-  timeout ${E2E_TIMEOUT:-500} python3 -m pipeline.cli bench --parts e2e --motifs $J --genome-size "$E2E" \
-    --pvalues ${PVALUES:-1e-4 1e-5} --work /tmp/e2e --json "$OUT/e2e.jsonl" ${E2E_ARGS:-} 2>&1 | tail -20
+  for w in ${E2E_WORKERS:-1}; do    # GPU workers (1 per GPU); the store is generated once in /tmp/e2e
+    timeout ${E2E_TIMEOUT:-500} python3 -m pipeline.cli bench --parts e2e --motifs $J --genome-size "$E2E" \
+      --pvalues ${PVALUES:-1e-4 1e-5} --work /tmp/e2e --workers $w --json "$OUT/e2e-$w.jsonl" ${E2E_ARGS:-} 2>&1 | tail -20
+  done
 fi

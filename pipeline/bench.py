@@ -90,6 +90,7 @@ def part_kernel(codes, plan, sink, reps=5):
 
     codes_d = cp.asarray(buf)
     candidates(codes_d, n, plan)              # compile + upload
+    scan_gpu(buf, n, plan)
     cp.cuda.Device().synchronize()
     start, end = cp.cuda.Event(), cp.cuda.Event()
     start.record()
