@@ -6,10 +6,15 @@ written, compacted through an atomic counter.  A second kernel rescores the cand
 column order, so hits are identical to the CPU path.  The full score matrix never exists in memory.
 
 Per device, the plan's tables (fp16 fragments of every tile, float64 matrices, thresholds) are
-uploaded once and cached on the plan object, which the worker keeps for the whole scan.
+uploaded once and cached on the plan object, which the worker keeps for the whole scan.  A worker runs
+several tasks at once (so that reading and writing overlap the GPU); the device section of a block —
+candidate pass, rescoring, copy of the hits to the host — holds that device's lock, since the
+candidate buffers and counter are shared.  The GPU part of a block takes milliseconds; the host I/O
+of the other tasks goes on meanwhile.
 """
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -30,17 +35,19 @@ def _cupy():
 
 
 _COMPILED: dict = {}
+_COMPILE_LOCK = threading.Lock()
 
 
 def _kernels(nch: int):
     """Compiled kernels for tiles of ``nch`` 4-column chunks, cached per device (and by CuPy on disk)."""
     cp = _cupy()
     key = (cp.cuda.Device().id, nch)
-    k = _COMPILED.get(key)
-    if k is None:
-        name = f"scan_mma<{nch},{PG}>"
-        mod = cp.RawModule(code=_SRC, options=("-std=c++17",), name_expressions=(name,))
-        k = _COMPILED[key] = (mod.get_function(name), mod.get_function("rescore_f64"))
+    with _COMPILE_LOCK:
+        k = _COMPILED.get(key)
+        if k is None:
+            name = f"scan_mma<{nch},{PG}>"
+            mod = cp.RawModule(code=_SRC, options=("-std=c++17",), name_expressions=(name,))
+            k = _COMPILED[key] = (mod.get_function(name), mod.get_function("rescore_f64"))
     return k
 
 
@@ -113,6 +120,7 @@ class _DeviceTables:
         self.counter = cp.zeros(1, dtype=np.uint32)
         dev = cp.cuda.Device()
         self.grid = dev.attributes["MultiProcessorCount"] * 8
+        self.lock = threading.Lock()
 
     def grow(self, need: int) -> None:
         cp = _cupy()
@@ -121,17 +129,24 @@ class _DeviceTables:
         self.cand_row = cp.empty(self.capacity, dtype=np.int32)
 
 
+_BUILD_LOCK = threading.Lock()
+
+
 def _tables(plan: ScanPlan) -> _DeviceTables:
     cp = _cupy()
     dev = cp.cuda.Device().id
     t = plan._gpu.get(dev)
     if t is None:
-        t = plan._gpu[dev] = _DeviceTables(plan)
+        with _BUILD_LOCK:
+            t = plan._gpu.get(dev)
+            if t is None:
+                t = plan._gpu[dev] = _DeviceTables(plan)
     return t
 
 
 def candidates(codes_d, n: int, plan: ScanPlan):
-    """Run the tensor-core pass; return device arrays (pos, row) of candidates."""
+    """Run the tensor-core pass; return device arrays (pos, row) of candidates (views of shared buffers:
+    call under the device lock, as :func:`scan_gpu` does, when other threads may scan)."""
     cp = _cupy()
     T = _tables(plan)
     L = np.int64(codes_d.size)
@@ -157,11 +172,17 @@ def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
     n = int(n_positions)
     if n <= 0 or not plan.tiles:
         return BlockHits.empty()
+    T = _tables(plan)
+    with T.lock:
+        return _scan_locked(codes, n, plan, T)
+
+
+def _scan_locked(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
+    cp = _cupy()
     codes_d = cp.asarray(codes) if not isinstance(codes, cp.ndarray) else codes
     pos, row = candidates(codes_d, n, plan)
     if pos.size == 0:
         return BlockHits.empty()
-    T = _tables(plan)
     _, rescore = _kernels(1)
     score = cp.empty(pos.size, dtype=np.float64)
     hit = cp.empty(pos.size, dtype=np.uint8)
