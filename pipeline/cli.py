@@ -157,7 +157,7 @@ def _client_kwargs(a):
 
 
 def cmd_scan(a, console=None) -> int:
-    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
     from pipeline.scan import execute_scan, plan_scan  # noqa: PLC0415
 
     console = console or _console()
@@ -166,7 +166,7 @@ def cmd_scan(a, console=None) -> int:
                     pseudocount=a.pseudocount, resume=a.resume)
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
-                      f"worker(s); dashboard: {client.dashboard_link}")
+                      f"worker(s); dashboard: {dashboard_link(client)}")
         res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
     _print_summary(res, console)
     return 0
@@ -207,7 +207,7 @@ def cmd_thresholds(a) -> int:
     cols = t.column_names
     lines = ["\t".join(cols)]
     for row in zip(*(t.column(c).to_pylist() for c in cols)):
-        lines.append("\t".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+        lines.append("\t".join(repr(v) if isinstance(v, float) else str(v) for v in row))   # round-trip exact
     text = "\n".join(lines) + "\n"
     if a.out:
         tmp = a.out + ".tmp"

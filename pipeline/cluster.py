@@ -27,6 +27,15 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def dashboard_link(client) -> str:
+    """The dashboard URL as this machine can open it (local clusters bind it to 127.0.0.1)."""
+    port = client.scheduler_info().get("services", {}).get("dashboard")
+    addr = client.scheduler.address or ""
+    if port and (addr.startswith("inproc://") or "127.0.0.1" in addr):
+        return f"http://127.0.0.1:{port}/status"
+    return client.dashboard_link
+
+
 def worker_device(client) -> str:
     """'gpu' when every worker of the cluster reports a CUDA device (dask-cuda sets it), else 'cpu'."""
     def probe():
@@ -65,6 +74,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         if n_workers:
             kw["n_workers"] = n_workers
         cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads_per_worker or 4,
+                                   worker_dashboard_address=f"{host}:0",
                                    silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
@@ -73,7 +83,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             kw = dict(n_workers=n, threads_per_worker=threads_per_worker or 1, processes=True, host=host)
         else:   # in-process transport: the scheduler listens on no network address at all
             kw = dict(n_workers=1, threads_per_worker=n, processes=False)
-        cluster = LocalCluster(dashboard_address=dash,
+        cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=f"{host}:0",
                                silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
         dev = "cpu"
     client = Client(cluster)

@@ -240,3 +240,32 @@ def test_bad_input_one_line_exit_2(genome, tmp_path, args, msg):
     assert len(lines) == 1 and msg in lines[0], r.stderr
     assert "Traceback" not in r.stderr
     assert not (tmp_path / "o" / "_summary.json").exists() and not (tmp_path / "x.zarr").exists()
+
+
+def test_thresholds_command(tmp_path):
+    """`motifgrid thresholds` writes one row per motif and strand, matching the scan's exact thresholds."""
+    from workers.distribution import pvalue_to_score
+    from pipeline.motifs import pwm_from_motif, read_motifs
+
+    out = tmp_path / "thr.tsv"
+    r = _cli("thresholds", MOTIFS, "--pvalue", "1e-4", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    lines = out.read_text().splitlines()
+    head = lines[0].split("\t")
+    rows = [dict(zip(head, x.split("\t"))) for x in lines[1:]]
+    motifs = read_motifs(MOTIFS)
+    assert len(rows) == 2 * len(motifs)
+    for m, row in zip(motifs, rows[::2]):
+        t = pvalue_to_score(pwm_from_motif(m, np.full(4, 0.25), 0.1), np.full(4, 0.25), 1e-4)
+        assert row["motif_id"] == m.id and row["reachable"] == str(t.reachable)
+        if t.reachable:
+            assert float(row["threshold"]) == t.threshold
+            assert 0 < float(row["pvalue"]) <= 1e-4
+
+
+def test_demo_runs_and_resumes(tmp_path):
+    r = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "strongest:" in r.stderr and "dashboard: http://127.0.0.1:" in r.stderr
+    again = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300)
+    assert again.returncode == 0 and "already finished" in again.stderr
