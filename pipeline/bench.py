@@ -188,8 +188,13 @@ def part_e2e(args, sink):
         _emit({"part": "e2e-store", "bp": GenomeStore(str(store)).total_length,
                "seconds_generate": time.perf_counter() - t0}, sink)
     dev = None if args.device == "auto" else args.device
-    with get_client(device=dev, n_workers=args.workers, threads_per_worker=args.threads, quiet=True) as (client, device):
-        for p in args.pvalues:
+    import dask.config
+
+    cache = work / "threshold-cache"
+    shutil.rmtree(cache, ignore_errors=True)           # the first run of each p-value is cold
+    with get_client(device=dev, n_workers=args.workers, threads_per_worker=args.threads, quiet=True) as (client, device), \
+            dask.config.set({"motifgrid.thresholds.cache-dir": str(cache)}):
+        for p, mode in [(p, m) for p in args.pvalues for m in (["cold", "warm"] if args.warm else ["cold"])]:
             out = work / f"hits-{p:g}"
             shutil.rmtree(out, ignore_errors=True)
             job = plan_scan(str(store), args.motifs, str(out), pvalue=p)
@@ -197,7 +202,8 @@ def part_e2e(args, sink):
             res = execute_scan(job, client, device=device, progress=False, command="motifgrid bench e2e")
             t = time.perf_counter() - t0
             summ = json.loads((out / "_summary.json").read_text())
-            _emit({"part": "e2e", "device": device, "workers": res.workers, "threads": args.threads, "pvalue": p,
+            _emit({"part": "e2e", "thresholds": mode, "device": device, "workers": res.workers,
+                   "threads": args.threads, "pvalue": p,
                    "bp": res.positions, "seconds": t, "hits": res.hits, "column_scores_per_s": res.column_scores / t,
                    "blocks": res.blocks, "bytes_written": sum(f.stat().st_size for f in out.rglob("*.parquet")),
                    **{k: summ[k] for k in ("seconds_thresholds", "seconds_tasks_wall", "task_seconds_scan",
@@ -224,6 +230,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=8, help="threads per worker (I/O overlaps the GPU)")
     ap.add_argument("--work", help="folder for the e2e store and hits (kept)")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--warm", action="store_true", help="e2e: also rerun each p-value with the threshold cache filled")
     ap.add_argument("--json", help="also write the records here")
     a = ap.parse_args(argv)
     parts = set(a.parts.split(","))

@@ -7,13 +7,26 @@ gets a similar share of the expensive long matrices, and the results come back i
 
 With a ``distributed.Client`` (given, or the current one) the batches go through ``client.map``;
 without one, a plain loop runs in this process.  Nothing here touches the command line.
+
+Results are cached on disk, one ``.npz`` per matrix (``motifgrid.thresholds.cache-dir``, by default
+``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1`` turns it off).  The key is the
+SHA-256 of the matrix bytes, the background, the p-value, the precision, whether a table is kept and the
+source of :mod:`workers.distribution`, so any change of input or algorithm misses.  Files are plain
+NumPy arrays read with ``allow_pickle=False`` and written atomically.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
+import os
+import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
+import workers.distribution
 from workers.distribution import ScoreThreshold, pvalue_to_score
 
 __all__ = ["compute_thresholds", "thresholds_table"]
@@ -45,7 +58,7 @@ def _batches(pwms: Sequence[np.ndarray], batch: int) -> list[np.ndarray]:
 
 def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: float,
                        client=None, batch: int = 64, *, rel_tol: float = 1e-3,
-                       table: bool = True) -> list[ScoreThreshold]:
+                       table: bool = True, cache=True) -> list[ScoreThreshold]:
     """Exact score threshold of every matrix at ``pvalue``.
 
     Parameters
@@ -65,6 +78,9 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
     table : bool
         Also build the tail tables needed by ``score_to_pvalue`` (default).  False is faster
         when only the thresholds are wanted.
+    cache : bool or path
+        True: the configured on-disk cache (see the module docstring); a path: that folder;
+        False: compute everything.
 
     Returns
     -------
@@ -75,13 +91,27 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
     bg = np.asarray(background, dtype=np.float64)
     if not pwms:
         return []
+    cache = _cache_dir() if cache is True else (Path(cache) if cache else None)
+    keys = [_key(w, bg, float(pvalue), rel_tol, table) for w in pwms] if cache else None
+    out: list[ScoreThreshold | None] = [_load(cache, k) for k in keys] if cache else [None] * len(pwms)
+    todo = [i for i, t in enumerate(out) if t is None]
+    if todo:
+        done = _compute([pwms[i] for i in todo], bg, float(pvalue), client, batch, rel_tol, table)
+        for i, t in zip(todo, done):
+            out[i] = t
+            if cache:
+                _store(cache, keys[i], t)
+    return out  # type: ignore[return-value]
+
+
+def _compute(pwms, bg, pvalue, client, batch, rel_tol, table) -> list[ScoreThreshold]:
     if client is None:
         client = _current_client()
     if client is None:
-        return _threshold_batch(pwms, bg, float(pvalue), rel_tol, table)
+        return _threshold_batch(pwms, bg, pvalue, rel_tol, table)
     groups = _batches(pwms, batch)
     futures = client.map(_threshold_batch, [[pwms[i] for i in g] for g in groups],
-                         background=bg, pvalue=float(pvalue), rel_tol=rel_tol, table=table,
+                         background=bg, pvalue=pvalue, rel_tol=rel_tol, table=table,
                          pure=False)
     results = client.gather(futures)
     out: list[ScoreThreshold | None] = [None] * len(pwms)
@@ -89,6 +119,58 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
         for i, r in zip(g, res):
             out[int(i)] = r
     return out  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------------ disk cache
+def _cache_dir() -> Path | None:
+    import dask.config  # noqa: PLC0415
+
+    if os.environ.get("MOTIFGRID_NO_CACHE"):
+        return None
+    d = dask.config.get("motifgrid.thresholds.cache-dir", default="~/.cache/motifgrid/thresholds")
+    return Path(os.path.expanduser(d)) if d else None
+
+
+@functools.lru_cache(maxsize=1)
+def _algorithm_version() -> str:
+    return hashlib.sha256(Path(workers.distribution.__file__).read_bytes()).hexdigest()[:16]
+
+
+def _key(w: np.ndarray, bg: np.ndarray, pvalue: float, rel_tol: float, table: bool) -> str:
+    h = hashlib.sha256()
+    for part in (np.ascontiguousarray(w).tobytes(), bg.tobytes(), repr((w.shape, pvalue, rel_tol, table)).encode(),
+                 _algorithm_version().encode()):
+        h.update(part)
+    return h.hexdigest()
+
+
+def _load(cache: Path, key: str) -> ScoreThreshold | None:
+    path = cache / key[:2] / f"{key}.npz"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            kw = {}
+            for f in dataclasses.fields(ScoreThreshold):
+                v = z[f.name]
+                if f.name == "pvalue_bounds":
+                    kw[f.name] = (float(v[0]), float(v[1]))
+                elif v.ndim:
+                    kw[f.name] = v.copy()
+                else:
+                    kw[f.name] = v.item()
+            return ScoreThreshold(**kw)
+    except (OSError, KeyError, ValueError):
+        return None            # missing or unreadable: recompute (and overwrite)
+
+
+def _store(cache: Path, key: str, t: ScoreThreshold) -> None:
+    try:
+        d = cache / key[:2]
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{key}.{uuid.uuid4().hex}.npz"
+        np.savez(tmp, **{f.name: np.asarray(getattr(t, f.name)) for f in dataclasses.fields(ScoreThreshold)})
+        os.replace(tmp, d / f"{key}.npz")
+    except OSError:
+        pass                   # a read-only or full cache never fails a run
 
 
 def thresholds_table(ids: Sequence[str], names: Sequence[str], strands: Sequence,

@@ -1,9 +1,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+
+# the tests (and the CLI subprocesses they start) keep their threshold cache to themselves
+os.environ["DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR"] = tempfile.mkdtemp(prefix="motifgrid-test-cache-")
+import dask.config  # noqa: E402
+
+dask.config.refresh()
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"

@@ -45,14 +45,14 @@ def test_distributed_equals_serial():
 
     _, _, pwms = _pwms()
     pwms = pwms + [w[::-1, ::-1].copy() for w in pwms]       # 24 matrices, both strands
-    serial = compute_thresholds(pwms, BG, 1e-5, client=None)
+    serial = compute_thresholds(pwms, BG, 1e-5, client=None, cache=False)
     with LocalCluster(processes=False, n_workers=1, threads_per_worker=2,
                       dashboard_address=None) as cluster, Client(cluster) as client:
         with get_task_stream(client) as ts:
-            dist = compute_thresholds(pwms, BG, 1e-5, client=client, batch=5)   # 5 batches
+            dist = compute_thresholds(pwms, BG, 1e-5, client=client, batch=5, cache=False)   # 5 batches
         assert sum("_threshold_batch" in str(x["key"]) for x in ts.data) == 5
         with get_task_stream(client) as ts:
-            current = compute_thresholds(pwms[:6], BG, 1e-5, batch=2)   # the current client
+            current = compute_thresholds(pwms[:6], BG, 1e-5, batch=2, cache=False)   # the current client
         assert sum("_threshold_batch" in str(x["key"]) for x in ts.data) == 3
     assert len(dist) == len(pwms)
     assert dist == serial                                      # order preserved, tables identical
@@ -86,3 +86,22 @@ def test_thresholds_table():
     assert t2.column("length").to_pylist()[:2] == [pwms[0].shape[0]] * 2
     with pytest.raises(ValueError):
         thresholds_table(rid[:-1], rname, [0, 1] * 3, tables)
+
+
+def test_disk_cache_hits_misses_and_survives_corruption(tmp_path):
+    from pipeline.thresholds import compute_thresholds
+
+    rng = np.random.default_rng(5)
+    pwms = [rng.normal(0, 1.2, (int(m), 4)) for m in (6, 9, 12)]
+    bg = np.array([0.3, 0.2, 0.2, 0.3])
+    cold = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
+    files = sorted(tmp_path.rglob("*.npz"))
+    assert len(files) == 3
+    warm = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
+    assert warm == cold
+    files[0].write_bytes(b"not a npz")                       # a torn file is recomputed, not trusted
+    again = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
+    assert again == cold
+    other = compute_thresholds(pwms, bg, 1e-5, cache=tmp_path)   # another p-value is another key
+    assert len(list(tmp_path.rglob("*.npz"))) == 6
+    assert [t.threshold for t in other] != [t.threshold for t in cold]
