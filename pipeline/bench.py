@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -77,7 +76,6 @@ def _sequence(fasta: str | None, n: int) -> np.ndarray:
 
 def part_kernel(codes, plan, sink, reps=5):
     from workers.backend import gpu_available
-    from workers.scan import scan_block
 
     n = codes.size - plan.max_length
     col = int(plan.lengths.sum())

@@ -23,44 +23,23 @@ class UserError(Exception):
     pass
 
 
-def _pvalue(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if not (0.0 < v < 1.0):
-        raise argparse.ArgumentTypeError(f"a p-value must be in (0, 1), got {s}")
-    return v
+def _number(kind, ok, what: str):
+    """An argparse type: parse with ``kind`` (float or int), then require ``ok(value)``."""
+    def parse(s: str):
+        try:
+            v = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {'an integer' if kind is int else 'a number'}: {s!r}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"{what}, got {s}")
+        return v
+    return parse
 
 
-def _nonneg(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {s!r}") from None
-    if not v >= 0 or v != v or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
-    return v
-
-
-def _posint(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {s}")
-    return v
-
-
-def _nonnegint(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {s}")
-    return v
+_pvalue = _number(float, lambda v: 0.0 < v < 1.0, "a p-value must be in (0, 1)")
+_nonneg = _number(float, lambda v: 0.0 <= v < float("inf"), "must be a finite number >= 0")
+_posint = _number(int, lambda v: v >= 1, "must be >= 1")
+_nonnegint = _number(int, lambda v: v >= 0, "must be >= 0")
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:

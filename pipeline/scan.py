@@ -269,20 +269,11 @@ def prepare_output(out: str, params: dict, resume: bool) -> set:
 
 
 def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
-    from pipeline.schema import THRESHOLDS_SCHEMA  # noqa: PLC0415
+    from pipeline.thresholds import thresholds_table  # noqa: PLC0415
 
     mi = np.repeat(np.arange(len(mset.ids)), 2)
-    return pa.table({
-        "motif_id": [mset.ids[i] for i in mi],
-        "motif_name": [mset.names[i] for i in mi],
-        "strand": ["+" if s == 0 else "-" for s in strands],
-        "length": [mset.pwms[i].shape[0] for i in mi],
-        "threshold": [t.threshold for t in tables],
-        "pvalue": [t.pvalue for t in tables],
-        "pvalue_low": [t.pvalue_bounds[0] for t in tables],
-        "pvalue_high": [t.pvalue_bounds[1] for t in tables],
-        "reachable": [bool(t.reachable) for t in tables],
-    }, schema=THRESHOLDS_SCHEMA)
+    return thresholds_table([mset.ids[i] for i in mi], [mset.names[i] for i in mi], strands, tables,
+                            lengths=[mset.pwms[i].shape[0] for i in mi])
 
 
 @dataclass

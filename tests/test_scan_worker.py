@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from pipeline.genome import encode
 from tests.reference import naive_scan

@@ -147,7 +147,6 @@ def _tables(plan: ScanPlan) -> _DeviceTables:
 def candidates(codes_d, n: int, plan: ScanPlan):
     """Run the tensor-core pass; return device arrays (pos, row) of candidates (views of shared buffers:
     call under the device lock, as :func:`scan_gpu` does, when other threads may scan)."""
-    cp = _cupy()
     T = _tables(plan)
     L = np.int64(codes_d.size)
     while True:
@@ -168,7 +167,6 @@ def candidates(codes_d, n: int, plan: ScanPlan):
 
 def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
     """GPU twin of :func:`workers.scan._scan_cpu`; same result, sorted by (position, row)."""
-    cp = _cupy()
     n = int(n_positions)
     if n <= 0 or not plan.tiles:
         return BlockHits.empty()
