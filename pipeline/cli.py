@@ -264,11 +264,12 @@ def main(argv=None) -> int:
     from pipeline.export import ExportError  # noqa: PLC0415
     from pipeline.genome import GenomeError  # noqa: PLC0415
     from pipeline.motifs import MotifError  # noqa: PLC0415
+    from pipeline.cluster import ClusterError  # noqa: PLC0415
     from pipeline.scan import ScanError  # noqa: PLC0415
 
     try:
         return COMMANDS[a.cmd](a) or 0
-    except (GenomeError, MotifError, ScanError, ExportError, UserError) as e:
+    except (GenomeError, MotifError, ScanError, ExportError, ClusterError, UserError) as e:
         print(f"motifgrid {a.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except FileNotFoundError as e:

@@ -27,6 +27,10 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+class ClusterError(RuntimeError):
+    """No usable cluster; one line for the user."""
+
+
 def dashboard_link(client) -> str:
     """The dashboard URL as this machine can open it (local clusters bind it to 127.0.0.1)."""
     port = client.scheduler_info().get("services", {}).get("dashboard")
@@ -59,6 +63,12 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         kw = {"security": security} if security is not None else {}
         client = Client(address=scheduler, scheduler_file=scheduler_file, **kw)
         try:
+            wait = float(dask.config.get("motifgrid.cluster.wait-for-workers", default=120))
+            try:
+                client.wait_for_workers(1, timeout=wait)
+            except TimeoutError:
+                raise ClusterError(f"no worker joined the scheduler at {scheduler or scheduler_file} "
+                                   f"within {wait:g}s") from None
             dev = device or worker_device(client)
             yield client, dev
         finally:

@@ -268,3 +268,33 @@ def test_demo_runs_and_resumes(tmp_path):
     assert "strongest:" in r.stderr and "dashboard: http://127.0.0.1:" in r.stderr
     again = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300)
     assert again.returncode == 0 and "already finished" in again.stderr
+
+
+def test_existing_scheduler(genome, finished, tmp_path):
+    """`--scheduler ADDRESS`: a separately started `dask scheduler` + `dask worker` (loopback) runs the scan."""
+    import socket
+
+    store, _ = genome
+    out, _ = finished
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    addr = f"tcp://127.0.0.1:{port}"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                               "--port", str(port), "--dashboard-address", "127.0.0.1:0"], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        time.sleep(2)
+        procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "2",
+                                       "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        r = _cli("scan", store.path, MOTIFS, "--pvalue", "1e-3", "--out", str(tmp_path / "h"), "--scheduler", addr,
+                 "--no-progress")
+        assert r.returncode == 0, r.stderr
+        assert "1 CPU worker(s)" in r.stderr
+        assert table_rows(read_hits(str(tmp_path / "h"))) == table_rows(read_hits(str(out)))
+    finally:
+        for p in procs[::-1]:
+            p.terminate()
+            p.wait(timeout=30)
