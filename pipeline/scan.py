@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import sys
 import time
 import uuid
@@ -156,8 +155,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
     from workers.backend import limit_blas_threads  # noqa: PLC0415
 
     limit_blas_threads(1)
-    stats = {"blocks": 0, "hits": 0, "positions": 0, "row_hits": np.zeros(ctx.plan.n_rows, np.int64),
-             "seconds_scan": 0.0, "seconds_io": 0.0}
+    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0}
     manifest_dir = os.path.join(ctx.out, "_manifest")
     for block in blocks:
         t0 = time.perf_counter()
@@ -183,7 +181,6 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
             os.replace(tmp, final)
             rel = os.path.relpath(final, ctx.out)
             counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
-            stats["row_hits"] += counts
             nz = np.flatnonzero(counts)
             row_hits = [[int(r), int(c)] for r, c in zip(nz, counts[nz])]
         entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
@@ -374,8 +371,7 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
     total_rows = plan.n_rows
     col_per_pos = int(plan.lengths.sum())
 
-    stats = {"blocks": 0, "hits": 0, "positions": 0, "row_hits": np.zeros(plan.n_rows, np.int64),
-             "seconds_scan": 0.0, "seconds_io": 0.0}
+    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0}
     t_thresholds = time.perf_counter() - t_thr0
     t_tasks0 = time.perf_counter()
     if groups:
@@ -393,12 +389,11 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
                                     f"(finished blocks are kept; rerun with --resume)") from None
                 for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io"):
                     stats[k] += res[k]
-                stats["row_hits"] += res["row_hits"]
                 bar.update(res["blocks"], stats["hits"])
         finally:
             bar.close()
     # totals over every finished block (this run and earlier ones)
-    total_hits, row_hits_all = _totals_from_manifest(out, ctx, stats)
+    total_hits, row_hits_all = _totals_from_manifest(out, ctx)
     seconds = time.perf_counter() - t_start
     positions = sum(b.core_end - b.start for b in all_blocks)
     _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, {
@@ -414,7 +409,7 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
                       workers=len(client.scheduler_info().get("workers", {})))
 
 
-def _totals_from_manifest(out: str, ctx: ScanContext, stats: dict):
+def _totals_from_manifest(out: str, ctx: ScanContext):
     """Total hits and per-row counts over every finished block (this run's and earlier ones)."""
     total = 0
     row_hits = np.zeros(ctx.plan.n_rows, np.int64)
@@ -473,7 +468,3 @@ def read_hits(out: str, columns=None, filter=None) -> pa.Table:
                                                                           flavor="hive"),
                    schema=HITS_SCHEMA)
     return d.to_table(columns=columns, filter=filter)
-
-
-def remove_output(out: str) -> None:
-    shutil.rmtree(out, ignore_errors=True)
