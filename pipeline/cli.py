@@ -189,10 +189,9 @@ def cmd_thresholds(a) -> int:
         lines.append("\t".join(repr(v) if isinstance(v, float) else str(v) for v in row))   # round-trip exact
     text = "\n".join(lines) + "\n"
     if a.out:
-        tmp = a.out + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, a.out)
+        from pipeline.scan import _atomic_write_bytes  # noqa: PLC0415
+
+        _atomic_write_bytes(os.path.abspath(a.out), text.encode())
     else:
         sys.stdout.write(text)
     n_unreach = int(np.sum(~np.asarray(t.column("reachable").to_pylist())))

@@ -166,78 +166,85 @@ class ContigInfo:
     n_fraction: list[float]
 
 
-def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int = DEFAULT_BLOCK_SIZE,
-           halo: int = DEFAULT_HALO, progress=None) -> "GenomeStore":
-    """Ingest ``fasta`` into a new Zarr store at ``store`` and return its reader.
-
-    The store is built under a temporary name beside ``store`` and renamed when complete, so an
-    interrupted ingest never leaves something that looks like a finished store.
-    """
+def _write_store(store: Path, source: str, checksum: str, block_size: int, halo: int, contigs) -> "GenomeStore":
+    """Write a genome store from ``contigs``: an iterable of ``(name, length, rows)`` where ``rows`` yields the
+    uint8 row (length B + H, padded with 4) of each block.  Built under a temporary name beside ``store``
+    and renamed when complete, so an interrupted write never leaves something that looks finished."""
     import zarr  # noqa: PLC0415
 
-    fasta = Path(fasta)
-    store = Path(store)
-    if block_size < 1 or halo < 0:
-        raise GenomeError(f"block size must be ≥ 1 and halo ≥ 0 (got {block_size}, {halo})")
-    if store.exists():
-        raise GenomeError(f"{store}: already exists; remove it or choose another store path")
-    kind = _sniff_fasta(fasta)
-    checksum = file_checksum(fasta)
     store.parent.mkdir(parents=True, exist_ok=True)
     tmp_store = Path(tempfile.mkdtemp(prefix=f".{store.name}.", suffix=".partial", dir=store.parent))
-    tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-", dir=store.parent))
+    width = block_size + halo
     try:
-        fa = _open_fasta(fasta, kind, tmpdir)
         root = zarr.open_group(str(tmp_store), mode="w", zarr_format=3)
         counts = np.zeros(5, dtype=np.int64)
-        contigs: list[ContigInfo] = []
-        width = block_size + halo
-        for ci, name in enumerate(fa.keys()):
-            rec = fa[name]
-            length = len(rec)
+        infos: list[ContigInfo] = []
+        for ci, (name, length, rows) in enumerate(contigs):
             nb = -(-length // block_size) if length else 0
             key = f"c{ci:06d}"
             arr = root.create_array(key, shape=(nb, width), chunks=(1, width), dtype="uint8",
                                     fill_value=4, attributes={"name": name, "length": length})
             nfrac = []
-            for b in range(nb):
-                lo = b * block_size
-                hi = min(lo + width, length)
-                raw = rec[lo:hi]
-                codes = encode(raw if isinstance(raw, str) else str(raw))
-                row = np.full(width, 4, dtype=np.uint8)
-                row[: codes.size] = codes
+            for b, row in enumerate(rows):
                 arr[b, :] = row
-                core = codes[: min(block_size, codes.size)]
-                counts += np.bincount(core, minlength=5)
+                core_len = min(block_size, length - b * block_size)
+                counts += np.bincount(row[:core_len], minlength=5)
                 nfrac.append(float(np.count_nonzero(row == 4)) / width)
-                if progress is not None:
-                    progress(name, b + 1, nb)
-            contigs.append(ContigInfo(name, length, key, nb, nfrac))
+            infos.append(ContigInfo(name, length, key, nb, nfrac))
         acgt = counts[:4].astype(np.float64)
         total = acgt.sum()
-        bg = (acgt / total) if total else np.full(4, 0.25)
-        attrs = {
+        root.attrs.update({
             "format": "motifgrid-genome",
             "format_version": STORE_FORMAT_VERSION,
-            "source": str(fasta),
+            "source": source,
             "source_checksum": checksum,
             "block_size": int(block_size),
             "halo": int(halo),
-            "base_counts": {"A": int(counts[0]), "C": int(counts[1]), "G": int(counts[2]),
-                            "T": int(counts[3]), "N": int(counts[4])},
-            "background": [float(x) for x in bg],
+            "base_counts": dict(zip("ACGTN", (int(x) for x in counts))),
+            "background": [float(x) for x in ((acgt / total) if total else np.full(4, 0.25))],
             "contigs": [{"name": c.name, "length": c.length, "key": c.key, "n_blocks": c.n_blocks,
-                         "n_fraction": c.n_fraction} for c in contigs],
-        }
-        root.attrs.update(attrs)
+                         "n_fraction": c.n_fraction} for c in infos],
+        })
         os.replace(tmp_store, store)
     except BaseException:
         shutil.rmtree(tmp_store, ignore_errors=True)
         raise
+    return GenomeStore(store)
+
+
+def _check_new_store(store: Path, block_size: int, halo: int) -> None:
+    if block_size < 1 or halo < 0:
+        raise GenomeError(f"block size must be ≥ 1 and halo ≥ 0 (got {block_size}, {halo})")
+    if store.exists():
+        raise GenomeError(f"{store}: already exists; remove it or choose another store path")
+
+
+def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int = DEFAULT_BLOCK_SIZE,
+           halo: int = DEFAULT_HALO) -> "GenomeStore":
+    """Ingest ``fasta`` into a new Zarr store at ``store`` and return its reader, one block in memory at a time."""
+    fasta = Path(fasta)
+    store = Path(store)
+    _check_new_store(store, block_size, halo)
+    kind = _sniff_fasta(fasta)
+    checksum = file_checksum(fasta)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-", dir=store.parent))
+    width = block_size + halo
+
+    def rows(rec, length):
+        for lo in range(0, length, block_size):
+            raw = rec[lo:min(lo + width, length)]
+            codes = encode(raw if isinstance(raw, str) else str(raw))
+            row = np.full(width, 4, dtype=np.uint8)
+            row[: codes.size] = codes
+            yield row
+
+    try:
+        fa = _open_fasta(fasta, kind, tmpdir)
+        contigs = ((name, len(fa[name]), rows(fa[name], len(fa[name]))) for name in fa.keys())
+        return _write_store(store, str(fasta), checksum, block_size, halo, contigs)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    return GenomeStore(store)
 
 
 # --------------------------------------------------------------------------------------- reader
@@ -349,11 +356,8 @@ def synthesize(store: str | os.PathLike, contigs: list, background, block_size: 
     from real sequence).  ``contigs`` is a list of (name, length).  Same layout and attributes as
     :func:`ingest`; the source is recorded as ``synthetic:...`` with the parameters.
     """
-    import zarr  # noqa: PLC0415
-
     store = Path(store)
-    if store.exists():
-        raise GenomeError(f"{store}: already exists")
+    _check_new_store(store, block_size, halo)
     bg = np.asarray(background, dtype=np.float64)
     bg = bg / bg.sum()
     # uint16 → code lookup with the composition quantised to 1/65536
@@ -361,39 +365,20 @@ def synthesize(store: str | os.PathLike, contigs: list, background, block_size: 
     lut = np.searchsorted(edges, np.arange(65536), side="right").astype(np.uint8)
     rng = np.random.default_rng(seed)
     desc = json.dumps({"contigs": contigs, "background": list(bg), "seed": seed})
-    tmp_store = Path(tempfile.mkdtemp(prefix=f".{store.name}.", suffix=".partial", dir=store.parent))
-    try:
-        root = zarr.open_group(str(tmp_store), mode="w", zarr_format=3)
-        infos, counts = [], np.zeros(5, np.int64)
-        width = block_size + halo
-        for ci, (name, length) in enumerate(contigs):
-            nb = -(-length // block_size)
-            key = f"c{ci:06d}"
-            arr = root.create_array(key, shape=(nb, width), chunks=(1, width), dtype="uint8", fill_value=4,
-                                    attributes={"name": name, "length": length})
-            nxt = lut[rng.integers(0, 65536, size=min(block_size, length), dtype=np.uint16)]
-            for b in range(nb):
-                core = nxt
-                lo = (b + 1) * block_size
-                nxt = (lut[rng.integers(0, 65536, size=min(block_size, length - lo), dtype=np.uint16)]
-                       if lo < length else np.empty(0, np.uint8))
-                row = np.full(width, 4, dtype=np.uint8)
-                row[:core.size] = core
-                h = min(halo, nxt.size)
-                row[block_size:block_size + h] = nxt[:h]
-                arr[b, :] = row
-                counts += np.bincount(core, minlength=5)
-            infos.append({"name": name, "length": length, "key": key, "n_blocks": nb, "n_fraction": [0.0] * nb})
-        acgt = counts[:4].astype(np.float64)
-        root.attrs.update({
-            "format": "motifgrid-genome", "format_version": STORE_FORMAT_VERSION,
-            "source": f"synthetic:{desc}", "source_checksum": "sha256:" + hashlib.sha256(desc.encode()).hexdigest(),
-            "block_size": int(block_size), "halo": int(halo),
-            "base_counts": dict(zip("ACGTN", (int(x) for x in counts))),
-            "background": [float(x) for x in acgt / acgt.sum()], "contigs": infos,
-        })
-        os.replace(tmp_store, store)
-    except BaseException:
-        shutil.rmtree(tmp_store, ignore_errors=True)
-        raise
-    return GenomeStore(store)
+    width = block_size + halo
+
+    def draw(n):
+        return lut[rng.integers(0, 65536, size=max(n, 0), dtype=np.uint16)]
+
+    def rows(length):
+        nxt = draw(min(block_size, length))
+        for lo in range(0, length, block_size):
+            core, nxt = nxt, draw(min(block_size, length - lo - block_size))   # the next core feeds the halo
+            row = np.full(width, 4, dtype=np.uint8)
+            row[:core.size] = core
+            h = min(halo, nxt.size)
+            row[block_size:block_size + h] = nxt[:h]
+            yield row
+
+    return _write_store(store, f"synthetic:{desc}", "sha256:" + hashlib.sha256(desc.encode()).hexdigest(),
+                        block_size, halo, ((name, length, rows(length)) for name, length in contigs))

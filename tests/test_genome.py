@@ -149,3 +149,16 @@ def test_real_bgzip_genome(tmp_path):
     assert g.contigs[0]["length"] == 1_531_933
     with open(tmp_path / "y.zarr" / "zarr.json") as f:
         assert json.load(f)["attributes"]["contigs"][0]["n_blocks"] == 3
+
+
+def test_synthesize_layout_and_composition(tmp_path):
+    from pipeline.genome import synthesize
+
+    g = synthesize(tmp_path / "s.zarr", [("a", 100_000), ("b", 2_500)], [0.3, 0.2, 0.2, 0.3], block_size=40_000, halo=12)
+    assert [c["n_blocks"] for c in g.contigs] == [3, 1] and g.attrs["source"].startswith("synthetic:")
+    blocks = g.blocks()
+    for x, y in zip(blocks[:2], blocks[1:3]):               # each halo is the next block's first H codes
+        assert (g.read_block(x)[40_000:] == g.read_block(y)[:12]).all()
+    assert (g.read_block(blocks[3])[2_500:] == 4).all()      # padded past the contig end
+    assert np.allclose(g.background, [0.3, 0.2, 0.2, 0.3], atol=0.01)
+    assert sum(g.attrs["base_counts"].values()) == 102_500
