@@ -145,7 +145,10 @@ def test_existing_store_refused(tmp_path):
 
 @needs_shared
 def test_real_bgzip_genome(tmp_path):
-    g = ingest(SHARED / "genomes" / "sacCer3_chrIV.fa.gz", tmp_path / "y.zarr", block_size=1 << 19, halo=63)
+    src = SHARED / "genomes" / "sacCer3_chrIV.fa.gz"
+    if not src.exists():                  # a partial copy of shared/ (e.g. the one carried to the GPU machine)
+        pytest.skip(f"{src} not present")
+    g = ingest(src, tmp_path / "y.zarr", block_size=1 << 19, halo=63)
     assert g.contigs[0]["length"] == 1_531_933
     with open(tmp_path / "y.zarr" / "zarr.json") as f:
         assert json.load(f)["attributes"]["contigs"][0]["n_blocks"] == 3
