@@ -84,9 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true")
     _cluster_args(s)
 
-    s = sub.add_parser("thresholds", help="exact score thresholds (and achieved p-values) per motif and strand")
+    s = sub.add_parser("thresholds", help="score thresholds (achieved p-values, error bounds) per motif and strand")
     s.add_argument("motifs")
-    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"])
+    s.add_argument("--pvalue", type=_pvalue, nargs="+", default=[cfg["scan"]["pvalue"]],
+                   help="one or more p-values (one row per motif, strand and p-value)")
+    s.add_argument("--method", choices=["exact", "bucket", "auto"], default="exact",
+                   help="exact lattice DP, BUCKETSCOREDISTRIBUTION, or per matrix the cheaper (default exact)")
+    s.add_argument("--rel-tol", type=_number(float, lambda v: 0 < v < 0.5, "must be in (0, 0.5)"),
+                   default=1e-3, help="relative precision of the p-value brackets (default 1e-3)")
     s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t (genome needs --store)")
     s.add_argument("--store", help="genome store, for --background genome")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
@@ -168,21 +173,24 @@ def _print_summary(res, console) -> None:
 
 def cmd_thresholds(a) -> int:
     import numpy as np  # noqa: PLC0415
+    import pyarrow as pa  # noqa: PLC0415
 
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.genome import GenomeStore  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan import MotifSet, _thresholds_table, row_thresholds  # noqa: PLC0415
+    from pipeline.scan import MotifSet, _thresholds_table, row_thresholds_many  # noqa: PLC0415
 
     gbg = GenomeStore(a.store).background if a.store else None
     bg = read_background(a.background, genome_background=gbg)
     mset = MotifSet.load(a.motifs, bg, a.pseudocount)
     kw = _client_kwargs(a)
+    device = kw["device"]
     kw["device"] = "cpu"
     with get_client(**kw, quiet=True) as (client, _):
-        tables = row_thresholds(mset, a.pvalue, client=client)
+        per_p = row_thresholds_many(mset, a.pvalue, client=client, method=a.method, table=False,
+                                    rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()
-    t = _thresholds_table(mset, tables, strands)
+    t = pa.concat_tables([_thresholds_table(mset, tables, strands) for tables in per_p])
     cols = t.column_names
     lines = ["\t".join(cols)]
     for row in zip(*(t.column(c).to_pylist() for c in cols)):
@@ -194,8 +202,16 @@ def cmd_thresholds(a) -> int:
         _atomic_write_bytes(os.path.abspath(a.out), text.encode())
     else:
         sys.stdout.write(text)
-    n_unreach = int(np.sum(~np.asarray(t.column("reachable").to_pylist())))
-    print(f"{len(mset.ids)} motifs, {t.num_rows} motif-strands, {n_unreach} cannot reach p={a.pvalue}", file=sys.stderr)
+    reach = np.asarray(t.column("reachable").to_pylist())
+    err = np.asarray(t.column("score_error").to_pylist(), dtype=float)[reach]
+    lo = np.asarray(t.column("pvalue_low").to_pylist())[reach]
+    hi = np.asarray(t.column("pvalue_high").to_pylist())[reach]
+    width = np.where(lo > 0, hi / np.where(lo > 0, lo, 1) - 1, np.where(hi > 0, np.inf, 0.0))
+    methods = sorted(set(t.column("method").to_pylist()))
+    print(f"{len(mset.ids)} motifs × {len(a.pvalue)} p-value(s): {t.num_rows} rows, "
+          f"{int((~reach).sum())} unreachable; method {'+'.join(methods)}; "
+          f"largest p-value bracket {float(width.max(initial=0.0)):.2e} (relative), "
+          f"largest score error {float(np.nanmax(err, initial=0.0)):.3g} bits", file=sys.stderr)
     return 0
 
 

@@ -83,18 +83,28 @@ class MotifSet:
 def row_thresholds(mset: MotifSet, pvalue: float, client=None):
     """Per-row ScoreThreshold: forward matrices, and the reverse-complement ones under the same background
     (the complemented background for the motif); computed once when the background is strand-symmetric."""
-    from pipeline.thresholds import compute_thresholds  # noqa: PLC0415
+    return row_thresholds_many(mset, [pvalue], client)[0]
+
+
+def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "exact",
+                        table: bool = True, rel_tol: float = 1e-3, device: str = "cpu"):
+    """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list."""
+    from pipeline.thresholds import compute_thresholds_many  # noqa: PLC0415
 
     bg = mset.background
-    fwd = compute_thresholds(mset.pwms, bg, pvalue, client=client)
+    kw = dict(client=client, method=method, table=table, rel_tol=rel_tol, device=device)
+    fwd = compute_thresholds_many(mset.pwms, bg, pvalues, **kw)
     if np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
         rev = fwd
     else:
         pwms, _, st = mset.rows()
-        rev = compute_thresholds([p for p, s in zip(pwms, st) if s == 1], bg, pvalue, client=client)
+        rev = compute_thresholds_many([p for p, s in zip(pwms, st) if s == 1], bg, pvalues, **kw)
     out = []
-    for f, r in zip(fwd, rev):
-        out += [f, r]
+    for fj, rj in zip(fwd, rev):
+        rows = []
+        for f, r in zip(fj, rj):
+            rows += [f, r]
+        out.append(rows)
     return out
 
 

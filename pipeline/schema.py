@@ -38,6 +38,11 @@ THRESHOLDS_SCHEMA = pa.schema([
     pa.field("pvalue_low", pa.float64()),
     pa.field("pvalue_high", pa.float64()),
     pa.field("reachable", pa.bool_()),
+    pa.field("requested_pvalue", pa.float64()),
+    pa.field("method", pa.string()),
+    pa.field("score_error", pa.float64()),
+    pa.field("n_slices", pa.int32()),
+    pa.field("n_buckets", pa.int32()),
 ])
 
 #: Hits per motif, written beside the data at the end of a scan.

@@ -1,4 +1,4 @@
-"""Score thresholds of many PWMs at one p-value, fanned out on Dask.
+"""Score thresholds of many PWMs at one or several p-values, fanned out on Dask.
 
 Each matrix is independent (``workers.distribution.pvalue_to_score``), so the work is a map over
 matrices.  To keep the task graph small the matrices travel in batches (``batch`` per task);
@@ -26,16 +26,38 @@ from pathlib import Path
 
 import numpy as np
 
+import workers.bucket
 import workers.distribution
+from workers.bucket import pvalues_to_scores_bucket
 from workers.distribution import ScoreThreshold, pvalue_to_score
 
-__all__ = ["compute_thresholds", "thresholds_table"]
+__all__ = ["compute_thresholds", "compute_thresholds_many", "thresholds_table", "METHODS", "method_for"]
 
 
-def _threshold_batch(pwms: list[np.ndarray], background: np.ndarray, pvalue: float,
-                     rel_tol: float, table: bool) -> list[ScoreThreshold]:
-    """Thresholds of one batch of matrices (runs on a worker)."""
-    return [pvalue_to_score(w, background, pvalue, rel_tol, table=table) for w in pwms]
+METHODS = ("exact", "bucket", "auto")
+AUTO_BUCKET_MIN_LENGTH = 41   # "auto": the exact lattice DP up to this length (it is cheaper there; docs/benchmarks.md)
+
+
+def method_for(m: int, method: str) -> str:
+    """The method "auto" picks for a matrix of length ``m``."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, not {method!r}")
+    if method != "auto":
+        return method
+    return "bucket" if m >= AUTO_BUCKET_MIN_LENGTH else "exact"
+
+
+def _threshold_batch(pwms: list[np.ndarray], background: np.ndarray, pvalues: list[float],
+                     rel_tol: float, table: bool, method: str = "exact",
+                     device: str = "cpu") -> list[list[ScoreThreshold]]:
+    """Thresholds of one batch of matrices at every p-value (runs on a worker): ``[matrix][p]``."""
+    out = []
+    for w in pwms:
+        if method_for(w.shape[0], method) == "bucket":
+            out.append(pvalues_to_scores_bucket(w, background, pvalues, rel_tol, device=device))
+        else:
+            out.append([pvalue_to_score(w, background, p, rel_tol, table=table) for p in pvalues])
+    return out
 
 
 def _current_client():
@@ -58,8 +80,8 @@ def _batches(pwms: Sequence[np.ndarray], batch: int) -> list[np.ndarray]:
 
 def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: float,
                        client=None, batch: int = 64, *, rel_tol: float = 1e-3,
-                       table: bool = True, cache=True) -> list[ScoreThreshold]:
-    """Exact score threshold of every matrix at ``pvalue``.
+                       table: bool = True, cache=True, method: str = "exact") -> list[ScoreThreshold]:
+    """Score threshold of every matrix at ``pvalue``.
 
     Parameters
     ----------
@@ -76,49 +98,75 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
     rel_tol : float
         Relative precision of the p-values (see ``workers.distribution``).
     table : bool
-        Also build the tail tables needed by ``score_to_pvalue`` (default).  False is faster
-        when only the thresholds are wanted.
+        Also build the tail tables needed by ``score_to_pvalue`` (default; exact method only).  False
+        is faster when only the thresholds are wanted.
     cache : bool or path
         True: the configured on-disk cache (see the module docstring); a path: that folder;
         False: compute everything.
+    method : "exact", "bucket" or "auto"
+        Exact lattice DP (``workers.distribution``), BUCKETSCOREDISTRIBUTION (``workers.bucket``,
+        no tail table), or per matrix whichever is cheaper (``method_for``).
 
     Returns
     -------
     list of ScoreThreshold
         One per matrix, in input order.
     """
+    return compute_thresholds_many(pwms, background, [pvalue], client, batch, rel_tol=rel_tol,
+                                   table=table, cache=cache, method=method)[0]
+
+
+def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pvalues: Sequence[float],
+                            client=None, batch: int = 64, *, rel_tol: float = 1e-3, table: bool = True,
+                            cache=True, method: str = "exact",
+                            device: str = "cpu") -> list[list[ScoreThreshold]]:
+    """``compute_thresholds`` at several p-values at once: ``result[i_pvalue][i_matrix]``.
+
+    One task computes all p-values of its matrices (the bucket method reads them all from one
+    distribution).  ``device`` is where the bucket method enumerates its slices.
+    """
+    method_for(1, method)
     pwms = [np.asarray(w, dtype=np.float64) for w in pwms]
     bg = np.asarray(background, dtype=np.float64)
+    pvalues = [float(p) for p in pvalues]
     if not pwms:
-        return []
+        return [[] for _ in pvalues]
     cache = _cache_dir() if cache is True else (Path(cache) if cache else None)
-    keys = [_key(w, bg, float(pvalue), rel_tol, table) for w in pwms] if cache else None
-    out: list[ScoreThreshold | None] = [_load(cache, k) for k in keys] if cache else [None] * len(pwms)
-    todo = [i for i, t in enumerate(out) if t is None]
+    meths = [method_for(w.shape[0], method) for w in pwms]
+    tab = [table and m == "exact" for m in meths]
+    out: list[list[ScoreThreshold | None]] = [[None] * len(pwms) for _ in pvalues]
+    keys = None
+    if cache:
+        keys = [[_key(w, bg, p, rel_tol, t, m) for w, t, m in zip(pwms, tab, meths)] for p in pvalues]
+        for j in range(len(pvalues)):
+            for i in range(len(pwms)):
+                out[j][i] = _load(cache, keys[j][i])
+    todo = [i for i in range(len(pwms)) if any(out[j][i] is None for j in range(len(pvalues)))]
     if todo:
-        done = _compute([pwms[i] for i in todo], bg, float(pvalue), client, batch, rel_tol, table)
-        for i, t in zip(todo, done):
-            out[i] = t
-            if cache:
-                _store(cache, keys[i], t)
+        done = _compute([pwms[i] for i in todo], bg, pvalues, client, batch, rel_tol, table, method, device)
+        for i, res in zip(todo, done):
+            for j, t in enumerate(res):
+                out[j][i] = t
+                if cache:
+                    _store(cache, keys[j][i], t)
     return out  # type: ignore[return-value]
 
 
-def _compute(pwms, bg, pvalue, client, batch, rel_tol, table) -> list[ScoreThreshold]:
+def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -> list[list[ScoreThreshold]]:
     if client is None:
         client = _current_client()
     if client is None:
-        return _threshold_batch(pwms, bg, pvalue, rel_tol, table)
+        return _threshold_batch(pwms, bg, pvalues, rel_tol, table, method, device)
     groups = _batches(pwms, batch)
     futures = client.map(_threshold_batch, [[pwms[i] for i in g] for g in groups],
-                         background=bg, pvalue=pvalue, rel_tol=rel_tol, table=table,
-                         pure=False)
+                         background=bg, pvalues=pvalues, rel_tol=rel_tol, table=table,
+                         method=method, device=device, pure=False)
     results = client.gather(futures)
-    out: list[ScoreThreshold | None] = [None] * len(pwms)
+    out: list = [None] * len(pwms)
     for g, res in zip(groups, results):
         for i, r in zip(g, res):
             out[int(i)] = r
-    return out  # type: ignore[return-value]
+    return out
 
 
 # ------------------------------------------------------------------------------------ disk cache
@@ -133,12 +181,16 @@ def _cache_dir() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def _algorithm_version() -> str:
-    return hashlib.sha256(Path(workers.distribution.__file__).read_bytes()).hexdigest()[:16]
-
-
-def _key(w: np.ndarray, bg: np.ndarray, pvalue: float, rel_tol: float, table: bool) -> str:
     h = hashlib.sha256()
-    for part in (np.ascontiguousarray(w).tobytes(), bg.tobytes(), repr((w.shape, pvalue, rel_tol, table)).encode(),
+    for mod in (workers.distribution, workers.bucket):
+        h.update(Path(mod.__file__).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _key(w: np.ndarray, bg: np.ndarray, pvalue: float, rel_tol: float, table: bool, method: str = "exact") -> str:
+    h = hashlib.sha256()
+    for part in (np.ascontiguousarray(w).tobytes(), bg.tobytes(),
+                 repr((w.shape, pvalue, rel_tol, table, method)).encode(),
                  _algorithm_version().encode()):
         h.update(part)
     return h.hexdigest()
@@ -192,8 +244,10 @@ def thresholds_table(ids: Sequence[str], names: Sequence[str], strands: Sequence
     -------
     pyarrow.Table
         Columns ``motif_id, motif_name, strand, [length,] threshold, pvalue, pvalue_low,
-        pvalue_high, reachable``; ``threshold`` is ``+inf`` and ``pvalue`` 0 on unreachable
-        rows.
+        pvalue_high, reachable, requested_pvalue, method, score_error, n_slices, n_buckets``;
+        ``threshold`` is ``+inf`` and ``pvalue`` 0 on unreachable rows.  ``score_error`` is the
+        certified distance to the exact smallest threshold; ``n_slices``/``n_buckets`` are the
+        BUCKETSCOREDISTRIBUTION parameters (0 for the exact method).
     """
     import pyarrow as pa  # noqa: PLC0415
 
@@ -223,6 +277,11 @@ def thresholds_table(ids: Sequence[str], names: Sequence[str], strands: Sequence
         "pvalue_low": pa.array([float(t.pvalue_bounds[0]) for t in tables], pa.float64()),
         "pvalue_high": pa.array([float(t.pvalue_bounds[1]) for t in tables], pa.float64()),
         "reachable": pa.array([bool(t.reachable) for t in tables], pa.bool_()),
+        "requested_pvalue": pa.array([float(t.requested_pvalue) for t in tables], pa.float64()),
+        "method": pa.array([str(t.method) for t in tables], pa.string()),
+        "score_error": pa.array([float(t.score_error) for t in tables], pa.float64()),
+        "n_slices": pa.array([int(t.n_slices) for t in tables], pa.int32()),
+        "n_buckets": pa.array([int(t.n_buckets) for t in tables], pa.int32()),
     })
     if lengths is not None:
         from pipeline.schema import THRESHOLDS_SCHEMA  # noqa: PLC0415

@@ -72,7 +72,9 @@ def test_thresholds_table():
     rname = [n for n in names for _ in (0, 1)]
     t = thresholds_table(rid, rname, [0, 1] * 3, tables)
     assert t.column_names == ["motif_id", "motif_name", "strand", "threshold", "pvalue",
-                              "pvalue_low", "pvalue_high", "reachable"]
+                              "pvalue_low", "pvalue_high", "reachable", "requested_pvalue", "method",
+                              "score_error", "n_slices", "n_buckets"]
+    assert set(t.column("method").to_pylist()) == {"exact"}
     assert t.column("strand").to_pylist() == ["+", "-"] * 3
     assert t.column("threshold").to_pylist() == [x.threshold for x in tables]
     assert t.column("pvalue_high").to_pylist() == [x.pvalue_bounds[1] for x in tables]

@@ -167,6 +167,16 @@ class ScoreThreshold:
         See ``table_top``.
     has_table : bool
         False when built with ``table=False`` (threshold only).
+    method : str
+        "exact" (lattice DP and exact tie classes, this module) or "bucket" (``workers.bucket``).
+    score_error : float
+        Certified bound of ``alpha - alpha*``, ``alpha*`` the exact smallest threshold with
+        ``Pv <= requested_pvalue``: every score ``<= alpha - score_error`` has ``Pv > p``.  ``tie``
+        for exact tie classes; NaN when unreachable.
+    n_slices, n_buckets : int
+        BUCKETSCOREDISTRIBUTION's ``N`` and (effective) ``B``; 0 for the exact method.
+    seed_bound : float
+        The seed's score error bound ``⌈1 + log2 N⌉ Δ_M`` for those ``N``, ``B`` (NaN for "exact").
     """
 
     threshold: float
@@ -186,6 +196,11 @@ class ScoreThreshold:
     table_top: float = -math.inf
     top_zero: bool = True
     has_table: bool = True
+    method: str = "exact"
+    score_error: float = math.nan
+    n_slices: int = 0
+    n_buckets: int = 0
+    seed_bound: float = math.nan
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ScoreThreshold):
@@ -642,7 +657,8 @@ def _from_exact(p: float, P: _Prep, cl: _Classes, rel_tol: float,
     if not table:
         return ScoreThreshold(alpha, pv, (pv, pv), True, requested_pvalue=p, rel_tol=rel_tol,
                               exact_threshold=True, max_score=P.max_score, tie=P.tie,
-                              exact_from=float(cl.lo) + 0.5 * P.tie, has_table=False)
+                              exact_from=float(cl.lo) + 0.5 * P.tie, has_table=False,
+                              score_error=P.tie)
     j = max(i - 2, 1)            # a little below alpha; never the (possibly cut) lowest class
     x = cl.vmax[j:] + 0.5 * P.tie
     y = np.log(cl.tail[j:])
@@ -650,7 +666,7 @@ def _from_exact(p: float, P: _Prep, cl: _Classes, rel_tol: float,
     return ScoreThreshold(alpha, pv, (pv, pv), True, requested_pvalue=p, rel_tol=rel_tol,
                           exact_threshold=True, max_score=P.max_score, tie=P.tie,
                           exact_from=float(cl.lo) + 0.5 * P.tie, seg_x0=x0, seg_a=a, seg_b=b,
-                          table_top=float(x[-1]))
+                          table_top=float(x[-1]), score_error=P.tie)
 
 
 def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
@@ -747,10 +763,11 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
         if hi_b == 0.0:
             return _unreachable(p, P, False, rel_tol)
     bounds = (lo_b, hi_b)
+    score_error = alpha - (eps * (ku - 1) + lat.d_lo)   # thresholds <= eps*(ku-1) + d_lo have Pv > p
     if not table:
         return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
                               exact_threshold=False, max_score=P.max_score, tie=P.tie,
-                              eps=eps, has_table=False)
+                              eps=eps, has_table=False, score_error=score_error)
 
     # tail table: lattice levels while the bracket (*) is tight, exact classes above
     xs, ys, ks = [], [], []
@@ -808,7 +825,7 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
     return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
                           exact_threshold=False, max_score=P.max_score, tie=P.tie, eps=eps,
                           exact_from=exact_from, seg_x0=x0, seg_a=a, seg_b=b,
-                          table_top=float(x[-1]), top_zero=cl is not None)
+                          table_top=float(x[-1]), top_zero=cl is not None, score_error=score_error)
 
 
 def score_to_pvalue(table: ScoreThreshold, scores) -> np.ndarray:
