@@ -98,6 +98,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-o", "--out", help="TSV file (default: stdout)")
     _cluster_args(s)
 
+    s = sub.add_parser("compare", help="COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet")
+    s.add_argument("motifs_a", metavar="A")
+    s.add_argument("motifs_b", metavar="B", nargs="?")
+    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"], help="thresholds of both matrices")
+    s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
+    s.add_argument("--cells", type=_number(int, lambda v: 4 <= v <= 110, "must be in 4..110"), default=64,
+                   help="lattice cells per matrix between its threshold and its best score (precision; default 64)")
+    s.add_argument("--min-overlap", type=_posint, default=1, help="shifts with at least this many common columns")
+    s.add_argument("--cluster", type=_number(float, lambda v: 0 < v <= 1, "must be in (0, 1]"), metavar="S",
+                   help="also group redundant motifs of A at similarity >= S (clusters.parquet, clusters.tsv)")
+    s.add_argument("--pairs-per-task", type=_posint)
+    _cluster_args(s)
+
     s = sub.add_parser("export", help="hits dataset → BED, FIMO TSV or GFF3")
     s.add_argument("hits")
     s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True)
@@ -215,6 +230,29 @@ def cmd_thresholds(a) -> int:
     return 0
 
 
+def cmd_compare(a) -> int:
+    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.compare import run_compare  # noqa: PLC0415
+    from pipeline.motifs import read_background  # noqa: PLC0415
+
+    if a.cluster is not None and a.motifs_b:
+        raise UserError("--cluster groups one collection: give only A")
+    bg = read_background(a.background)
+    kw = _client_kwargs(a)
+    console = _console()
+    with get_client(**kw, quiet=True) as (client, device):
+        res = run_compare(a.motifs_a, a.motifs_b, a.out, client, pvalue=a.pvalue, background=bg,
+                          background_spec=a.background, pseudocount=a.pseudocount, cells=a.cells,
+                          min_overlap=a.min_overlap, pairs_per_task=a.pairs_per_task, device=device,
+                          cluster=a.cluster)
+    msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {device} "
+           f"worker(s) in {res['seconds']:.1f} s → {a.out}/pairs")
+    if "clusters" in res:
+        msg += f"; {res['clusters']} clusters at similarity >= {a.cluster} → {a.out}/clusters.tsv"
+    console.print(msg) if console else print(msg, file=sys.stderr)
+    return 0
+
+
 def cmd_export(a) -> int:
     from pipeline.export import export  # noqa: PLC0415
 
@@ -264,7 +302,8 @@ def _demo_report(hits: Path, console) -> None:
                   f"{hits}').head())\"  ·  motifgrid export {hits} --format bed -o hits.bed")
 
 
-COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "export": cmd_export,
+COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
+            "export": cmd_export,
             "demo": cmd_demo}
 
 
@@ -280,11 +319,12 @@ def main(argv=None) -> int:
     from pipeline.genome import GenomeError  # noqa: PLC0415
     from pipeline.motifs import MotifError  # noqa: PLC0415
     from pipeline.cluster import ClusterError  # noqa: PLC0415
+    from pipeline.compare import CompareError  # noqa: PLC0415
     from pipeline.scan import ScanError  # noqa: PLC0415
 
     try:
         return COMMANDS[a.cmd](a) or 0
-    except (GenomeError, MotifError, ScanError, ExportError, ClusterError, UserError) as e:
+    except (GenomeError, MotifError, ScanError, ExportError, ClusterError, CompareError, UserError) as e:
         print(f"motifgrid {a.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except FileNotFoundError as e:

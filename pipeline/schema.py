@@ -62,3 +62,24 @@ PROVENANCE_KEYS = (
     "motifs.source", "motifs.checksum", "motifs.count",
     "background", "pseudocount", "pvalue", "block", "device",
 )
+
+#: ``motifgrid compare``: one row per pair of motifs, at its best shift and strand.
+PAIRS_SCHEMA = pa.schema([
+    pa.field("motif_a", pa.string()),
+    pa.field("name_a", pa.string()),
+    pa.field("motif_b", pa.string()),
+    pa.field("name_b", pa.string()),
+    pa.field("similarity", pa.float64()),        # Jaccard of the occurrence sets (estimate)
+    pa.field("similarity_low", pa.float64()),    # certified bracket
+    pa.field("similarity_high", pa.float64()),
+    pa.field("shift", pa.int32()),               # column of A under column 0 of B
+    pa.field("strand", pa.string()),             # "+": B as given, "-": B reverse-complemented
+    pa.field("overlap", pa.int32()),
+    pa.field("tp", pa.float64()),                # P(both above their thresholds), estimate
+    pa.field("tp_low", pa.float64()),
+    pa.field("tp_high", pa.float64()),
+    pa.field("only_a", pa.float64()),
+    pa.field("only_b", pa.float64()),
+    pa.field("p_a", pa.float64()),
+    pa.field("p_b", pa.float64()),
+])

@@ -1,0 +1,198 @@
+"""COMPARE (workers/compare.py, pipeline/compare.py) against brute-force enumeration of all words."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.motifs import reverse_complement
+from workers.compare import compare_pairs, joint_tp_cpu, prepare_rows, shifts, similarity
+from workers.distribution import pvalue_to_score
+
+ATRICH = np.array([0.3, 0.2, 0.2, 0.3])
+UNIFORM = np.full(4, 0.25)
+
+
+def _pwm(rng, m, bg, sharp=0.5):
+    c = rng.dirichlet(np.full(4, sharp), size=m)
+    return np.log2((c * 0.97 + 0.01) / bg)
+
+
+def brute_joint(wa, ta, wb, tb, shift, bg):
+    """P(S_A >= ta, S_B >= tb), P(S_A >= ta), P(S_B >= tb) over all words of the union (plain enumeration)."""
+    ma, mb = len(wa), len(wb)
+    start = min(0, shift)
+    L = max(ma, shift + mb) - start
+    WA = np.zeros((L, 4))
+    WB = np.zeros((L, 4))
+    WA[-start:-start + ma] = wa
+    WB[shift - start:shift - start + mb] = wb
+    sa, sb, pr = np.zeros(1), np.zeros(1), np.ones(1)
+    for j in range(L):
+        sa = (sa[:, None] + WA[j]).ravel()
+        sb = (sb[:, None] + WB[j]).ravel()
+        pr = (pr[:, None] * bg).ravel()
+    a = sa >= ta - 1e-9
+    b = sb >= tb - 1e-9
+    return pr[a & b].sum(), pr[a].sum(), pr[b].sum()
+
+
+def _rows(pwms, bg, p, cells):
+    thr = [pvalue_to_score(w, bg, p, table=False).threshold for w in pwms]
+    return prepare_rows(pwms, thr, bg, cells=cells), thr
+
+
+@pytest.mark.parametrize("ma,mb,bg,p", [(6, 5, ATRICH, 1e-2), (5, 5, UNIFORM, 1e-2), (7, 4, ATRICH, 3e-3)])
+@pytest.mark.parametrize("cells", [16, 64])
+def test_joint_brackets_brute_force_all_shifts(ma, mb, bg, p, cells):
+    rng = np.random.default_rng(ma * 10 + mb)
+    A, B = _pwm(rng, ma, bg), _pwm(rng, mb, bg)
+    pwms = [A, reverse_complement(A), B, reverse_complement(B)]
+    rows, thr = _rows(pwms, bg, p, cells)
+    for rb in (2, 3):
+        for s in shifts(ma, mb):
+            if max(ma, s + mb) - min(0, s) > 11:
+                continue
+            tp = joint_tp_cpu(rows, 0, rows, rb, s)
+            t, pa, pb = brute_joint(pwms[0], thr[0], pwms[rb], thr[rb], s, bg)
+            assert tp[0] <= t * (1 + 1e-9) + 1e-15 <= tp[2] * (1 + 1e-9) + 2e-15, (s, tp, t)
+            assert tp[0] <= tp[1] <= tp[2]
+            J = similarity(tp, rows.marg[0], rows.marg[rb])
+            Jt = t / (pa + pb - t)
+            assert J[0] - 1e-12 <= Jt <= J[2] + 1e-12, (J, Jt)
+        # marginals bracket the exact p-values
+        _, pa, pb = brute_joint(pwms[0], thr[0], pwms[rb], thr[rb], 0, bg)
+        assert rows.marg[0, 0] <= pa * (1 + 1e-9) <= rows.marg[0, 2] * (1 + 1e-9) + 1e-15
+        assert rows.marg[rb, 0] <= pb * (1 + 1e-9) <= rows.marg[rb, 2] * (1 + 1e-9) + 1e-15
+
+
+def test_estimate_converges_with_cells():
+    rng = np.random.default_rng(11)
+    A, B = _pwm(rng, 8, UNIFORM, sharp=2.0), _pwm(rng, 7, UNIFORM, sharp=2.0)
+    pwms = [A, reverse_complement(A), B, reverse_complement(B)]
+    errs = []
+    for cells in (16, 110):
+        rows, thr = _rows(pwms, UNIFORM, 1e-2, cells)
+        worst = 0.0
+        for s in shifts(8, 7, 4):
+            tp = joint_tp_cpu(rows, 0, rows, 2, s)
+            t, _, _ = brute_joint(pwms[0], thr[0], pwms[2], thr[2], s, UNIFORM)
+            worst = max(worst, (tp[2] - tp[0]) / max(t, 1e-300))
+        errs.append(worst)
+    assert 0 < errs[1] < errs[0] / 3          # the certified bracket narrows with the grid
+
+
+def test_self_and_reverse_complement():
+    rng = np.random.default_rng(2)
+    A = _pwm(rng, 12, UNIFORM, sharp=0.3)
+    B = _pwm(rng, 9, UNIFORM, sharp=0.3)
+    pwms = [A, reverse_complement(A), reverse_complement(A), A, B, reverse_complement(B)]
+    rows, _ = _rows(pwms, UNIFORM, 1e-4, 64)
+    res = compare_pairs(rows, rows, np.array([[0, 0], [0, 1], [0, 2]]))
+    # A with itself: similarity 1 at shift 0 on the + strand; with its reverse complement: on the - strand
+    assert res.jaccard[0, 1] == pytest.approx(1.0, abs=1e-9) and res.shift[0] == 0 and res.strand[0] == 0
+    assert res.jaccard[1, 1] == pytest.approx(1.0, abs=1e-9) and res.shift[1] == 0 and res.strand[1] == 1
+    assert res.overlap[0] == 12 and res.overlap[1] == 12
+    assert res.jaccard[2, 1] < 0.2      # an unrelated matrix
+
+
+def test_best_shift_of_a_sub_motif():
+    rng = np.random.default_rng(4)
+    A = _pwm(rng, 14, UNIFORM, sharp=0.2)
+    B = A[3:12].copy()                  # columns 3..11 of A
+    pwms = [A, reverse_complement(A), B, reverse_complement(B), reverse_complement(B), B]
+    rows, _ = _rows(pwms, UNIFORM, 1e-3, 64)
+    res = compare_pairs(rows, rows, np.array([[0, 1], [0, 2]]))
+    assert res.shift[0] == 3 and res.strand[0] == 0 and res.overlap[0] == 9
+    assert res.shift[1] == 3 and res.strand[1] == 1        # B given reverse-complemented
+    assert res.jaccard[0, 1] > 0.05
+
+
+def _write_jaspar(path, motifs):
+    with open(path, "w") as f:
+        for name, counts in motifs:
+            f.write(f">{name} {name.lower()}\n")
+            for x, b in enumerate("ACGT"):
+                f.write(f"{b} [ " + " ".join(str(int(v)) for v in counts[:, x]) + " ]\n")
+
+
+def _counts(rng, m, sharp=0.3):
+    return np.round(rng.dirichlet(np.full(4, sharp), size=m) * 100)
+
+
+def test_cli_compare_cluster_and_two_collections(tmp_path):
+    from pipeline.cli import main
+    from pipeline.compare import read_pairs
+    from pipeline.schema import PAIRS_SCHEMA
+
+    rng = np.random.default_rng(9)
+    base = [_counts(rng, 10) for _ in range(3)]
+    motifs = []
+    for k, c in enumerate(base):
+        motifs.append((f"M{k}.1", c))
+        noisy = np.maximum(c + rng.integers(0, 3, size=c.shape), 0)
+        motifs.append((f"M{k}.2", noisy))                       # a near copy
+        motifs.append((f"M{k}.3", noisy[::-1, ::-1].copy()))     # its reverse complement
+    motifs.append(("U.1", _counts(rng, 8)))
+    a = tmp_path / "a.jaspar"
+    _write_jaspar(a, motifs)
+    out = tmp_path / "cmp"
+    assert main(["compare", str(a), "--out", str(out), "--cluster", "0.5", "--pvalue", "1e-4",
+                 "--pairs-per-task", "7"]) == 0
+    t = read_pairs(str(out))
+    assert t.schema.remove_metadata() == PAIRS_SCHEMA
+    n = len(motifs)
+    assert t.num_rows == n * (n - 1) // 2
+    d = t.to_pandas().set_index(["motif_a", "motif_b"])
+    for k in range(3):
+        assert d.loc[(f"M{k}.1", f"M{k}.2"), "similarity"] > 0.5
+        assert d.loc[(f"M{k}.1", f"M{k}.2"), "strand"] == "+"
+        assert d.loc[(f"M{k}.2", f"M{k}.3"), "strand"] == "-"
+        assert d.loc[(f"M{k}.2", f"M{k}.3"), "similarity"] == pytest.approx(1.0, abs=1e-9)
+    assert (d["similarity_low"] <= d["similarity"] + 1e-12).all()
+    assert (d["similarity"] <= d["similarity_high"] + 1e-12).all()
+    cl = pq.read_table(out / "clusters.parquet").to_pandas().set_index("motif_id")
+    for k in range(3):
+        assert cl.loc[f"M{k}.1", "cluster"] == cl.loc[f"M{k}.2", "cluster"] == cl.loc[f"M{k}.3", "cluster"]
+    assert cl.loc["U.1", "cluster_size"] == 1
+    # every member is at least the cut-off similar to its representative
+    assert (cl["similarity_to_representative"] >= 0.5).all()
+    summ = json.loads((out / "_summary.json").read_text())
+    assert summ["pairs"] == n * (n - 1) // 2 and summ["clusters"] == cl["cluster"].nunique()
+    # refuses a non-empty output; A × B mode
+    assert main(["compare", str(a), "--out", str(out)]) == 2
+    b = tmp_path / "b.jaspar"
+    _write_jaspar(b, motifs[:2])
+    out2 = tmp_path / "cmp2"
+    assert main(["compare", str(a), str(b), "--out", str(out2)]) == 0
+    t2 = read_pairs(str(out2)).to_pandas()
+    assert len(t2) == n * 2
+    same = t2[(t2.motif_a == "M0.1") & (t2.motif_b == "M0.1")]
+    assert float(same.similarity.iloc[0]) == pytest.approx(1.0, abs=1e-9) and int(same["shift"].iloc[0]) == 0
+    assert main(["compare", str(a), str(b), "--out", str(tmp_path / "c3"), "--cluster", "0.5"]) == 2
+
+
+@pytest.mark.gpu
+def test_gpu_matches_cpu():
+    from workers.backend import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no GPU")
+    from pipeline.motifs import pwm_from_motif, read_motifs
+    from tests.conftest import SHARED
+
+    path = SHARED / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"
+    ms = read_motifs(path)[:40]
+    pwms = []
+    for m in ms:
+        w = pwm_from_motif(m, UNIFORM)
+        pwms += [w, reverse_complement(w)]
+    rows, _ = _rows(pwms, UNIFORM, 1e-4, 64)
+    pairs = np.array([(i, j) for i in range(40) for j in range(i, 40)])
+    c = compare_pairs(rows, rows, pairs, device="cpu")
+    g = compare_pairs(rows, rows, pairs, device="gpu")
+    np.testing.assert_allclose(g.tp, c.tp, rtol=2e-4, atol=1e-12)
+    np.testing.assert_allclose(g.jaccard, c.jaccard, rtol=2e-3, atol=1e-6)
+    assert (g.shift == c.shift).mean() > 0.97

@@ -1,0 +1,48 @@
+"""GPU kernels of BUCKETSCOREDISTRIBUTION and COMPARE (CuPy; CUDA source in ``workers/kernels/bucket_compare.cu``)."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+_SRC = (Path(__file__).parent / "kernels" / "bucket_compare.cu").read_text()
+THREADS = 256
+SHARED_LIMIT = 200 * 1024          # dynamic shared memory asked for at most (H100/H200: 227 kB per block)
+_LOCK = threading.Lock()
+_KERNELS: dict = {}
+
+
+def _kernel(name: str):
+    import cupy as cp  # noqa: PLC0415
+
+    key = (cp.cuda.Device().id, name)
+    with _LOCK:
+        k = _KERNELS.get(key)
+        if k is None:
+            k = _KERNELS[key] = cp.RawKernel(_SRC, name, options=("-std=c++17",))
+    return k
+
+
+def slice_hist_gpu(sc: np.ndarray, pr: np.ndarray, lo: float, delta: float, ncell: int):
+    """``workers.bucket_numba.slice_hist`` on the GPU; returns a CuPy array (ncell,)."""
+    import cupy as cp  # noqa: PLC0415
+
+    l = int(sc.shape[0])
+    mu = max(0, min(5, l - 9))
+    ns = 1 << (2 * mu)
+    n_outer = 1 << (2 * (l - mu))
+    need = (2 * ns + ncell) * 8
+    use_shared = need <= SHARED_LIMIT
+    smem = need if use_shared else 2 * ns * 8
+    k = _kernel("bucket_slice_hist")
+    if smem > 48 * 1024:
+        k.max_dynamic_shared_size_bytes = smem
+    out = cp.zeros(ncell, dtype=cp.float64)
+    sm = cp.cuda.Device().attributes["MultiProcessorCount"]
+    blocks = int(max(1, min(-(-n_outer // THREADS), sm * 8)))
+    k((blocks,), (THREADS,), (cp.asarray(sc, cp.float64).ravel(), cp.asarray(pr, cp.float64).ravel(),
+                               np.int32(l), np.int32(mu), np.float64(lo), np.float64(1.0 / delta),
+                               np.int32(ncell), np.int64(n_outer), np.int32(use_shared), out),
+      shared_mem=smem)
+    return out
