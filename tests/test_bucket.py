@@ -174,3 +174,26 @@ def test_threshold_method_auto_and_multi_pvalue():
     assert abs(ex.threshold - b.threshold) <= ex.score_error + b.score_error
     with pytest.raises(ValueError):
         compute_thresholds_many(pwms, ATRICH, [1e-3], method="fast")
+
+
+@pytest.mark.gpu
+def test_gpu_slices_match_cpu():
+    from workers.backend import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no GPU")
+    rng = np.random.default_rng(12)
+    for m, n in ((12, 1), (20, 2), (26, 2)):
+        pwm = _random_pwm(rng, m)
+        c = bucket_distribution(pwm, ATRICH, n_slices=n, n_buckets=3600, device="cpu")
+        g = bucket_distribution(pwm, ATRICH, n_slices=n, n_buckets=3600, device="gpu")
+        assert g.mass.sum() == pytest.approx(1.0, abs=1e-9)
+        ks = np.arange(c.k0, c.k0 + c.mass.size, 13)
+        np.testing.assert_allclose(g.tail(ks), c.tail(ks), rtol=1e-9, atol=1e-13)
+        for p in (1e-4, 1e-6):
+            assert g.threshold(p).threshold == pytest.approx(c.threshold(p).threshold, abs=2 * c.delta)
+    # a small shared-memory-overflowing table (global atomics path)
+    pwm = _random_pwm(rng, 14)
+    c = bucket_distribution(pwm, ATRICH, n_slices=1, n_buckets=40000, device="cpu")
+    g = bucket_distribution(pwm, ATRICH, n_slices=1, n_buckets=40000, device="gpu")
+    np.testing.assert_allclose(np.cumsum(g.mass[::-1]), np.cumsum(c.mass[::-1]), rtol=1e-9, atol=1e-13)

@@ -208,20 +208,29 @@ class PairResult:
     combos: int = 0          # (pair, shift, strand) cases computed
 
 
+def _cases(rows_a: CompareRows, rows_b: CompareRows, pairs: np.ndarray, min_overlap: int) -> np.ndarray:
+    """Every (pair index, row of A, row of B, shift, strand) to compute, shape (n, 5) int64 (vectorised)."""
+    P = pairs.shape[0]
+    pidx = np.repeat(np.arange(P), 2)
+    strand = np.tile(np.array([0, 1]), P)
+    ra = 2 * pairs[pidx, 0]
+    rb = 2 * pairs[pidx, 1] + strand
+    ma = rows_a.m[ra].astype(np.int64)
+    mb = rows_b.m[rb].astype(np.int64)
+    k = np.maximum(1, np.minimum(np.minimum(min_overlap, ma), mb))
+    n = ma + mb - 2 * k + 1
+    rep = np.repeat(np.arange(pidx.size), n)
+    first = np.repeat(np.cumsum(n) - n, n)
+    sh = -(mb - k)[rep] + (np.arange(rep.size) - first)
+    return np.stack([pidx[rep], ra[rep], rb[rep], sh, strand[rep]], axis=1)
+
+
 def compare_pairs(rows_a: CompareRows, rows_b: CompareRows, pairs: np.ndarray, *, min_overlap: int = 1,
                   device: str = "cpu") -> PairResult:
     """COMPARE every (motif ``i`` of A, motif ``j`` of B) in ``pairs`` (n, 2) over all shifts and both
     strands of B.  Row ``2i`` of a ``CompareRows`` is motif ``i`` forward, ``2i + 1`` its reverse complement."""
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-    combos = []       # (pair index, row a, row b, shift, strand)
-    for n, (i, j) in enumerate(pairs):
-        ra = 2 * int(i)
-        ma = int(rows_a.m[ra])
-        for strand in (0, 1):
-            rb = 2 * int(j) + strand
-            for s in shifts(ma, int(rows_b.m[rb]), min_overlap):
-                combos.append((n, ra, rb, s, strand))
-    C = np.asarray(combos, np.int64).reshape(-1, 5)
+    C = _cases(rows_a, rows_b, pairs, min_overlap)
     if device == "gpu":
         from workers.compare_gpu import joint_tp_gpu  # noqa: PLC0415
 
