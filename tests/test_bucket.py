@@ -196,4 +196,8 @@ def test_gpu_slices_match_cpu():
     pwm = _random_pwm(rng, 14)
     c = bucket_distribution(pwm, ATRICH, n_slices=1, n_buckets=40000, device="cpu")
     g = bucket_distribution(pwm, ATRICH, n_slices=1, n_buckets=40000, device="gpu")
-    np.testing.assert_allclose(np.cumsum(g.mass[::-1]), np.cumsum(c.mass[::-1]), rtol=1e-9, atol=1e-13)
+    # words on a bucket edge (the best word is on one in the fixed-B mode) may fall one cell apart: the
+    # summation orders differ; the bracket's float slack covers that
+    gc, cc = g.tail(np.arange(c.mass.size + 2)), c.tail(np.arange(-1, c.mass.size + 3))
+    assert np.all(gc <= cc[:-2] * (1 + 1e-9) + 1e-13) and np.all(gc >= cc[2:] * (1 - 1e-9) - 1e-13)
+    assert abs(g.mass.sum() - c.mass.sum()) < 1e-12
