@@ -29,7 +29,7 @@ import numpy as np
 import workers.bucket
 import workers.distribution
 from workers.bucket import pvalues_to_scores_bucket
-from workers.distribution import ScoreThreshold, pvalue_to_score
+from workers.distribution import ScoreThreshold, pvalues_to_scores
 
 __all__ = ["compute_thresholds", "compute_thresholds_many", "thresholds_table", "METHODS", "method_for"]
 
@@ -56,7 +56,7 @@ def _threshold_batch(pwms: list[np.ndarray], background: np.ndarray, pvalues: li
         if method_for(w.shape[0], method) == "bucket":
             out.append(pvalues_to_scores_bucket(w, background, pvalues, rel_tol, device=device))
         else:
-            out.append([pvalue_to_score(w, background, p, rel_tol, table=table) for p in pvalues])
+            out.append(pvalues_to_scores(w, background, pvalues, rel_tol, table=table))
     return out
 
 

@@ -432,3 +432,27 @@ def test_fimo_pvalues(results, both):
     devs = np.abs(devs)
     # seen: max 0.265 (results.tsv, hit 12.5571: exact 4.83e-6 vs FIMO 6.57e-6), 0.0022 (norc)
     assert devs.max() < (0.3 if both else 0.01)
+
+
+@pytest.mark.parametrize("bg", [UNIFORM, ATRICH], ids=["uniform", "AT0.3"])
+def test_several_pvalues_share_work_and_stay_certified(bg):
+    """pvalues_to_scores (one coarse pass, shared classes and lattice) against brute force and the
+    single-p function; with tables the results are identical to pvalue_to_score."""
+    from workers.distribution import pvalues_to_scores
+
+    ps = [1e-5, 1e-2, 1e-3, 1e-4]
+    for name, pwm in jaspar_small()[:6] + _random_pwms()[:4]:
+        bf = Brute(pwm, bg)
+        multi = pvalues_to_scores(pwm, bg, ps, table=False)
+        for p, t in zip(ps, multi):
+            assert t.requested_pvalue == p
+            check_threshold(t, bf, p, need_exact=False)
+        with_tables = pvalues_to_scores(pwm, bg, ps[:2])
+        assert with_tables == [pvalue_to_score(pwm, bg, p) for p in ps[:2]]
+    for name, pwm in _long()[:2]:
+        mm = MITM(pwm, bg)
+        for p, t in zip([1e-4, 1e-5, 1e-6], pvalues_to_scores(pwm, bg, [1e-4, 1e-5, 1e-6], table=False)):
+            lo, hi = t.pvalue_bounds
+            assert hi <= p * (1 + FP) and hi <= lo * (1 + REL)
+            assert lo * (1 - FP) <= mm.pv(t.threshold + t.tie / 4)
+            assert mm.pv(t.threshold - t.tie / 4) <= hi * (1 + FP)

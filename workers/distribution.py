@@ -98,6 +98,7 @@ import numpy as np
 __all__ = [
     "ScoreThreshold",
     "pvalue_to_score",
+    "pvalues_to_scores",
     "score_to_pvalue",
     "pvalue_of_score",
     "score_distribution",
@@ -346,7 +347,6 @@ def _dp(P: _Prep, lat: _Lattice, k_cut: int | None):
     lo : int
         Cell of ``mass[0]``.
     """
-    cols = _columns(P, lat.k)
     rng = lat.kmax - lat.kmin
     order = np.argsort(rng, kind="stable")
     kmax_o = lat.kmax[order]
@@ -365,6 +365,7 @@ def _dp(P: _Prep, lat: _Lattice, k_cut: int | None):
         wins.append((nlo, nhi))
         lo, hi = nlo, nhi
     size = max(b - a + 1 for a, b in wins)
+    cols = _columns(P, lat.k)
     bufs = _scratch(3, size)
     tmp = bufs[2]
     arr = np.ones(1)
@@ -700,18 +701,54 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
     """
     if not 0.0 < rel_tol < 0.5:
         raise ValueError("rel_tol must lie in (0, 0.5)")
-    p = float(pvalue)
+    return _pvalue_to_score(_prepare(pwm, background), float(pvalue), rel_tol, table, exact, {})
+
+
+def pvalues_to_scores(pwm: np.ndarray, background: np.ndarray, pvalues, rel_tol: float = 1e-3, *,
+                      table: bool = True, exact: bool = True) -> list[ScoreThreshold]:
+    """``pvalue_to_score`` at several p-values of one matrix, sharing work between them.
+
+    The coarse lattice pass is done once; without tables, the exact tie classes enumerated for the
+    largest p-value (the lowest threshold) also answer the smaller ones (the classes above a bound and
+    their tails do not depend on the bound).  Results are in the order of ``pvalues``; each equals
+    ``pvalue_to_score`` at that p-value except, when ``table=False``, ``exact_from`` (where the shared
+    enumeration started).
+    """
+    if not 0.0 < rel_tol < 0.5:
+        raise ValueError("rel_tol must lie in (0, 0.5)")
+    P = _prepare(pwm, background)
+    ps = [float(p) for p in pvalues]
+    memo: dict = {}
+    out: list = [None] * len(ps)
+    for i in sorted(range(len(ps)), key=lambda k: -ps[k]):
+        out[i] = _pvalue_to_score(P, ps[i], rel_tol, table, exact, memo)
+    return out
+
+
+def _best_word_mass(P: _Prep) -> float:
+    """Probability that every column shows one of its best letters (a lower bound of Pv(max score))."""
+    cmax = np.where(P.allowed, P.pwm, -np.inf).max(axis=1)
+    return float(np.prod(np.where(P.allowed & (P.pwm == cmax[:, None]), P.prob, 0.0).sum(axis=1)))
+
+
+def _pvalue_to_score(P: _Prep, p: float, rel_tol: float, table: bool, exact: bool,
+                     memo: dict) -> ScoreThreshold:
     if not p > 0.0 or math.isnan(p):
         raise ValueError("pvalue must be > 0")
-    P = _prepare(pwm, background)
     if P.dead:
         return _unreachable(p, P, True, rel_tol)
     if p >= 1.0:
         return ScoreThreshold(-math.inf, 1.0, (1.0, 1.0), True, requested_pvalue=p,
                               rel_tol=rel_tol, exact_threshold=True, max_score=P.max_score,
                               tie=P.tie)
-
-    lat_c, G_c = _coarse(P)
+    if "best" not in memo:
+        memo["best"] = _best_word_mass(P)
+    if memo["best"] > p:
+        # even the best tie class holds more than p: unreachable (certain, no enumeration needed)
+        return _unreachable(p, P, True, rel_tol)
+    if "coarse" not in memo:
+        memo["coarse"] = _coarse(P)
+    lat_c, G_c = memo["coarse"]
     ku = G_c.first_le(p)
     s_low = lat_c.eps * (ku - 1) + lat_c.d_lo        # Pv(s_low) >= G_c(ku-1) > p
 
@@ -727,16 +764,29 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
 
     # exact tie classes first, while they cost less than the lattice would
     if exact:
+        prev = memo.get("classes")
+        if not table and prev is not None and prev.lo <= s_low and prev.total > p:
+            return _from_exact(p, P, prev, rel_tol, table)
         cl = _exact_classes(P, s_low, max(MIN_CAP, int(span / eps / CAP_RATIO)))
         if cl is not None and cl.total > p:
+            memo["classes"] = cl
             return _from_exact(p, P, cl, rel_tol, table)
     tried_exact = not exact
 
     for _it in range(8):
-        lat = _lattice(P, eps)
-        k_cut = math.floor((s_low - lat.d_hi) / eps) - 2
-        mass, lo = _dp(P, lat, k_cut)
-        G = _Tail(mass, lo)
+        prev = memo.get("lattice") if (_it == 0 and not table) else None
+        if (prev is not None and prev[0].eps <= 2.0 * eps
+                and prev[1].lo <= math.floor((s_low - prev[0].d_hi) / prev[0].eps) - 2):
+            # the lattice of a larger p-value of this matrix covers this threshold: try it first
+            lat, G = prev
+            eps = lat.eps
+        else:
+            lat = _lattice(P, eps)
+            k_cut = math.floor((s_low - lat.d_hi) / eps) - 2
+            mass, lo = _dp(P, lat, k_cut)
+            G = _Tail(mass, lo)
+            if not table:
+                memo["lattice"] = (lat, G)
         ku = G.first_le(p)
         alpha = eps * (ku - 1) + lat.d_hi + P.tie
         hi_b = float(G(ku))
