@@ -201,3 +201,50 @@ def test_gpu_slices_match_cpu():
     gc, cc = g.tail(np.arange(c.mass.size + 2)), c.tail(np.arange(-1, c.mass.size + 3))
     assert np.all(gc <= cc[:-2] * (1 + 1e-9) + 1e-13) and np.all(gc >= cc[2:] * (1 - 1e-9) - 1e-13)
     assert abs(g.mass.sum() - c.mass.sum()) < 1e-12
+
+
+def test_cli_thresholds_methods_on_long_matrices(tmp_path, capsys):
+    """Real long matrices (IMAGE, m >= 41) on both strands under a non-uniform background: `auto` uses the
+    bucket method there and the exact one on short matrices; bucket and exact thresholds agree within their
+    certified score errors; the TSV reports the bounds."""
+    import csv
+
+    from pipeline.cli import main
+
+    src = SHARED / "motifs" / "gimmemotifs_dbs" / "IMAGE.pfm" if SHARED else None
+    if src is None or not src.exists():
+        pytest.skip("IMAGE.pfm not found in ../shared")
+    records, cur = [], None
+    for line in src.read_text().splitlines():
+        if line.startswith(">"):
+            cur = [line]
+            records.append(cur)
+        elif cur is not None and line.strip() and not line.startswith("#"):
+            cur.append(line)
+    long_ = [r for r in records if len(r) - 1 >= 41][:2]
+    short = [r for r in records if 8 <= len(r) - 1 <= 12][:2]
+    f = tmp_path / "m.pfm"
+    f.write_text("\n".join(line for r in long_ + short for line in r) + "\n")
+    rows = {}
+    for method in ("auto", "exact"):
+        out = tmp_path / f"{method}.tsv"
+        assert main(["thresholds", str(f), "--pvalue", "1e-4", "1e-6", "--method", method,
+                     "--background", "0.35,0.15,0.2,0.3", "-o", str(out)]) == 0
+        rows[method] = list(csv.DictReader(out.open(), delimiter="\t"))
+    err = capsys.readouterr().err
+    assert "largest score error" in err and "bucket+exact" in err
+    auto, exact = rows["auto"], rows["exact"]
+    assert len(auto) == len(exact) == 4 * 2 * 2          # motifs × strands × p-values
+    for a, e in zip(auto, exact):
+        assert (a["motif_id"], a["strand"], a["requested_pvalue"]) == (e["motif_id"], e["strand"], e["requested_pvalue"])
+        assert a["method"] == ("bucket" if int(a["length"]) >= 41 else "exact")
+        if a["method"] == "bucket":
+            assert int(a["n_slices"]) >= 4 and int(a["n_buckets"]) > 0
+            assert abs(float(a["threshold"]) - float(e["threshold"])) <= float(a["score_error"]) + float(e["score_error"])
+            assert float(a["pvalue_high"]) <= float(a["pvalue_low"]) * (1 + 1e-3)
+            assert float(a["pvalue_high"]) <= float(a["requested_pvalue"])
+        else:
+            assert a["threshold"] == e["threshold"]
+    # the two strands of a long matrix differ under a strand-asymmetric background, and both are computed
+    s = [a for a in auto if a["motif_id"] == auto[0]["motif_id"] and a["requested_pvalue"] == "0.0001"]
+    assert {x["strand"] for x in s} == {"+", "-"} and s[0]["threshold"] != s[1]["threshold"]
