@@ -43,6 +43,7 @@ THRESHOLDS_SCHEMA = pa.schema([
     pa.field("score_error", pa.float64()),
     pa.field("n_slices", pa.int32()),
     pa.field("n_buckets", pa.int32()),
+    pa.field("seed_bound", pa.float64()),
 ])
 
 #: Hits per motif, written beside the data at the end of a scan.

@@ -244,10 +244,12 @@ def thresholds_table(ids: Sequence[str], names: Sequence[str], strands: Sequence
     -------
     pyarrow.Table
         Columns ``motif_id, motif_name, strand, [length,] threshold, pvalue, pvalue_low,
-        pvalue_high, reachable, requested_pvalue, method, score_error, n_slices, n_buckets``;
+        pvalue_high, reachable, requested_pvalue, method, score_error, n_slices, n_buckets,
+        seed_bound``;
         ``threshold`` is ``+inf`` and ``pvalue`` 0 on unreachable rows.  ``score_error`` is the
         certified distance to the exact smallest threshold; ``n_slices``/``n_buckets`` are the
-        BUCKETSCOREDISTRIBUTION parameters (0 for the exact method).
+        BUCKETSCOREDISTRIBUTION parameters (0 for the exact method) and ``seed_bound`` the seed's score
+        error bound ``⌈1 + log2 N⌉ Δ_M`` for them (NaN for the exact method).
     """
     import pyarrow as pa  # noqa: PLC0415
 
@@ -282,6 +284,7 @@ def thresholds_table(ids: Sequence[str], names: Sequence[str], strands: Sequence
         "score_error": pa.array([float(t.score_error) for t in tables], pa.float64()),
         "n_slices": pa.array([int(t.n_slices) for t in tables], pa.int32()),
         "n_buckets": pa.array([int(t.n_buckets) for t in tables], pa.int32()),
+        "seed_bound": pa.array([float(t.seed_bound) for t in tables], pa.float64()),
     })
     if lengths is not None:
         from pipeline.schema import THRESHOLDS_SCHEMA  # noqa: PLC0415

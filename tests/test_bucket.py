@@ -240,6 +240,7 @@ def test_cli_thresholds_methods_on_long_matrices(tmp_path, capsys):
         assert a["method"] == ("bucket" if int(a["length"]) >= 41 else "exact")
         if a["method"] == "bucket":
             assert int(a["n_slices"]) >= 4 and int(a["n_buckets"]) > 0
+            assert float(a["score_error"]) <= float(a["seed_bound"]) + 0.01
             assert abs(float(a["threshold"]) - float(e["threshold"])) <= float(a["score_error"]) + float(e["score_error"])
             assert float(a["pvalue_high"]) <= float(a["pvalue_low"]) * (1 + 1e-3)
             assert float(a["pvalue_high"]) <= float(a["requested_pvalue"])

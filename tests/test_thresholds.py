@@ -73,7 +73,7 @@ def test_thresholds_table():
     t = thresholds_table(rid, rname, [0, 1] * 3, tables)
     assert t.column_names == ["motif_id", "motif_name", "strand", "threshold", "pvalue",
                               "pvalue_low", "pvalue_high", "reachable", "requested_pvalue", "method",
-                              "score_error", "n_slices", "n_buckets"]
+                              "score_error", "n_slices", "n_buckets", "seed_bound"]
     assert set(t.column("method").to_pylist()) == {"exact"}
     assert t.column("strand").to_pylist() == ["+", "-"] * 3
     assert t.column("threshold").to_pylist() == [x.threshold for x in tables]
