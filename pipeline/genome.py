@@ -172,8 +172,14 @@ def _write_store(store: Path, source: str, checksum: str, block_size: int, halo:
     and renamed when complete, so an interrupted write never leaves something that looks finished."""
     import zarr  # noqa: PLC0415
 
-    store.parent.mkdir(parents=True, exist_ok=True)
-    tmp_store = Path(tempfile.mkdtemp(prefix=f".{store.name}.", suffix=".partial", dir=store.parent))
+    from pipeline import storage  # noqa: PLC0415
+
+    remote = storage.is_url(store)
+    if remote:          # built locally, then uploaded with the root zarr.json (the "finished" mark) last
+        tmp_store = Path(tempfile.mkdtemp(prefix=".motifgrid-store.", suffix=".partial"))
+    else:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        tmp_store = Path(tempfile.mkdtemp(prefix=f".{store.name}.", suffix=".partial", dir=store.parent))
     width = block_size + halo
     try:
         root = zarr.open_group(str(tmp_store), mode="w", zarr_format=3)
@@ -205,30 +211,63 @@ def _write_store(store: Path, source: str, checksum: str, block_size: int, halo:
             "contigs": [{"name": c.name, "length": c.length, "key": c.key, "n_blocks": c.n_blocks,
                          "n_fraction": c.n_fraction} for c in infos],
         })
-        os.replace(tmp_store, store)
+        if remote:
+            _upload_store(tmp_store, str(store))
+            shutil.rmtree(tmp_store, ignore_errors=True)
+        else:
+            os.replace(tmp_store, store)
     except BaseException:
         shutil.rmtree(tmp_store, ignore_errors=True)
         raise
     return GenomeStore(store)
 
 
-def _check_new_store(store: Path, block_size: int, halo: int) -> None:
+def _upload_store(local: Path, url: str) -> None:
+    """Copy a finished local store to ``url``: every chunk and array first, the root ``zarr.json`` last, so
+    that a store whose upload was interrupted is not a genome store (GenomeStore refuses it)."""
+    from pipeline import storage  # noqa: PLC0415
+
+    fs, root = storage.url_to_fs(url)
+    lpaths, rpaths = [], []
+    for dirpath, _, files in os.walk(local):
+        for f in files:
+            lp = os.path.join(dirpath, f)
+            rel = os.path.relpath(lp, local).replace(os.sep, "/")
+            if rel != "zarr.json":
+                lpaths.append(lp)
+                rpaths.append(f"{root.rstrip('/')}/{rel}")
+    if lpaths:
+        fs.put(lpaths, rpaths)
+    fs.put_file(str(local / "zarr.json"), f"{root.rstrip('/')}/zarr.json")
+
+
+def _check_new_store(store, block_size: int, halo: int) -> None:
+    from pipeline import storage  # noqa: PLC0415
+
     if block_size < 1 or halo < 0:
         raise GenomeError(f"block size must be ≥ 1 and halo ≥ 0 (got {block_size}, {halo})")
-    if store.exists():
+    if storage.is_url(store):
+        if storage.listdir(store):
+            raise GenomeError(f"{store}: already exists; remove it or choose another store URL")
+    elif Path(store).exists():
         raise GenomeError(f"{store}: already exists; remove it or choose another store path")
 
 
 def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int = DEFAULT_BLOCK_SIZE,
            halo: int = DEFAULT_HALO) -> "GenomeStore":
     """Ingest ``fasta`` into a new Zarr store at ``store`` and return its reader, one block in memory at a time."""
+    from pipeline import storage  # noqa: PLC0415
+
     fasta = Path(fasta)
-    store = Path(store)
+    store = str(store) if storage.is_url(store) else Path(store)
     _check_new_store(store, block_size, halo)
     kind = _sniff_fasta(fasta)
     checksum = file_checksum(fasta)
-    store.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-", dir=store.parent))
+    if isinstance(store, Path):
+        store.parent.mkdir(parents=True, exist_ok=True)
+        tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-", dir=store.parent))
+    else:
+        tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-"))
     width = block_size + halo
 
     def rows(rec, length):
@@ -267,12 +306,16 @@ class GenomeStore:
     """Read side of a genome store (cheap to pickle: it holds the path and the attributes)."""
 
     def __init__(self, path: str | os.PathLike):
+        from pipeline import storage  # noqa: PLC0415
+
         self.path = str(path)
-        meta = Path(self.path) / "zarr.json"
-        if not meta.exists():
-            raise GenomeError(f"{self.path}: not a motifgrid genome store (no zarr.json); run `motifgrid ingest` first")
-        with open(meta) as f:
-            attrs = json.load(f).get("attributes", {})
+        try:
+            attrs = json.loads(storage.read_bytes(storage.join(self.path, "zarr.json"))).get("attributes", {})
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise GenomeError(f"{self.path}: not a motifgrid genome store (no zarr.json); "
+                              "run `motifgrid ingest` first") from None
+        except ValueError:
+            raise GenomeError(f"{self.path}: not a motifgrid genome store (unreadable zarr.json)") from None
         if attrs.get("format") != "motifgrid-genome":
             raise GenomeError(f"{self.path}: not a motifgrid genome store")
         if attrs.get("format_version") != STORE_FORMAT_VERSION:
@@ -324,7 +367,12 @@ class GenomeStore:
 
         arr = self._arrays.get(block.key)
         if arr is None:
-            arr = zarr.open_array(f"{self.path}/{block.key}", mode="r")
+            from pipeline import storage  # noqa: PLC0415
+
+            kw = {}
+            if storage.is_url(self.path):
+                kw["storage_options"] = storage._options(self.path.split("://", 1)[0]) or None
+            arr = zarr.open_array(f"{self.path.rstrip('/')}/{block.key}", mode="r", **{k: v for k, v in kw.items() if v})
             self._arrays[block.key] = arr
         return np.asarray(arr[block.index, :])
 

@@ -1,0 +1,151 @@
+"""Where stores and datasets live: local paths or any fsspec URL (``s3://``, ``gs://``, ``memory://`` ...).
+
+Workers that share no file system with the client read the genome store and write their Parquet parts
+through the URL.  Credentials and endpoints come from each process's environment, as the backend defines
+them (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` for S3-compatible servers ...),
+plus ``motifgrid.storage.options`` in dask.config (``{protocol: {fsspec options}}``), which the scheduler
+does not ship to remote workers: set it where the workers run too.
+
+Atomicity: a local file is written under a hidden temporary name, flushed and renamed; an object store
+PUT (single or multipart) only becomes visible complete, so it is written in place.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import uuid
+
+__all__ = ["is_url", "url_to_fs", "join", "atomic_write_bytes", "write_parquet", "exists", "isdir",
+           "makedirs", "listdir", "remove", "read_bytes", "glob"]
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(path) -> bool:
+    """True for ``scheme://...`` (``file://`` included); False for plain local paths."""
+    return bool(_SCHEME.match(os.fspath(path)))
+
+
+def _options(protocol: str) -> dict:
+    import dask.config  # noqa: PLC0415
+
+    opts = dask.config.get("motifgrid.storage.options", default={}) or {}
+    return dict(opts.get(protocol, {}))
+
+
+def url_to_fs(path):
+    """``(fsspec filesystem, path inside it)``; a local path gives the local file system."""
+    import fsspec  # noqa: PLC0415
+
+    s = os.fspath(path)
+    if not is_url(s):
+        return fsspec.filesystem("file"), os.path.abspath(s)
+    protocol = s.split("://", 1)[0]
+    return fsspec.core.url_to_fs(s, **_options(protocol))
+
+
+def join(base, *parts) -> str:
+    s = os.fspath(base)
+    if is_url(s):
+        return posixpath.join(s.rstrip("/"), *parts)
+    return os.path.join(s, *parts)
+
+
+def exists(path) -> bool:
+    if not is_url(path):
+        return os.path.exists(path)
+    fs, p = url_to_fs(path)
+    return fs.exists(p)
+
+
+def isdir(path) -> bool:
+    if not is_url(path):
+        return os.path.isdir(path)
+    fs, p = url_to_fs(path)
+    return fs.isdir(p)
+
+
+def makedirs(path) -> None:
+    if not is_url(path):
+        os.makedirs(path, exist_ok=True)
+        return
+    fs, p = url_to_fs(path)
+    fs.makedirs(p, exist_ok=True)        # a no-op on object stores (prefixes need no creation)
+
+
+def listdir(path) -> list[str]:
+    """Names (not paths) of the entries of a folder; [] when it does not exist."""
+    if not is_url(path):
+        try:
+            return sorted(os.listdir(path))
+        except FileNotFoundError:
+            return []
+    fs, p = url_to_fs(path)
+    try:
+        return sorted(posixpath.basename(x.rstrip("/")) for x in fs.ls(p, detail=False))
+    except FileNotFoundError:
+        return []
+
+
+def glob(pattern) -> list[str]:
+    """Paths matching a glob (URLs keep their scheme)."""
+    if not is_url(pattern):
+        import glob as _glob  # noqa: PLC0415
+
+        return sorted(_glob.glob(os.fspath(pattern)))
+    fs, p = url_to_fs(pattern)
+    scheme = os.fspath(pattern).split("://", 1)[0]
+    return sorted(f"{scheme}://{x}" for x in fs.glob(p))
+
+
+def remove(path) -> None:
+    if not is_url(path):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+        return
+    fs, p = url_to_fs(path)
+    try:
+        fs.rm(p)
+    except FileNotFoundError:
+        pass
+
+
+def read_bytes(path) -> bytes:
+    if not is_url(path):
+        with open(path, "rb") as f:
+            return f.read()
+    fs, p = url_to_fs(path)
+    return fs.cat_file(p)
+
+
+def atomic_write_bytes(path, data: bytes) -> None:
+    """Write ``data`` so that readers see the old file, or the whole new one."""
+    s = os.fspath(path)
+    if not is_url(s):
+        tmp = f"{os.path.dirname(s)}/.{os.path.basename(s)}.tmp-{uuid.uuid4().hex}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, s)
+        return
+    fs, p = url_to_fs(s)
+    fs.pipe_file(p, data)
+
+
+def write_parquet(table, path, **kwargs) -> None:
+    """``pyarrow.parquet.write_table`` to a local path (temporary name, then rename) or a URL."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    s = os.fspath(path)
+    if not is_url(s):
+        tmp = f"{os.path.dirname(s)}/.{os.path.basename(s)}.tmp-{uuid.uuid4().hex}"
+        pq.write_table(table, tmp, **kwargs)
+        os.replace(tmp, s)
+        return
+    fs, p = url_to_fs(s)
+    pq.write_table(table, p, filesystem=fs, **kwargs)
