@@ -140,7 +140,7 @@ class DiscoverSettings:
     update: str = "best"                  # Gibbs update: best (deterministic) | sample
     max_sweeps: int = 20
     trials_per_task: int = 32
-    chains_per_task: int = 2048
+    chains_per_task: int | None = None    # default 2048 on CPU, 16384 on GPU (same starts either way)
     em_iters: int = 5
     em_keep: int = 256                    # models per PROJECTION task that go on after the screen
     screen_sequences: int = 64            # the screen looks at this many sequences of larger sets
@@ -388,7 +388,7 @@ def _plan_tasks(settings: DiscoverSettings, codes: np.ndarray, device: str):
     n_chains = 0
     if settings.algorithm in ("gibbs", "both"):
         n_chains = settings.chains or default_chains(settings, codes.shape[0], device)
-        per = settings.chains_per_task
+        per = settings.chains_per_task or (16384 if device == "gpu" else 2048)
         for b, a in enumerate(range(0, n_chains, per)):
             tasks.append(("gibbs", b, a, min(per, n_chains - a)))
     return tasks, params, n_chains
