@@ -51,7 +51,8 @@ def run_set(client, device, spec, instances, args, tmp):
         seqs = read_sequences(fa)
         for variant in (["ours", "baseline"] if args.baseline else ["ours"]):
             st = DiscoverSettings(width=l, mutations=d, model="zoops" if zoops else "oops", algorithm=args.algorithm,
-                                  seed=k, chains=args.chains, trials=args.trials, ld_rank=variant == "ours")
+                                  seed=k, chains=args.chains, trials=args.trials, ld_rank=variant == "ours",
+                                  **({"em_keep": args.em_keep} if args.em_keep else {}))
             t0 = time.perf_counter()
             found, stats = discover(seqs, st, client, device=device)
             dt = time.perf_counter() - t0
@@ -109,6 +110,7 @@ def main(argv=None):
     ap.add_argument("--algorithm", default="both", choices=["gibbs", "projection", "both"])
     ap.add_argument("--chains", type=int)
     ap.add_argument("--trials", type=int)
+    ap.add_argument("--em-keep", type=int, help="models per PROJECTION task that get full EM")
     ap.add_argument("--baseline", action="store_true", help="also rank by likelihood only (the papers' choice)")
     ap.add_argument("--ctcf", action="store_true")
     ap.add_argument("--ctcf-width", type=int, default=15)

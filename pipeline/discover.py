@@ -142,7 +142,7 @@ class DiscoverSettings:
     trials_per_task: int = 32
     chains_per_task: int | None = None    # default 2048 on CPU, 16384 on GPU (same starts either way)
     em_iters: int = 5
-    em_keep: int = 256                    # models per PROJECTION task that go on after the screen
+    em_keep: int | None = None            # models per PROJECTION task that go on after the screen (256 CPU, 4096 GPU)
     screen_sequences: int = 64            # the screen looks at this many sequences of larger sets
     return_per_task: int = 16             # distinct models each task sends back
     refine_top: int = 32                  # models of the merge that get the (l, d) local search
@@ -189,7 +189,10 @@ class RoundContext:
     round: int
 
     def windows(self):
-        from workers.backend import array_module  # noqa: PLC0415
+        from workers.backend import array_module, limit_blas_threads  # noqa: PLC0415
+
+        if self.device == "cpu":
+            limit_blas_threads(1)      # one BLAS thread per Dask thread (tasks run side by side)
         from workers.windows import make_windows  # noqa: PLC0415
 
         return make_windows(self.codes, self.settings.width, self.settings.both_strands,
@@ -232,10 +235,27 @@ def projection_task(ctx: RoundContext, batch: int, first: int, n_trials: int, k:
     if n_seeds == 0:
         return {"ppm": np.zeros((0, st.width, 4)), "loglik": np.zeros(0), "seeds": 0,
                 "seconds": time.perf_counter() - t0}
-    res = em_refine(win, ppm0, ctx.background, st.model, iters=st.em_iters, screen_iters=0, keep=st.em_keep,
+    res = em_refine(win, ppm0, ctx.background, st.model, iters=st.em_iters, screen_iters=0,
+                    keep=st.em_keep or (4096 if ctx.device == "gpu" else 256),
                     memory_budget=_budget(ctx.device), screen_sequences=st.screen_sequences)
-    top = distinct_best(res.ppm, res.loglik, st.return_per_task)
+    top = _task_best(win, st, res.ppm, res.loglik)
     return {"ppm": res.ppm[top], "loglik": res.loglik[top], "seeds": n_seeds, "seconds": time.perf_counter() - t0}
+
+
+def _task_best(win, st: DiscoverSettings, ppm: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """The distinct models a task sends back: by score, or for (l, d) problems by the (l, d) proxy
+    (:func:`workers.refine.ld_proxy_order`)."""
+    from workers.gibbs import distinct_best  # noqa: PLC0415
+    from workers.refine import ld_proxy_order  # noqa: PLC0415
+
+    if st.mutations is None or not st.ld_rank:
+        return distinct_best(ppm, score, st.return_per_task)
+    pool = distinct_best(ppm, score, len(ppm))
+    order = pool[ld_proxy_order(win, ppm[pool], st.mutations)]
+    rank = np.empty(len(ppm))
+    rank[:] = np.inf
+    rank[order] = -np.arange(len(order), 0, -1)            # best proxy first
+    return distinct_best(ppm, -rank, st.return_per_task)
 
 
 def gibbs_task(ctx: RoundContext, batch: int, first: int, n_chains: int, block: int) -> dict:
@@ -253,7 +273,7 @@ def gibbs_task(ctx: RoundContext, batch: int, first: int, n_chains: int, block: 
     starts = np.concatenate(starts)[first % block:first % block + n_chains]
     res = run_chains(win, starts, ctx.background, update=st.update, max_sweeps=st.max_sweeps,
                      seed=int(_seed(st, ctx.round, 2, batch).generate_state(1)[0]))
-    top = distinct_best(res.ppm, res.score, st.return_per_task)
+    top = _task_best(win, st, res.ppm, res.score)
     return {"ppm": res.ppm[top], "score": res.score[top], "chains": n_chains, "steps": int(res.steps.sum()),
             "seconds": time.perf_counter() - t0}
 
@@ -296,8 +316,14 @@ def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
         raise DiscoverError("no candidate motif came back (no enriched bucket and no chain); "
                             "try more --trials or a smaller --bucket-threshold")
     res = em_refine(win, ppm, bg, st.model, iters=st.em_iters, memory_budget=_budget(ctx.device))
-    top = distinct_best(res.ppm, res.loglik, st.refine_top)
     d = st.mutations
+    if d is not None and st.ld_rank:
+        from workers.refine import ld_proxy_order  # noqa: PLC0415
+
+        order = ld_proxy_order(win, res.ppm, d)
+        top = order[distinct_best(res.ppm[order], -np.arange(len(order), dtype=float), st.refine_top)]
+    else:
+        top = distinct_best(res.ppm, res.loglik, st.refine_top)
     l = st.width
     best = None
     if d is not None and st.ld_rank:

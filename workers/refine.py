@@ -28,6 +28,18 @@ def ld_score(win: Windows, cons: np.ndarray, d: int) -> tuple[int, int]:
     return int((dist <= d).sum()), int(np.minimum(dist, win.l).sum())
 
 
+def ld_proxy_order(win: Windows, ppm: np.ndarray, d: int, slack: int = 1) -> np.ndarray:
+    """Models ordered by how close their consensus is to an (l, d) solution, best first: sequences with a
+    window within ``d + slack`` mismatches (a consensus one letter off the motif still has almost every
+    occurrence there), then the summed capped distance.  Likelihood ranks such near-misses far down."""
+    min_dist, _ = _kernels()
+    keys = np.empty((len(ppm), 2), np.int64)
+    for c, m in enumerate(np.asarray(ppm)):
+        dist, _ = min_dist(win.codes, win.valid, np.argmax(m, axis=1).astype(np.uint8))
+        keys[c] = ((dist <= d + slack).sum(), -np.minimum(dist, win.l).sum())
+    return np.lexsort((-keys[:, 1], -keys[:, 0]))
+
+
 def ld_sites(win: Windows, cons: np.ndarray):
     """Closest window of every sequence to ``cons``: (window index (T,), distance (T,))."""
     min_dist, _ = _kernels()
