@@ -118,6 +118,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True)
     s.add_argument("-o", "--out", required=True)
 
+    s = sub.add_parser("discover", help="de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
+                       "MEME/JASPAR motifs, sites Parquet, summary")
+    s.add_argument("sequences", help="FASTA (plain or gzip): peak sequences, promoters, ...")
+    s.add_argument("--width", "-w", type=_posint, required=True, metavar="L", help="motif width")
+    s.add_argument("--algorithm", choices=["gibbs", "projection", "both"], default="both")
+    s.add_argument("--mutations", "-d", type=_nonnegint, metavar="D",
+                   help="planted (l, d) problem: rank by sequences with an l-mer within D mismatches of the "
+                        "consensus (and choose PROJECTION's k from it)")
+    s.add_argument("--model", choices=["oops", "zoops"], default="zoops",
+                   help="one occurrence per sequence, or zero or one (default)")
+    s.add_argument("--both-strands", action="store_true", help="search the reverse complement too")
+    s.add_argument("--motifs", type=_posint, default=1, metavar="K", help="motifs to find (mask and repeat)")
+    s.add_argument("--trials", type=_posint, metavar="M", help="PROJECTION trials (default: Buhler & Tompa's m)")
+    s.add_argument("--projection-k", type=_posint, metavar="K", help="projected positions (default from l, d, t, n)")
+    s.add_argument("--bucket-threshold", type=_posint, metavar="S", help="enriched bucket size (default from t, n, k)")
+    s.add_argument("--chains", type=_posint, metavar="N", help="Gibbs chains (default 4096 on CPU, 65536 on GPU for 20 sequences; "
+                   "scaled by 20/sequences, at least 256)")
+    s.add_argument("--update", choices=["best", "sample"], default="best",
+                   help="Gibbs update: the best window (deterministic, default) or a draw from the posterior")
+    s.add_argument("--seed", type=_nonnegint, default=0)
+    s.add_argument("--compare-to", metavar="MOTIFS", help="motif database for each motif's best match")
+    s.add_argument("--out", required=True, metavar="DIR")
+    _cluster_args(s)
+
     sub.add_parser("bench", help="throughput of the scan worker (GPU kernel, CuPy baseline, CPU) and end to end; "
                    "motifgrid bench -h")
 
@@ -253,6 +277,40 @@ def cmd_compare(a) -> int:
     return 0
 
 
+def cmd_discover(a) -> int:
+    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.discover import DiscoverSettings, read_sequences, run_discover  # noqa: PLC0415
+
+    console = _console()
+    command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    settings = DiscoverSettings(width=a.width, algorithm=a.algorithm, mutations=a.mutations, model=a.model,
+                                both_strands=a.both_strands, motifs=a.motifs, seed=a.seed, trials=a.trials,
+                                projection_k=a.projection_k, bucket_threshold=a.bucket_threshold,
+                                chains=a.chains, update=a.update)
+    settings.check(read_sequences(a.sequences))          # bad input fails before a cluster starts
+    if a.compare_to:
+        from pipeline.motifs import read_motifs  # noqa: PLC0415
+
+        read_motifs(a.compare_to)
+
+    def progress(rnd, m, secs):
+        extra = f", {m.ld_count} sequences within d" if m.ld_count is not None else ""
+        console.print(f"motif {rnd + 1}: {m.consensus} ({len(m.sites)} sites, {m.information_content:.1f} bits"
+                      f"{extra}, by {m.origin}) in {secs:.1f}s")
+
+    with get_client(**_client_kwargs(a), quiet=True) as (client, device):
+        res = run_discover(a.sequences, a.out, settings, client, device=device, compare_to=a.compare_to,
+                           command=command, progress=progress)
+    for m in res.motifs:
+        bm = m["best_match"]
+        if bm:
+            console.print(f"{m['id']} {m['consensus']}: best match {bm['id']} {bm['name']} "
+                          f"(similarity {bm['score']:.2f} over {bm['overlap']} columns, strand {bm['strand']})")
+    console.print(f"done in {res.seconds:.1f}s on {device}: {res.out}/motifs.meme, motifs.jaspar, sites.parquet, "
+                  "summary.json")
+    return 0
+
+
 def cmd_export(a) -> int:
     from pipeline.export import export  # noqa: PLC0415
 
@@ -303,8 +361,7 @@ def _demo_report(hits: Path, console) -> None:
 
 
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
-            "export": cmd_export,
-            "demo": cmd_demo}
+            "discover": cmd_discover, "export": cmd_export, "demo": cmd_demo}
 
 
 def main(argv=None) -> int:
@@ -320,11 +377,13 @@ def main(argv=None) -> int:
     from pipeline.motifs import MotifError  # noqa: PLC0415
     from pipeline.cluster import ClusterError  # noqa: PLC0415
     from pipeline.compare import CompareError  # noqa: PLC0415
+    from pipeline.discover import DiscoverError  # noqa: PLC0415
     from pipeline.scan import ScanError  # noqa: PLC0415
 
     try:
         return COMMANDS[a.cmd](a) or 0
-    except (GenomeError, MotifError, ScanError, ExportError, ClusterError, CompareError, UserError) as e:
+    except (GenomeError, MotifError, ScanError, ExportError, ClusterError, CompareError, DiscoverError,
+            UserError) as e:
         print(f"motifgrid {a.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except FileNotFoundError as e:

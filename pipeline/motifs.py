@@ -61,6 +61,8 @@ __all__ = [
     "Motif",
     "MotifError",
     "duplicate_ids",
+    "format_jaspar",
+    "format_meme",
     "motif_probabilities",
     "motifs_checksum",
     "pwm_from_motif",
@@ -1121,3 +1123,66 @@ def motifs_checksum(source: str | os.PathLike) -> str:
     h = hashlib.sha256()
     h.update(_read_bytes(src))
     return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# Writers (read back by read_motifs: tested round trips)
+# --------------------------------------------------------------------------------------------
+
+
+def _check_writable(motifs) -> None:
+    for m in motifs:
+        if m.kind == "logodds":
+            raise ValueError(f"motif {m.id}: a log-odds matrix cannot be written as probabilities or counts")
+        if not re.fullmatch(r"\S+", m.id) or not re.fullmatch(r"\S+", m.name):
+            raise ValueError(f"motif id and name must be non-empty words without spaces: {m.id!r} {m.name!r}")
+
+
+def format_meme(motifs: list[Motif], background=None, strands: str = "+ -") -> str:
+    """MEME minimal motif format (version 4) text of ``motifs``.
+
+    Letter probabilities are the rows normalised to sum 1 (6 decimals), ``nsites`` is ``motif.nsites``
+    (for counts the largest row sum) and ``E= 0`` (no E-value is computed).
+
+    Parameters
+    ----------
+    motifs : list of Motif
+        kind "counts" or "probabilities".
+    background : array_like, shape (4,), optional
+        Written as the ``Background letter frequencies`` (uniform when not given).
+    strands : str
+        ``"+ -"`` or ``"+"``.
+    """
+    _check_writable(motifs)
+    bg = np.full(4, 0.25) if background is None else _check_background(background)
+    out = ["MEME version 4", "", "ALPHABET= ACGT", "", f"strands: {strands}", "",
+           "Background letter frequencies",
+           " ".join(f"{b} {v:.6f}" for b, v in zip("ACGT", bg)), ""]
+    for m in motifs:
+        mat = np.asarray(m.matrix, np.float64)
+        p = mat / mat.sum(axis=1, keepdims=True)
+        nsites = m.nsites if m.nsites is not None else (float(mat.sum(axis=1).max()) if m.kind == "counts"
+                                                        else DEFAULT_NSITES)
+        out.append(f"MOTIF {m.id} {m.name}" if m.name != m.id else f"MOTIF {m.id}")
+        out.append(f"letter-probability matrix: alength= 4 w= {m.length} nsites= {nsites:g} E= 0")
+        out += [" ".join(f"{v:.6f}" for v in row) for row in p]
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def format_jaspar(motifs: list[Motif]) -> str:
+    """JASPAR bracket format text of ``motifs`` (``>id<TAB>name`` then rows A C G T).
+
+    Counts are written as integers where they are whole numbers, else with 4 decimals; probability
+    matrices as probabilities (6 decimals).
+    """
+    _check_writable(motifs)
+    out = []
+    for m in motifs:
+        mat = np.asarray(m.matrix, np.float64)
+        whole = m.kind == "counts" and np.all(mat == np.round(mat))
+        out.append(f">{m.id}\t{m.name}")
+        for k, b in enumerate("ACGT"):
+            vals = [f"{int(v)}" if whole else (f"{v:.4f}" if m.kind == "counts" else f"{v:.6f}") for v in mat[:, k]]
+            out.append(f"{b} [ " + " ".join(vals) + " ]")
+    return "\n".join(out) + "\n"

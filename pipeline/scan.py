@@ -135,6 +135,20 @@ def _atomic_write_bytes(path: str, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+def write_parquet_atomic(table: pa.Table, path: str, **kw) -> None:
+    """Write ``table`` to ``path`` as zstd Parquet under a temporary dot-name, then rename it into place
+    (readers never see a partial file; a killed writer leaves only ``.NAME.tmp-*``)."""
+    d, name = os.path.split(path)
+    tmp = os.path.join(d, f".{name}.tmp-{uuid.uuid4().hex}")
+    try:
+        pq.write_table(table, tmp, compression="zstd", **kw)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     """Arrow table of one block's hits (without the partition column); strings dictionary-encoded."""
     plan = ctx.plan
@@ -185,10 +199,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
             pdir = _partition_dir(ctx.out, block.chrom)
             os.makedirs(pdir, exist_ok=True)
             final = os.path.join(pdir, f"part-{block.block_id}.parquet")
-            tmp = os.path.join(pdir, f".part-{block.block_id}.parquet.tmp-{uuid.uuid4().hex}")
-            pq.write_table(table, tmp, compression="zstd", use_dictionary=_DICT_COLUMNS,
-                           write_statistics=_STATS_COLUMNS)
-            os.replace(tmp, final)
+            write_parquet_atomic(table, final, use_dictionary=_DICT_COLUMNS, write_statistics=_STATS_COLUMNS)
             rel = os.path.relpath(final, ctx.out)
             counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
             nz = np.flatnonzero(counts)

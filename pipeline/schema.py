@@ -84,3 +84,19 @@ PAIRS_SCHEMA = pa.schema([
     pa.field("p_a", pa.float64()),
     pa.field("p_b", pa.float64()),
 ])
+
+SITES_FORMAT_VERSION = 1
+
+#: Sites of discovered motifs (``motifgrid discover``): 0-based half-open forward-strand coordinates
+#: within the input sequence, as in the hits dataset.
+SITES_SCHEMA = pa.schema([
+    pa.field("motif_id", _CAT, nullable=False),
+    pa.field("sequence", _CAT, nullable=False),                # FASTA record name (first word)
+    pa.field("sequence_index", pa.int32(), nullable=False),    # 0-based record number
+    pa.field("start", pa.int64(), nullable=False),
+    pa.field("end", pa.int64(), nullable=False),
+    pa.field("strand", _CAT, nullable=False),                  # "+" or "-"
+    pa.field("score", pa.float64(), nullable=False),           # log2-odds bits under the motif's PWM
+    pa.field("mismatches", pa.int32(), nullable=False),        # to the motif's consensus
+    pa.field("site", pa.string(), nullable=False),             # the site as read on its strand
+])

@@ -1,0 +1,672 @@
+"""Motif discovery graph: Gibbs chains and PROJECTION trials fanned out on Dask, merged, refined, ranked.
+
+For each motif asked for (``--motifs K``; mask and repeat):
+
+1. the sequence context (codes with the sites of earlier motifs masked) is scattered to every worker once;
+2. PROJECTION trials in batches of ``trials_per_task`` and Gibbs chains in batches of ``chains_per_task``
+   become tasks; each task builds the windows on its device (:mod:`workers.windows`), runs its trials
+   (bucketing + batched EM, :mod:`workers.projection`) or chains (:mod:`workers.gibbs`) and sends back its
+   best few distinct models;
+3. one merge task polishes the union by EM and ranks it with the objective that fits the problem: for an
+   (l, d) problem (``--mutations d``) the number of sequences with an ``l``-mer within ``d`` mismatches of the
+   consensus after a local search from several phase shifts (:mod:`workers.refine`), else the OOPS/ZOOPS
+   likelihood;
+4. the winner's sites are masked (set to N) and the next round starts.
+
+Every random choice comes from ``numpy.random.SeedSequence(seed, spawn_key=(round, algorithm, batch))``, so
+a run is determined by its seed and settings, not by the number of workers or the task order.
+
+Output folder: ``motifs.meme``, ``motifs.jaspar``, ``sites.parquet``, ``summary.tsv`` and ``summary.json``
+(written last; its presence marks a finished run).  Files are written atomically.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import __version__
+
+ALGORITHMS = ("gibbs", "projection", "both")
+MODELS = ("oops", "zoops")
+
+
+class DiscoverError(RuntimeError):
+    """Bad discovery input or settings; ``str(e)`` is one line for the user."""
+
+
+# ------------------------------------------------------------------------------------ input
+@dataclass
+class SequenceSet:
+    """Sequences as codes ``(T, Lmax)`` uint8 padded with 4, their names and lengths."""
+    source: str
+    checksum: str
+    names: list
+    codes: np.ndarray
+    lengths: np.ndarray
+
+    @property
+    def T(self) -> int:
+        return len(self.names)
+
+
+_ALLOWED = set(b"ACGTUNRYSWKMBDHVacgtunryswkmbdhv-.*")
+
+
+def read_sequences(path: str | os.PathLike) -> SequenceSet:
+    """Read a FASTA file (plain or gzip) of DNA sequences; strict, errors name the file, line and record.
+
+    Letters other than A C G T (N, IUPAC codes, ``-``) become code 4 and no window holding one is used.
+    """
+    from pipeline.genome import encode  # noqa: PLC0415
+
+    src = os.fspath(path)
+    p = Path(src)
+    if not p.exists():
+        raise DiscoverError(f"{src}: no such file")
+    if p.is_dir():
+        raise DiscoverError(f"{src}: is a directory, not a FASTA file")
+    data = p.read_bytes()
+    checksum = "sha256:" + hashlib.sha256(data).hexdigest()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as e:
+            raise DiscoverError(f"{src}: corrupt gzip data ({e})") from None
+    if b"\x00" in data[:65536]:
+        raise DiscoverError(f"{src}: binary file, not FASTA")
+    names, seqs, cur, header_line = [], [], None, 0
+    lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+    for ln, raw in enumerate(lines, 1):
+        s = raw.strip()
+        if not s:
+            continue
+        if s.startswith(b">"):
+            if cur is not None and not cur:
+                raise DiscoverError(f"{src} line {header_line}: record {names[-1]!r} has no sequence")
+            words = s[1:].split()
+            if not words:
+                raise DiscoverError(f"{src} line {ln}: empty FASTA header")
+            names.append(words[0].decode("utf-8", "replace"))
+            cur = []
+            seqs.append(cur)
+            header_line = ln
+            continue
+        if s.startswith(b";"):
+            continue
+        if cur is None:
+            raise DiscoverError(f"{src} line {ln}: sequence before the first '>' header (not FASTA)")
+        bad = set(s) - _ALLOWED
+        if bad:
+            ch = chr(min(bad))
+            raise DiscoverError(f"{src} line {ln}: record {names[-1]!r} has the character {ch!r}, "
+                                "not a DNA letter")
+        cur.append(s)
+    if cur is not None and not cur:
+        raise DiscoverError(f"{src} line {header_line}: record {names[-1]!r} has no sequence")
+    if not names:
+        raise DiscoverError(f"{src}: no FASTA records")
+    joined = [b"".join(c) for c in seqs]
+    lengths = np.array([len(c) for c in joined], np.int64)
+    codes = np.full((len(joined), int(lengths.max())), 4, np.uint8)
+    for i, c in enumerate(joined):
+        codes[i, :len(c)] = encode(c)
+    return SequenceSet(source=src, checksum=checksum, names=names, codes=codes, lengths=lengths)
+
+
+# ------------------------------------------------------------------------------------ settings
+@dataclass
+class DiscoverSettings:
+    width: int
+    algorithm: str = "both"
+    mutations: int | None = None          # d of an (l, d) problem: (l, d) ranking and PROJECTION's k
+    model: str = "zoops"
+    both_strands: bool = False
+    motifs: int = 1
+    seed: int = 0
+    trials: int | None = None             # PROJECTION trials m (default: Buhler & Tompa's formula)
+    projection_k: int | None = None
+    bucket_threshold: int | None = None
+    chains: int | None = None             # Gibbs chains (default by device)
+    update: str = "best"                  # Gibbs update: best (deterministic) | sample
+    max_sweeps: int = 20
+    trials_per_task: int = 32
+    chains_per_task: int | None = None    # default 2048 on CPU, 16384 on GPU (same starts either way)
+    em_iters: int = 5
+    em_keep: int | None = None            # models per PROJECTION task that go on after the screen (256 CPU, 4096 GPU)
+    screen_sequences: int = 64            # the screen looks at this many sequences of larger sets
+    return_per_task: int = 16             # distinct models each task sends back
+    refine_top: int = 32                  # models of the merge that get the (l, d) local search
+    polish_iters: int = 20
+    ld_rank: bool = True                  # False: rank (l, d) problems by likelihood too (the papers' way)
+    max_buckets: int = 1000
+    device_chains: dict = field(default_factory=lambda: {"cpu": 4096, "gpu": 65536})
+
+    def check(self, seqs: SequenceSet) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise DiscoverError(f"--algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
+        if self.model not in MODELS:
+            raise DiscoverError(f"--model must be one of {', '.join(MODELS)}, got {self.model!r}")
+        if self.update not in ("best", "sample"):
+            raise DiscoverError(f"--update must be best or sample, got {self.update!r}")
+        if self.width < 2:
+            raise DiscoverError(f"--width must be >= 2, got {self.width}")
+        if self.mutations is not None and not 0 <= self.mutations < self.width:
+            raise DiscoverError(f"--mutations must be in [0, width), got {self.mutations} for width {self.width}")
+        if self.projection_k is not None and not 1 <= self.projection_k <= min(self.width, 15):
+            raise DiscoverError(f"--projection-k must be in [1, min(width, 15)], got {self.projection_k}")
+        if seqs.T < 2:
+            raise DiscoverError(f"{seqs.source}: motif discovery needs at least 2 sequences, got {seqs.T}")
+        usable = int((seqs.lengths >= self.width).sum())
+        if usable < 2:
+            raise DiscoverError(f"{seqs.source}: fewer than 2 sequences are at least --width {self.width} long "
+                                f"(longest {int(seqs.lengths.max())})")
+        if self.motifs < 1:
+            raise DiscoverError(f"--motifs must be >= 1, got {self.motifs}")
+
+    @property
+    def d_for_projection(self) -> int:
+        """d used to choose PROJECTION's k (the given --mutations, else width/4 for real data)."""
+        return self.mutations if self.mutations is not None else max(1, round(self.width / 4))
+
+
+@dataclass
+class RoundContext:
+    """What every task of one round needs; scattered to each worker once."""
+    codes: np.ndarray
+    settings: DiscoverSettings
+    background: np.ndarray
+    device: str
+    round: int
+
+    def windows(self):
+        from workers.backend import array_module, limit_blas_threads  # noqa: PLC0415
+
+        if self.device == "cpu":
+            limit_blas_threads(1)      # one BLAS thread per Dask thread (tasks run side by side)
+        from workers.windows import make_windows  # noqa: PLC0415
+
+        return make_windows(self.codes, self.settings.width, self.settings.both_strands,
+                            xp=array_module(self.device))
+
+
+def _seed(settings: DiscoverSettings, rnd: int, algo: int, batch: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(settings.seed, spawn_key=(rnd, algo, batch))
+
+
+def projection_parameters(settings: DiscoverSettings, codes: np.ndarray):
+    from workers.projection import choose_parameters  # noqa: PLC0415
+
+    T = codes.shape[0]
+    n = int(np.median((codes < 4).sum(axis=1)))
+    return choose_parameters(settings.width, settings.d_for_projection, T, n, both_strands=settings.both_strands,
+                             model=settings.model, k=settings.projection_k, s=settings.bucket_threshold,
+                             m=settings.trials)
+
+
+# ------------------------------------------------------------------------------------ tasks
+def projection_task(ctx: RoundContext, batch: int, first: int, n_trials: int, k: int, s: int) -> dict:
+    """Trials ``first .. first + n_trials`` of PROJECTION: buckets, EM, the best distinct models back."""
+    from workers.gibbs import distinct_best  # noqa: PLC0415
+    from workers.projection import em_refine, projection_seeds, random_positions  # noqa: PLC0415
+
+    st = ctx.settings
+    t0 = time.perf_counter()
+    win = ctx.windows()
+    rng = np.random.default_rng(_seed(st, ctx.round, 0, batch))
+    pos = random_positions(rng, n_trials, st.width, k)
+    # trials in chunks so the (trials, windows, k) gather stays small
+    per = max(1, (1 << 24) // max(1, win.T * win.P * k))
+    seeds = []
+    for a in range(0, n_trials, per):
+        ppm, _ = projection_seeds(win, k, s, pos[a:a + per], max_buckets=st.max_buckets, bg=ctx.background)
+        seeds.append(ppm)
+    ppm0 = np.concatenate(seeds) if seeds else np.zeros((0, st.width, 4))
+    n_seeds = ppm0.shape[0]
+    if n_seeds == 0:
+        return {"ppm": np.zeros((0, st.width, 4)), "loglik": np.zeros(0), "seeds": 0,
+                "seconds": time.perf_counter() - t0}
+    res = em_refine(win, ppm0, ctx.background, st.model, iters=st.em_iters, screen_iters=0,
+                    keep=st.em_keep or (4096 if ctx.device == "gpu" else 256),
+                    memory_budget=_budget(ctx.device), screen_sequences=st.screen_sequences)
+    top = _task_best(win, st, res.ppm, res.loglik)
+    return {"ppm": res.ppm[top], "loglik": res.loglik[top], "seeds": n_seeds, "seconds": time.perf_counter() - t0}
+
+
+def _task_best(win, st: DiscoverSettings, ppm: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """The distinct models a task sends back: by score, or for (l, d) problems by the (l, d) proxy
+    (:func:`workers.refine.ld_proxy_order`)."""
+    from workers.gibbs import distinct_best  # noqa: PLC0415
+    from workers.refine import ld_proxy_order  # noqa: PLC0415
+
+    if st.mutations is None or not st.ld_rank:
+        return distinct_best(ppm, score, st.return_per_task)
+    pool = distinct_best(ppm, score, len(ppm))
+    order = pool[ld_proxy_order(win, ppm[pool], st.mutations)]
+    rank = np.empty(len(ppm))
+    rank[:] = np.inf
+    rank[order] = -np.arange(len(order), 0, -1)            # best proxy first
+    return distinct_best(ppm, -rank, st.return_per_task)
+
+
+def gibbs_task(ctx: RoundContext, batch: int, first: int, n_chains: int, block: int) -> dict:
+    """Chains ``first .. first + n_chains`` (starts drawn per block of ``block`` chains, so the same chain
+    gets the same start however chains are grouped into tasks)."""
+    from workers.gibbs import distinct_best, random_starts, run_chains  # noqa: PLC0415
+
+    st = ctx.settings
+    t0 = time.perf_counter()
+    win = ctx.windows()
+    starts = []
+    for b in range(first // block, (first + n_chains + block - 1) // block):
+        rng = np.random.default_rng(_seed(st, ctx.round, 1, b))
+        starts.append(random_starts(win, block, rng))
+    starts = np.concatenate(starts)[first % block:first % block + n_chains]
+    res = run_chains(win, starts, ctx.background, update=st.update, max_sweeps=st.max_sweeps,
+                     seed=int(_seed(st, ctx.round, 2, batch).generate_state(1)[0]))
+    top = _task_best(win, st, res.ppm, res.score)
+    return {"ppm": res.ppm[top], "score": res.score[top], "chains": n_chains, "steps": int(res.steps.sum()),
+            "seconds": time.perf_counter() - t0}
+
+
+def _budget(device: str) -> int:
+    return (1 << 26) if device == "gpu" else (1 << 23)
+
+
+@dataclass
+class FoundMotif:
+    """One discovered motif: its counts, sites and scores (host objects only)."""
+    index: int
+    consensus: str
+    counts: np.ndarray            # (l, 4) site counts
+    sites: list                   # (seq index, start, strand, score bits, mismatches, site string)
+    loglik: float                 # log-likelihood ratio (bits) of the polished model under the model asked for
+    gamma: float
+    information_content: float    # bits, from the site counts with pseudocount
+    ld_count: int | None          # sequences with an l-mer within d of the consensus ((l, d) problems)
+    ld_distance: int | None
+    origin: str                   # which algorithm's model won
+
+
+def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
+    """Polish the union of the tasks' models by EM and pick the motif (see the module docstring)."""
+    from workers.gibbs import distinct_best  # noqa: PLC0415
+    from workers.projection import em_refine, em_sites  # noqa: PLC0415
+    from workers.refine import ld_local_search, ld_sites, shifted_consensus  # noqa: PLC0415
+
+    st = ctx.settings
+    win = ctx.windows()
+    bg = ctx.background
+    ppms, origin = [], []
+    for r in results:
+        ppms.append(r["ppm"])
+        origin += [r["origin"]] * len(r["ppm"])
+    ppm = np.concatenate(ppms)
+    origin = np.asarray(origin)
+    if ppm.shape[0] == 0:
+        raise DiscoverError("no candidate motif came back (no enriched bucket and no chain); "
+                            "try more --trials or a smaller --bucket-threshold")
+    res = em_refine(win, ppm, bg, st.model, iters=st.em_iters, memory_budget=_budget(ctx.device))
+    d = st.mutations
+    if d is not None and st.ld_rank:
+        from workers.refine import ld_proxy_order  # noqa: PLC0415
+
+        order = ld_proxy_order(win, res.ppm, d)
+        top = order[distinct_best(res.ppm[order], -np.arange(len(order), dtype=float), st.refine_top)]
+    else:
+        top = distinct_best(res.ppm, res.loglik, st.refine_top)
+    l = st.width
+    best = None
+    if d is not None and st.ld_rank:
+        for c in top:
+            b, _, post = em_sites(win, res.ppm[c], bg, st.model, res.gamma[c])
+            use = post > 0.5 if st.model == "zoops" else win.n_valid > 0
+            if not use.any():
+                use = win.n_valid > 0
+            for start in shifted_consensus(win, b, use):
+                cons, cnt, tot = ld_local_search(win, start, d)
+                key = (cnt, -tot, float(res.loglik[c]))
+                if best is None or key > best[0]:
+                    best = (key, cons, c)
+        cons = best[1]
+        arg, dist = ld_sites(win, cons)
+        keep = (dist <= d) if st.model == "zoops" else (arg >= 0)
+        idx = np.flatnonzero(keep)
+        counts = _site_counts(win, idx, arg[idx])
+        c = best[2]
+        pol = em_refine(win, (counts + 0.5 * bg) / (counts.sum(axis=1, keepdims=True) + 0.5)[None],
+                        bg, st.model, iters=0)
+        loglik, gamma = float(pol.loglik[0]), float(pol.gamma[0])
+        ld_count, ld_dist = best[0][0], -best[0][1]
+    else:
+        first = top[:max(1, min(len(top), 8))]
+        pol = em_refine(win, res.ppm[first], bg, st.model, iters=st.polish_iters)
+        c = first[pol.index[0]]
+        b, _, post = em_sites(win, pol.ppm[0], bg, st.model, pol.gamma[0])
+        keep = (post > 0.5) if st.model == "zoops" else (win.n_valid > 0)
+        idx = np.flatnonzero(keep)
+        counts = _site_counts(win, idx, b[idx])
+        cons = np.argmax(counts, axis=1).astype(np.uint8)
+        arg = b
+        dist = (win.codes[np.arange(win.T), b] != cons[None, :]).sum(axis=1)
+        loglik, gamma = float(pol.loglik[0]), float(pol.gamma[0])
+        ld_count = ld_dist = None
+    # sites, scored with the scan's PWM model (pseudocount 0.1, background of the sequences)
+    from pipeline.motifs import Motif, pwm_from_motif  # noqa: PLC0415
+    from workers.windows import relative_entropy  # noqa: PLC0415
+
+    pwm = pwm_from_motif(Motif("m", "m", counts, "counts", float(counts.sum(axis=1).max()), "", 1), bg)
+    sites = []
+    starts, strands = win.position(arg[idx])
+    for i, w, p0, s0 in zip(idx, arg[idx], starts, strands):
+        letters = win.codes[i, w]
+        sites.append((int(i), int(p0), int(s0), float(pwm[np.arange(l), letters].sum()),
+                      int(dist[i]), "".join("ACGT"[x] for x in letters)))
+    ppm_ic = (counts + 0.1 * bg) / (counts.sum(axis=1, keepdims=True) + 0.1)
+    return FoundMotif(index=ctx.round, consensus="".join("ACGT"[x] for x in cons), counts=counts, sites=sites,
+                      loglik=loglik / math.log(2), gamma=gamma,
+                      information_content=float(relative_entropy(ppm_ic, bg).sum()),
+                      ld_count=ld_count, ld_distance=ld_dist, origin=str(origin[res.index[c]]))
+
+
+def _site_counts(win, seqs: np.ndarray, wins: np.ndarray) -> np.ndarray:
+    letters = win.codes[seqs, wins]                                     # (n, l)
+    return np.stack([(letters == a).sum(axis=0) for a in range(4)], axis=1).astype(np.float64)
+
+
+# ------------------------------------------------------------------------------------ driver
+@dataclass
+class DiscoverResult:
+    out: str
+    motifs: list
+    seconds: float
+    device: str
+    stats: dict
+
+
+def default_chains(settings: DiscoverSettings, T: int, device: str) -> int:
+    """Chains when --chains is not given: 4096 on CPU, 65536 on GPU for up to 20 sequences, fewer for more
+    (a sweep costs T steps, and with many sequences a random start already aligns several true sites):
+    ``base * 20 / T``, at least 256, rounded up to whole 1024-chain start blocks where above 1024."""
+    base = settings.device_chains.get(device, 4096)
+    n = max(256, int(base * min(1.0, 20 / max(T, 1))))
+    return n if n <= 1024 else -(-n // 1024) * 1024
+
+
+def _plan_tasks(settings: DiscoverSettings, codes: np.ndarray, device: str):
+    tasks = []
+    params = None
+    if settings.algorithm in ("projection", "both"):
+        params = projection_parameters(settings, codes)
+        m = params.m
+        per = settings.trials_per_task
+        for b, a in enumerate(range(0, m, per)):
+            tasks.append(("projection", b, a, min(per, m - a)))
+    n_chains = 0
+    if settings.algorithm in ("gibbs", "both"):
+        n_chains = settings.chains or default_chains(settings, codes.shape[0], device)
+        per = settings.chains_per_task or (16384 if device == "gpu" else 2048)
+        for b, a in enumerate(range(0, n_chains, per)):
+            tasks.append(("gibbs", b, a, min(per, n_chains - a)))
+    return tasks, params, n_chains
+
+
+def discover(seqs: SequenceSet, settings: DiscoverSettings, client, device: str = "cpu",
+             progress=None) -> tuple[list, dict]:
+    """Run every round on ``client``; returns the motifs found and run statistics."""
+    from workers.windows import background  # noqa: PLC0415
+
+    settings.check(seqs)
+    codes = seqs.codes.copy()
+    bg = background(seqs.codes, settings.both_strands)
+    found, stats = [], {"rounds": []}
+    for rnd in range(settings.motifs):
+        t0 = time.perf_counter()
+        if int(((codes < 4).sum(axis=1) >= settings.width).sum()) < 2:
+            break           # masked out: nothing left to search
+        ctx = RoundContext(codes=codes.copy(), settings=settings, background=bg, device=device, round=rnd)
+        tasks, params, n_chains = _plan_tasks(settings, codes, device)
+        ctx_f = client.scatter(ctx, broadcast=True, hash=False)
+        futs = []
+        for kind, b, a, n in tasks:
+            if kind == "projection":
+                futs.append(client.submit(projection_task, ctx_f, b, a, n, params.k, params.s, pure=False,
+                                          key=f"discover-projection-{rnd}-{b}-{os.urandom(3).hex()}"))
+            else:
+                futs.append(client.submit(gibbs_task, ctx_f, b, a, n, 1024, pure=False,
+                                          key=f"discover-gibbs-{rnd}-{b}-{os.urandom(3).hex()}"))
+        results = client.gather(futs)
+        for (kind, *_), r in zip(tasks, results):
+            r["origin"] = kind
+        t1 = time.perf_counter()
+        motif = client.submit(merge_task, ctx_f, results, pure=False,
+                              key=f"discover-merge-{rnd}-{os.urandom(3).hex()}").result()
+        t2 = time.perf_counter()
+        found.append(motif)
+        for i, p0, _s, *_ in motif.sites:
+            codes[i, p0:p0 + settings.width] = 4          # mask and repeat
+        stats["rounds"].append({
+            "round": rnd, "tasks": len(tasks), "seconds_tasks": t1 - t0, "seconds_merge": t2 - t1,
+            "projection": None if params is None else {"k": params.k, "s": params.s, "m": params.m,
+                                                       "p_hat": params.p_hat, "t_hat": params.t_hat,
+                                                       "seeds": int(sum(r.get("seeds", 0) for r in results))},
+            "task_seconds": {k: float(sum(r["seconds"] for (kind, *_), r in zip(tasks, results) if kind == k))
+                             for k in ("projection", "gibbs")},
+            "gibbs_chains": n_chains,
+            "gibbs_steps": int(sum(r.get("steps", 0) for r in results)),
+        })
+        if progress:
+            progress(rnd, motif, t2 - t0)
+    stats["background"] = [float(x) for x in bg]
+    return found, stats
+
+
+# ------------------------------------------------------------------------------------ outputs
+def _motif_records(found: list, seqs: SequenceSet) -> list:
+    from pipeline.motifs import Motif  # noqa: PLC0415
+
+    out = []
+    for m in found:
+        counts = np.asarray(m.counts, np.float64)
+        if counts.sum() == 0:
+            counts = counts + 0.25
+        mat = counts.copy()
+        mat.setflags(write=False)
+        out.append(Motif(f"MOTIF_{m.index + 1}", m.consensus, mat, "counts", float(len(m.sites)), "discover",
+                         m.index + 1))
+    return out
+
+
+def compare_motifs(found_records: list, database: str, background: np.ndarray) -> list:
+    """Best match of each motif in ``database``: column-wise Pearson correlation of the scan's PWMs
+    (``pwm_from_motif``), summed over the overlap, maximised over shifts and both strands.
+
+    Returns, per motif, a dict ``{id, name, score, mean_similarity, overlap, offset, strand}`` (or None).
+    """
+    from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement  # noqa: PLC0415
+
+    db = [m for m in read_motifs(database) if m.kind != "logodds"]
+    uni = np.full(4, 0.25)
+    db_pwms = [pwm_from_motif(m, uni) for m in db]
+    out = []
+    for rec in found_records:
+        q = pwm_from_motif(rec, uni)
+        cands = []
+        for m, w in zip(db, db_pwms):
+            best = None
+            for strand, ww in (("+", w), ("-", reverse_complement(w))):
+                sc, mean, ov, off = _best_alignment(q, ww)
+                if ov and (best is None or sc > best["score"]):
+                    best = {"id": m.id, "name": m.name, "score": sc, "mean_similarity": mean, "overlap": ov,
+                            "offset": off, "strand": strand, "length": m.length}
+            if best is not None:
+                cands.append(best)
+        cands.sort(key=lambda c: -c["score"])
+        if cands:
+            out.append(cands[0] | {"runners_up": [{k: c[k] for k in ("id", "name", "score")} for c in cands[1:4]]})
+        else:
+            out.append(None)
+    return out
+
+
+def _pcc_columns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson correlation of every column of ``a (m, 4)`` with every column of ``b (n, 4)``: (m, n)."""
+    ac = a - a.mean(axis=1, keepdims=True)
+    bc = b - b.mean(axis=1, keepdims=True)
+    na = np.sqrt((ac ** 2).sum(axis=1))
+    nb = np.sqrt((bc ** 2).sum(axis=1))
+    num = ac @ bc.T
+    den = np.outer(na, nb)
+    return np.where(den > 1e-12, num / np.maximum(den, 1e-300), 0.0)
+
+
+def _best_alignment(q: np.ndarray, t: np.ndarray, min_overlap: int = 5):
+    """(score, mean PCC over the overlap, overlap, offset of t against q) of the best ungapped alignment.
+
+    score = summed column PCC over the overlap / columns of the union of both motifs in that alignment:
+    unaligned columns of either motif count as 0, so a long database motif that merely contains the
+    query (or a short one inside it) is not preferred to one of the query's own extent.
+    """
+    m, n = q.shape[0], t.shape[0]
+    cc = _pcc_columns(q, t)
+    mo = min(min_overlap, m, n)
+    best = (-np.inf, 0.0, 0, 0)
+    for off in range(-(n - mo), m - mo + 1):           # t[j] aligned with q[j + off]
+        j0, j1 = max(0, -off), min(n, m - off)
+        if j1 - j0 < mo:
+            continue
+        s = float(np.trace(cc[j0 + off:j1 + off, j0:j1]))
+        union = max(m, off + n) - min(0, off)
+        score = s / union
+        if score > best[0]:
+            best = (score, s / (j1 - j0), j1 - j0, off)
+    return best if best[2] else (0.0, 0.0, 0, 0)
+
+
+def prepare_output(out: str) -> Path:
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise DiscoverError(f"{out}: exists and is not a directory")
+    if p.exists() and any(p.iterdir()):
+        state = "a finished discovery" if (p / "summary.json").exists() else "files"
+        raise DiscoverError(f"{out}: already holds {state}; choose another --out (nothing is overwritten)")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DiscoverError(f"{out}: cannot create the output folder ({e.strerror})") from None
+    return p
+
+
+def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, found: list, stats: dict,
+                  seconds: float, device: str, compare_to: str | None = None, command: str | None = None) -> dict:
+    import pyarrow as pa  # noqa: PLC0415
+
+    from pipeline.motifs import format_jaspar, format_meme  # noqa: PLC0415
+    from pipeline.scan import _atomic_write_bytes, write_parquet_atomic  # noqa: PLC0415
+    from pipeline.schema import SITES_FORMAT_VERSION, SITES_SCHEMA  # noqa: PLC0415
+
+    bg = np.asarray(stats["background"])
+    recs = _motif_records(found, seqs)
+    matches = compare_motifs(recs, compare_to, bg) if compare_to and recs else [None] * len(recs)
+    strands = "+ -" if settings.both_strands else "+"
+    written = []
+    _atomic_write_bytes(str(out / "motifs.meme"), format_meme(recs, bg, strands).encode())
+    written.append("motifs.meme")
+    _atomic_write_bytes(str(out / "motifs.jaspar"), format_jaspar(recs).encode())
+    written.append("motifs.jaspar")
+    rows = {k: [] for k in ("motif_id", "sequence", "sequence_index", "start", "end", "strand", "score",
+                            "mismatches", "site")}
+    for rec, m in zip(recs, found):
+        for i, p0, s0, sc, mm, site in m.sites:
+            rows["motif_id"].append(rec.id)
+            rows["sequence"].append(seqs.names[i])
+            rows["sequence_index"].append(i)
+            rows["start"].append(p0)
+            rows["end"].append(p0 + settings.width)
+            rows["strand"].append("+-"[s0])
+            rows["score"].append(sc)
+            rows["mismatches"].append(mm)
+            rows["site"].append(site)
+    table = pa.table({k: pa.array(v, type=SITES_SCHEMA.field(k).type.value_type
+                                  if pa.types.is_dictionary(SITES_SCHEMA.field(k).type) else SITES_SCHEMA.field(k).type)
+                      for k, v in rows.items()})
+    table = pa.table([table[k].dictionary_encode() if pa.types.is_dictionary(SITES_SCHEMA.field(k).type)
+                      else table[k] for k in SITES_SCHEMA.names], schema=SITES_SCHEMA)
+    meta = {"motifgrid.version": __version__, "motifgrid.sites_format": str(SITES_FORMAT_VERSION),
+            "motifgrid.command": command or "", "sequences.path": os.path.abspath(seqs.source),
+            "sequences.checksum": seqs.checksum, "settings": json.dumps(_settings_json(settings))}
+    table = table.replace_schema_metadata(meta)
+    write_parquet_atomic(table, str(out / "sites.parquet"))
+    written.append("sites.parquet")
+    motifs_json = []
+    for rec, m, match in zip(recs, found, matches):
+        motifs_json.append({
+            "id": rec.id, "consensus": m.consensus, "width": settings.width, "sites": len(m.sites),
+            "loglik_bits": m.loglik, "zoops_fraction": m.gamma, "information_content_bits": m.information_content,
+            "ld_count": m.ld_count, "ld_distance_sum": m.ld_distance, "found_by": m.origin,
+            "best_match": match,
+        })
+    tsv = ["\t".join(["id", "consensus", "sites", "loglik_bits", "information_content_bits", "ld_count",
+                      "found_by", "best_match_id", "best_match_name", "best_match_score"])]
+    for mj in motifs_json:
+        bm = mj["best_match"] or {}
+        tsv.append("\t".join(str(x) for x in [
+            mj["id"], mj["consensus"], mj["sites"], f"{mj['loglik_bits']:.3f}", f"{mj['information_content_bits']:.3f}",
+            "" if mj["ld_count"] is None else mj["ld_count"], mj["found_by"], bm.get("id", ""), bm.get("name", ""),
+            f"{bm['score']:.3f}" if bm else ""]))
+    _atomic_write_bytes(str(out / "summary.tsv"), ("\n".join(tsv) + "\n").encode())
+    written.append("summary.tsv")
+    summary = {
+        "motifgrid_version": __version__, "command": command, "sequences": os.path.abspath(seqs.source),
+        "sequences_checksum": seqs.checksum, "n_sequences": seqs.T, "total_length": int(seqs.lengths.sum()),
+        "settings": _settings_json(settings), "device": device, "seconds": seconds,
+        "background": stats["background"], "compare_to": compare_to, "motifs": motifs_json,
+        "rounds": stats["rounds"], "files": written,
+    }
+    _atomic_write_bytes(str(out / "summary.json"), json.dumps(summary, indent=1).encode())
+    return summary
+
+
+def _settings_json(settings: DiscoverSettings) -> dict:
+    d = asdict(settings)
+    d.pop("device_chains", None)
+    return d
+
+
+def run_discover(fasta: str, out: str, settings: DiscoverSettings, client, device: str = "cpu",
+                 compare_to: str | None = None, command: str | None = None, progress=None) -> DiscoverResult:
+    """Read, check, discover on ``client`` and write ``out``; nothing is left in ``out`` on failure."""
+    t0 = time.perf_counter()
+    seqs = read_sequences(fasta)
+    settings.check(seqs)
+    if compare_to:
+        from pipeline.motifs import read_motifs  # noqa: PLC0415
+
+        read_motifs(compare_to)                      # a bad database fails before any work
+    outp = prepare_output(out)
+    created = []
+    try:
+        found, stats = discover(seqs, settings, client, device=device, progress=progress)
+        summary = write_outputs(outp, seqs, settings, found, stats, time.perf_counter() - t0, device,
+                                compare_to=compare_to,
+                                command=command or " ".join(shlex.quote(a) for a in sys.argv))
+        created = summary["files"]
+    except BaseException:
+        for name in ("summary.json", "summary.tsv", "sites.parquet", "motifs.jaspar", "motifs.meme"):
+            f = outp / name
+            if f.exists():
+                f.unlink()
+        if not any(outp.iterdir()):
+            outp.rmdir()
+        raise
+    return DiscoverResult(out=str(outp), motifs=summary["motifs"], seconds=time.perf_counter() - t0,
+                          device=device, stats=stats | {"files": created})

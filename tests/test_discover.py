@@ -1,0 +1,370 @@
+"""Motif discovery: PROJECTION buckets, batched EM, Gibbs chains and (l, d) refinement against naive float64
+references, then the whole `discover` graph on a real Dask cluster: planted (l, d) instances solved,
+crp0's CRP motif, determinism, output round trips and bad input."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from itertools import combinations
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.discover import (DiscoverError, DiscoverSettings, _best_alignment, compare_motifs, discover,
+                               read_sequences, run_discover)
+from pipeline.genome import encode
+from pipeline.motifs import Motif, format_jaspar, format_meme, read_motifs
+from tests.conftest import DATA, ROOT, SHARED, needs_shared
+from tests.planted import performance_coefficient, planted_instance
+from workers.gibbs import profile_score, random_starts, run_chains
+from workers.projection import (binom_cdf_below, choose_parameters, em_refine, planted_bucket_probability,
+                                projection_seeds)
+from workers.refine import ld_local_search, ld_score, shifted_consensus
+from workers.windows import make_windows
+
+
+def codes_of(pi):
+    return np.stack([encode(s) for s in pi.sequences])
+
+
+# ------------------------------------------------------------------------------------ generator
+def test_planted_generator_exact_d_and_seeded():
+    a, b = planted_instance(13, 3, t=12, n=200, seed=5), planted_instance(13, 3, t=12, n=200, seed=5)
+    assert a.sequences == b.sequences and a.motif == b.motif
+    assert planted_instance(13, 3, t=12, n=200, seed=6).motif != a.motif
+    for s, st, occ in zip(a.sequences, a.starts, a.occurrences):
+        assert len(s) == 200 and s[st:st + 13] == occ
+        assert sum(x != y for x, y in zip(occ, a.motif)) == 3
+    z = planted_instance(15, 4, t=20, n=300, seed=1, sites=12)
+    assert sum(st is not None for st in z.starts) == 12
+    assert performance_coefficient(z, {i: st for i, st in enumerate(z.starts)}) == 1.0
+
+
+# ------------------------------------------------------------------------------------ PROJECTION
+def test_parameters_follow_buhler_tompa():
+    p = choose_parameters(15, 4, 20, 600)
+    assert p.k == 7                                   # smallest k with 4^k > t(n-l+1) = 11,720, and k < l-d
+    assert p.p_hat == pytest.approx(math.comb(11, 7) / math.comb(15, 7))
+    below = sum(math.comb(20, i) * p.p_hat ** i * (1 - p.p_hat) ** (20 - i) for i in range(p.s))
+    assert binom_cdf_below(20, p.p_hat, p.s) == pytest.approx(below)
+    assert p.m == math.ceil(math.log(0.05) / math.log(below))
+    assert planted_bucket_probability(10, 4, 7) == 0.0
+    assert choose_parameters(15, 4, 20, 600, k=8, s=4, m=7) .k == 8
+
+
+def test_bucketing_matches_dictionary_reference():
+    pi = planted_instance(11, 2, t=8, n=120, seed=3)
+    codes = codes_of(pi)
+    codes[2, 40:44] = 4                               # N: those windows never enter a bucket
+    win = make_windows(codes, 11, both_strands=True)
+    rng = np.random.default_rng(0)
+    pos = np.sort(np.stack([rng.choice(11, 4, replace=False) for _ in range(3)]), axis=1)
+    ppm, info = projection_seeds(win, 4, 3, pos, pseudocount=0.0)
+    for t in range(3):
+        buckets = {}
+        for i in range(win.T):
+            for p in range(win.P):
+                if win.valid[i, p]:
+                    key = tuple(win.codes[i, p, pos[t]])
+                    buckets.setdefault(key, []).append(win.codes[i, p])
+        ref = {sum(int(c) << (2 * j) for j, c in enumerate(k)): np.array(v) for k, v in buckets.items() if len(v) >= 3}
+        got = info[info[:, 0] == t]
+        assert sorted(got[:, 2].tolist()) == sorted(ref)
+        for row, (_, size, key) in zip(ppm[info[:, 0] == t], got):
+            members = ref[key]
+            assert size == len(members)
+            freq = np.stack([(members == a).mean(axis=0) for a in range(4)], axis=1)
+            np.testing.assert_allclose(row, freq, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------ EM
+def naive_em_step(seqs_codes, l, ppm, bg, zoops, gamma, both):
+    """One EM iteration by loops in float64: returns (loglik of ppm, new ppm before pseudocount, counts)."""
+    counts = np.zeros((l, 4))
+    ll = 0.0
+    post_sum = 0.0
+    for row in seqs_codes:
+        wins = []
+        for p in range(len(row) - l + 1):
+            w = row[p:p + l]
+            if (w < 4).all():
+                wins.append(w)
+                if both:
+                    wins.append((3 - w)[::-1])
+        if not wins:
+            continue
+        ratios = np.array([np.prod([ppm[j, w[j]] / bg[w[j]] for j in range(l)]) for w in wins])
+        mean = ratios.mean()
+        if zoops:
+            tot = gamma * mean + (1 - gamma)
+            ll += math.log(tot)
+            q = gamma * mean / tot
+        else:
+            ll += math.log(mean)
+            q = 1.0
+        post_sum += q
+        r = ratios / ratios.sum() * q
+        for w, x in zip(wins, r):
+            counts[np.arange(l), w] += x
+    return ll, counts, post_sum
+
+
+@pytest.mark.parametrize("model,both", [("oops", False), ("zoops", True)])
+def test_em_iteration_matches_naive(model, both):
+    pi = planted_instance(6, 1, t=5, n=30, seed=2)
+    codes = codes_of(pi)
+    codes[1, 3] = 4
+    win = make_windows(codes, 6, both)
+    rng = np.random.default_rng(1)
+    ppm0 = rng.dirichlet(np.ones(4), size=(3, 6))
+    bg = np.array([0.3, 0.2, 0.2, 0.3])
+    res = em_refine(win, ppm0, bg, model, iters=1, gamma0=0.4, pseudocount=0.5)
+    for c in range(3):
+        k = int(np.flatnonzero(res.index == c)[0])
+        ll0, counts, post = naive_em_step(codes, 6, ppm0[c], bg, model == "zoops", 0.4, both)
+        p1 = (counts + 0.5 * bg) / (counts.sum(axis=1, keepdims=True) + 0.5)
+        np.testing.assert_allclose(res.ppm[k], p1, rtol=2e-4, atol=1e-6)
+        g1 = post / 5 if model == "zoops" else 1.0
+        ll1, _, _ = naive_em_step(codes, 6, p1, bg, model == "zoops", g1, both)
+        assert res.loglik[k] == pytest.approx(ll1, rel=1e-4, abs=1e-4)
+        assert res.gamma[k] == pytest.approx(g1, rel=1e-4)
+
+
+# ------------------------------------------------------------------------------------ Gibbs
+@pytest.mark.parametrize("update", ["best", "sample"])
+def test_gibbs_chains_scores_and_fixed_points(update):
+    pi = planted_instance(8, 1, t=6, n=60, seed=4)
+    win = make_windows(codes_of(pi), 8, False)
+    bg = np.full(4, 0.25)
+    starts = random_starts(win, 300, np.random.default_rng(0))
+    res = run_chains(win, starts, bg, update=update, max_sweeps=8, seed=3)
+    assert sorted(res.chain.tolist()) == list(range(300))            # checkpoints drop nothing
+    counts = np.zeros((300, 32))
+    for i in range(win.T):
+        counts += win.onehot[i, res.positions[:, i]]
+    # the incremental score (correcting values) equals a float64 recomputation of the final profile
+    np.testing.assert_allclose(res.score, profile_score(counts.reshape(300, 8, 4), win.T, bg, 1.0), atol=1e-9)
+    if update == "best":
+        done = res.steps < 8 * win.T                                # converged chains are fixed points
+        assert done.sum() > 250
+        for c in np.flatnonzero(done)[:20]:
+            for i in range(win.T):
+                cnt = counts[c] - win.onehot[i, res.positions[c, i]]
+                w = np.log((cnt + 0.25) / (win.T - 1 + 1.0) / 0.25)
+                sc = win.onehot[i] @ w
+                assert sc[res.positions[c, i]] >= sc.max() - 1e-5
+
+
+# ------------------------------------------------------------------------------------ (l, d) refinement
+def test_ld_local_search_against_brute_force():
+    pi = planted_instance(7, 1, t=6, n=40, seed=8)
+    win = make_windows(codes_of(pi), 7, False)
+
+    def naive(cons):
+        dmin = [min(sum(a != b for a, b in zip(s[p:p + 7], cons)) for p in range(len(s) - 6)) for s in pi.sequences]
+        return sum(x <= 1 for x in dmin), sum(min(x, 7) for x in dmin)
+
+    m = np.array(["ACGT".index(ch) for ch in pi.motif], np.uint8)
+    assert ld_score(win, m, 1) == naive(pi.motif)
+    start = m.copy()
+    start[[1, 4]] = (start[[1, 4]] + 1) % 4
+    cons, cnt, tot = ld_local_search(win, start, 1)
+    word = "".join("ACGT"[x] for x in cons)
+    assert (cnt, tot) == naive(word)
+    for j, b in product_moves(7):                                     # a local optimum: no single move improves
+        w2 = word[:j] + "ACGT"[b] + word[j + 1:]
+        c2, t2 = naive(w2)
+        assert (c2, -t2) <= (cnt, -tot)
+    assert cnt == 6
+
+
+def product_moves(l):
+    return [(j, b) for j in range(l) for b in range(4)]
+
+
+def test_shifted_consensus_recovers_phase():
+    pi = planted_instance(9, 0, t=6, n=50, seed=9)
+    win = make_windows(codes_of(pi), 9, False)
+    best = np.array([st + 2 for st in pi.starts])                    # sites locked two positions late
+    starts = shifted_consensus(win, best, np.ones(6, bool))
+    assert any("".join("ACGT"[x] for x in c) == pi.motif for c in starts)
+
+
+# ------------------------------------------------------------------------------------ whole graph
+@pytest.fixture(scope="module")
+def client():
+    from pipeline.cluster import get_client
+
+    with get_client(n_workers=2, device="cpu", quiet=True) as (c, _):
+        yield c
+
+
+@pytest.mark.parametrize("l,d,algorithm,seed", [(11, 2, "projection", 0), (11, 2, "gibbs", 1),
+                                                (13, 3, "both", 2)])
+def test_small_planted_instances_solved(client, tmp_path, l, d, algorithm, seed):
+    pi = planted_instance(l, d, t=20, n=300, seed=100 + seed)
+    fa = pi.write(tmp_path / "p.fa")
+    st = DiscoverSettings(width=l, mutations=d, model="oops", algorithm=algorithm, seed=seed, chains=1024)
+    found, stats = discover(read_sequences(fa), st, client)
+    m = found[0]
+    assert m.consensus == pi.motif
+    assert m.ld_count == 20
+    assert performance_coefficient(pi, {i: p for i, p, *_ in m.sites}) > 0.75   # random l-mers may be closer
+
+
+def test_zoops_two_motifs_mask_and_repeat(client, tmp_path):
+    a = planted_instance(10, 1, t=16, n=200, seed=21, sites=12)
+    b = planted_instance(10, 1, t=16, n=200, seed=22, sites=12)
+    seqs = []
+    for i, (s1, s2) in enumerate(zip(a.sequences, b.sequences)):
+        s = list(s1)
+        if b.starts[i] is not None:                     # put b's occurrence where it cannot overlap a's
+            p = 0 if (a.starts[i] or 0) > 100 else 150
+            s[p:p + 10] = b.occurrences[i]
+        seqs.append("".join(s))
+    fa = tmp_path / "two.fa"
+    fa.write_text("".join(f">s{i}\n{s}\n" for i, s in enumerate(seqs)))
+    st = DiscoverSettings(width=10, mutations=1, model="zoops", algorithm="projection", motifs=2, seed=1)
+    found, _ = discover(read_sequences(fa), st, client)
+    assert {found[0].consensus, found[1].consensus} == {a.motif, b.motif}
+    for m in found:
+        assert 11 <= len(m.sites) <= 14                 # ZOOPS: about the 12 planted, not all 16
+
+
+def test_determinism_for_a_seed(client, tmp_path):
+    pi = planted_instance(12, 2, t=12, n=250, seed=7)
+    fa = pi.write(tmp_path / "d.fa")
+    runs = []
+    for _ in range(2):
+        st = DiscoverSettings(width=12, model="zoops", both_strands=True, algorithm="both", seed=11, chains=512)
+        found, _ = discover(read_sequences(fa), st, client)
+        runs.append([(m.consensus, m.sites, m.counts.tolist()) for m in found])
+    assert runs[0] == runs[1]
+
+
+@needs_shared
+def test_crp0_gives_the_crp_consensus(client, tmp_path):
+    out = tmp_path / "crp"
+    res = run_discover(str(SHARED / "benchmarks/classic_sets/crp0.fa"), str(out),
+                       DiscoverSettings(width=16, both_strands=True, seed=0, chains=1024), client)
+    cons = res.motifs[0]["consensus"]
+    rc = cons[::-1].translate(str.maketrans("ACGT", "TGCA"))
+    assert re.fullmatch("TGTGA.{6}TCACA", cons) or re.fullmatch("TGTGA.{6}TCACA", rc), cons
+    assert res.motifs[0]["sites"] >= 14
+    # the files read back: MEME and JASPAR through pipeline.motifs, sites through pyarrow
+    meme, jaspar = read_motifs(out / "motifs.meme"), read_motifs(out / "motifs.jaspar")
+    assert meme[0].name == jaspar[0].name == cons
+    np.testing.assert_allclose(meme[0].matrix, jaspar[0].matrix / jaspar[0].matrix.sum(axis=1, keepdims=True),
+                               atol=1e-6)
+    sites = pq.read_table(out / "sites.parquet").to_pandas()
+    assert len(sites) == res.motifs[0]["sites"]
+    seqs = read_sequences(SHARED / "benchmarks/classic_sets/crp0.fa")
+    for r in sites.itertuples():
+        fwd = "".join("ACGT"[c] for c in seqs.codes[r.sequence_index, r.start:r.end])
+        site = fwd if r.strand == "+" else fwd[::-1].translate(str.maketrans("ACGT", "TGCA"))
+        assert site == r.site and seqs.names[r.sequence_index] == r.sequence
+    counts = np.stack([[s[j] == b for s in sites.site] for j in range(16) for b in "ACGT"]).sum(axis=1)
+    np.testing.assert_array_equal(counts.reshape(16, 4), jaspar[0].matrix)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["motifs"][0]["consensus"] == cons and summary["files"][-1] == "summary.tsv"
+
+
+# ------------------------------------------------------------------------------------ formats, compare
+def test_writers_round_trip(tmp_path):
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 30, size=(9, 4)).astype(float)
+    counts[:, 0] += 1
+    probs = rng.dirichlet(np.ones(4), size=7)
+    ms = [Motif("M1", "ACGTACGTA", counts, "counts", float(counts.sum(axis=1).max()), "x", 1),
+          Motif("M2", "M2", probs, "probabilities", 12.0, "x", 2)]
+    (tmp_path / "a.meme").write_text(format_meme(ms, [0.3, 0.2, 0.2, 0.3]))
+    (tmp_path / "a.jaspar").write_text(format_jaspar(ms))
+    meme, jas = read_motifs(tmp_path / "a.meme"), read_motifs(tmp_path / "a.jaspar")
+    assert [m.id for m in meme] == [m.id for m in jas] == ["M1", "M2"]
+    np.testing.assert_array_equal(jas[0].matrix, counts)
+    np.testing.assert_allclose(jas[1].matrix, probs, atol=1e-6)
+    np.testing.assert_allclose(meme[0].matrix, counts / counts.sum(axis=1, keepdims=True), atol=1e-6)
+    np.testing.assert_allclose(meme[1].matrix, probs, atol=1e-6)
+    assert meme[1].nsites == 12.0 and meme[0].name == "ACGTACGTA"
+
+
+def test_compare_finds_itself_on_either_strand(tmp_path):
+    db = str(DATA / "jaspar2024_subset.jaspar")
+    ms = read_motifs(db)
+    q = ms[3]
+    rc = Motif("q", "q", q.matrix[::-1, ::-1].copy(), q.kind, q.nsites, "x", 1)
+    best = compare_motifs([q, rc], db, None)
+    assert best[0]["id"] == q.id and best[0]["strand"] == "+" and best[0]["score"] == pytest.approx(1.0)
+    assert best[1]["id"] == q.id and best[1]["strand"] == "-"
+    a = np.eye(4)[[0, 1, 2, 3, 0, 1]] + 0.1
+    assert _best_alignment(a, a[1:])[3] == 1            # t[j] sits at q[j + 1]
+
+
+# ------------------------------------------------------------------------------------ bad input
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", "discover", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_bad_input_errors(tmp_path):
+    ok = planted_instance(8, 1, t=4, n=40, seed=0).write(tmp_path / "ok.fa")
+    cases = {
+        "missing.fa": (None, "no such file"),
+        "empty.fa": ("", "no FASTA records"),
+        "text.fa": ("hello\n", "before the first '>'"),
+        "digits.fa": (">a\nACGT1ACGT\n>b\nACGTACGT\n", "character '1'"),
+        "norec.fa": (">a\n>b\nACGT\n", "record 'a' has no sequence"),
+        "one.fa": (">a\nACGTACGTACGT\n", "at least 2 sequences"),
+    }
+    for name, (text, msg) in cases.items():
+        p = tmp_path / name
+        if text is not None:
+            p.write_text(text)
+        with pytest.raises(DiscoverError, match=re.escape(msg)):
+            DiscoverSettings(width=4).check(read_sequences(p))
+    with pytest.raises(DiscoverError, match="at least --width 50"):
+        DiscoverSettings(width=50).check(read_sequences(ok))
+    with pytest.raises(DiscoverError, match="--mutations must be in"):
+        DiscoverSettings(width=8, mutations=8).check(read_sequences(ok))
+    # through the CLI: one line, exit 2, nothing left behind
+    r = run_cli(tmp_path / "digits.fa", "--width", 4, "--out", tmp_path / "o1")
+    assert r.returncode == 2 and "digits.fa line 2" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "o1").exists()
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "x").write_text("x")
+    r = run_cli(ok, "--width", 8, "--out", busy)
+    assert r.returncode == 2 and "nothing is overwritten" in r.stderr
+    r = run_cli(ok, "--width", 8, "--out", tmp_path / "o2", "--compare-to", tmp_path / "nope.jaspar")
+    assert r.returncode == 2 and "nope.jaspar" in r.stderr and not (tmp_path / "o2").exists()
+
+
+# ------------------------------------------------------------------------------------ GPU == CPU
+@pytest.mark.gpu
+def test_gpu_matches_cpu():
+    import cupy
+
+    pi = planted_instance(13, 3, t=20, n=300, seed=5)
+    codes = codes_of(pi)
+    wc, wg = make_windows(codes, 13, True), make_windows(codes, 13, True, xp=cupy)
+    rng = np.random.default_rng(0)
+    pos = np.sort(np.stack([rng.choice(13, 7, replace=False) for _ in range(6)]), axis=1)
+    pc, ic = projection_seeds(wc, 7, 3, pos)
+    pg, ig = projection_seeds(wg, 7, 3, pos)
+    np.testing.assert_array_equal(ic, ig)
+    np.testing.assert_allclose(pc, pg, atol=1e-6)
+    bg = np.full(4, 0.25)
+    rc = em_refine(wc, pc[:200], bg, "zoops", iters=3)
+    rg = em_refine(wg, pc[:200], bg, "zoops", iters=3)
+    np.testing.assert_allclose(rc.loglik, rg.loglik, rtol=1e-3, atol=1e-2)
+    starts = random_starts(wc, 2048, np.random.default_rng(1))
+    gc, gg = run_chains(wc, starts, bg), run_chains(wg, starts, bg)
+    same = (gc.positions == gg.positions).all(axis=1).mean()
+    assert same > 0.98                                   # float32 GEMM order may flip exact ties
+    np.testing.assert_allclose(gg.score, profile_score(
+        np.stack([np.stack([(wc.codes[np.arange(20), gg.positions[c]] == a).sum(axis=0) for a in range(4)], 1)
+                  for c in range(2048)]), 20, bg, 1.0), atol=1e-6)
