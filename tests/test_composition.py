@@ -187,6 +187,16 @@ def test_matches_equal_naive_across_block_borders(real, tests_seqs, finished, in
     assert [r["length"] for r in summ] == [len(t) for t in tests_seqs]
 
 
+@pytest.mark.gpu
+def test_gpu_run_equals_cpu_run(finished, inputs, client, small_tasks, tmp_path):
+    out, res = finished
+    _, _, store, tfa = inputs
+    g = run_composition(str(tfa), store.path, str(tmp_path / "gpu"), min_similarity=0.85, both_strands=True,
+                        client=client, device="gpu", progress=False)
+    assert g.hits == res.hits and rows_of(tmp_path / "gpu") == rows_of(out)
+    assert pq.read_table(tmp_path / "gpu" / "_test_summary.parquet").equals(pq.read_table(out / "_test_summary.parquet"))
+
+
 def test_layout_and_provenance(finished, inputs):
     out, res = finished
     _, _, store, tfa = inputs

@@ -190,27 +190,17 @@ def compare_block(codes: np.ndarray, segments: Segments, plan: CompositionPlan, 
     return compare_cpu(codes, segments, plan, hits)
 
 
-def prefix_counts(codes: np.ndarray) -> np.ndarray:
-    """(V + 1, 4) int32 inclusive-scan counts of A, C, G and N (code 4) before each position."""
-    onehot = np.zeros((codes.size + 1, 5), np.int32)
-    onehot[np.arange(1, codes.size + 1), np.minimum(codes, 4)] = 1
-    pre = np.cumsum(onehot, axis=0, dtype=np.int32)
-    return np.ascontiguousarray(pre[:, [0, 1, 2, 4]])
-
-
 def compare_cpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hits: bool = True):
     from workers.composition_numba import length_pass  # noqa: PLC0415
 
-    pre = prefix_counts(codes)
-    mask = segments.start_mask(codes.size)
     counts = np.zeros(plan.n_rows, np.int64)
     rows, poss, dists = [], [], []
     for li, L in enumerate(plan.lengths):
         if plan.dmax[li] < 0:
             continue
         r0, r1 = int(plan.row_start[li]), int(plan.row_start[li + 1])
-        c, hr, hp, hd = length_pass(pre, mask, int(L), plan.box_lo[li], plan.box_dim[li], int(plan.dmax[li]),
-                                    plan.row_hist[r0:r1], hits)
+        c, hr, hp, hd = length_pass(codes, segments.start, segments.n, int(L), plan.box_lo[li], plan.box_dim[li],
+                                    int(plan.dmax[li]), plan.row_hist[r0:r1], hits)
         counts[r0:r1] = c
         if hits and hr.size:
             rows.append(hr + r0)

@@ -21,33 +21,43 @@ def _g_interval(da, dc, dmax):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def length_pass(pre, mask, L, lo, dim, dmax, rows, hits):  # pragma: no cover - compiled
+def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no cover - compiled
     """Compare the windows of length ``L`` with the test rows of that length.
 
-    pre : (V + 1, 4) int32 prefix counts of A, C, G, N; mask : (V,) uint8, 1 where a window may start;
+    codes : (V,) uint8; windows start at ``[starts[i], starts[i] + ns[i])`` (and end by V);
     lo, dim : (3,) the (a, c, g) box; dmax : int; rows : (r, 3) int32 test (a, c, g).
     Returns counts (r,) int64 and, with ``hits``, (row, pos, D) of every match (rows grouped).
     """
-    V = mask.shape[0]
+    V = codes.shape[0]
     d0, d1, d2 = dim[0], dim[1], dim[2]
     a0, c0, g0 = lo[0], lo[1], lo[2]
     ncell = d0 * d1 * d2
-    hist = np.zeros(ncell + 1, np.int64)
-    cell = np.full(V, -1, np.int32)
-    last = V - L
-    for p in range(last + 1):
-        if mask[p] == 0:
+    hist = np.zeros(ncell + 1, np.int32)          # a task holds < 2**31 windows
+    cell = np.full(V if hits else 0, -1, np.int32)
+    # the window's counts packed in 16-bit fields (A, C, G, N), one table lookup per base in and out
+    pack = np.array([1, 1 << 16, 1 << 32, 0, 1 << 48], np.int64)
+    for s in range(starts.shape[0]):
+        p0 = starts[s]
+        p1 = min(p0 + ns[s], V - L + 1)
+        if p1 <= p0:
             continue
-        if pre[p + L, 3] != pre[p, 3]:
-            continue
-        a = pre[p + L, 0] - pre[p, 0] - a0
-        c = pre[p + L, 1] - pre[p, 1] - c0
-        g = pre[p + L, 2] - pre[p, 2] - g0
-        if a < 0 or a >= d0 or c < 0 or c >= d1 or g < 0 or g >= d2:
-            continue
-        x = (a * d1 + c) * d2 + g
-        cell[p] = x
-        hist[x + 1] += 1
+        w = 0
+        for i in range(p0, p0 + L):
+            w += pack[codes[i]]
+        for p in range(p0, p1):
+            if p > p0:
+                w += pack[codes[p + L - 1]] - pack[codes[p - 1]]
+            if (w >> 48) != 0:
+                continue
+            a = (w & 0xFFFF) - a0
+            c = ((w >> 16) & 0xFFFF) - c0
+            g = ((w >> 32) & 0xFFFF) - g0
+            if a < 0 or a >= d0 or c < 0 or c >= d1 or g < 0 or g >= d2:
+                continue
+            x = (a * d1 + c) * d2 + g
+            hist[x + 1] += 1
+            if hits:
+                cell[p] = x
     for i in range(ncell):                         # exclusive offsets of each cell
         hist[i + 1] += hist[i]
     off = hist
@@ -78,7 +88,7 @@ def length_pass(pre, mask, L, lo, dim, dmax, rows, hits):  # pragma: no cover - 
     # counting sort of window starts by cell (ascending positions within a cell)
     order = np.empty(off[ncell], np.int32)
     cur = off[:ncell].copy()
-    for p in range(last + 1):
+    for p in range(V):
         x = cell[p]
         if x >= 0:
             order[cur[x]] = p
