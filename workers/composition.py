@@ -1,8 +1,9 @@
 """Nucleotide-histogram comparison (Breland et al., seed 004): what one task computes on one device.
 
 For every test sequence T and every reference window W of length |T|, D = Σ_x |T[x] − W[x]| over the
-four counts (A, C, G, T) and S = 1 − D/|T|; the pair is a match when S ≥ s.  Window counts come from
-prefix sums (the seed's inclusive scans), one pass per test *length*, as the seed does.
+four counts (A, C, G, T) and S = 1 − D/|T|; the pair is a match when S ≥ s.  Window counts are computed
+once per test *length*, as the seed does: on the GPU from prefix sums (the seed's inclusive scans), on the
+CPU by a sliding count (one packed add per base in and out: less memory traffic on one core).
 
 What differs from the seed is how a window meets the tests of its length.  The seed compares every
 window with every test (windows × tests operations).  Here both sides become points of a lattice:

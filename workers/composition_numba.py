@@ -1,6 +1,6 @@
 """Numba kernels of the CPU composition comparison (compiled lazily, cached on disk).
 
-One call per test length: window cells from the prefix sums, a counting sort of the windows by cell,
+One call per test length: window cells from a sliding count, a counting sort of the windows by cell,
 then every test row reads its L1 ball one (Δa, Δc) row at a time (one interval of Δg = one run of
 contiguous cells).  See :mod:`workers.composition` for the geometry.
 """
