@@ -40,6 +40,7 @@ _pvalue = _number(float, lambda v: 0.0 < v < 1.0, "a p-value must be in (0, 1)")
 _nonneg = _number(float, lambda v: 0.0 <= v < float("inf"), "must be a finite number >= 0")
 _posint = _number(int, lambda v: v >= 1, "must be >= 1")
 _nonnegint = _number(int, lambda v: v >= 0, "must be >= 0")
+_similarity = _number(float, lambda v: 0.0 < v <= 1.0, "a similarity must be in (0, 1]")
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
@@ -81,6 +82,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--background", default=cfg["scan"]["background"], help="uniform | genome | FILE | a,c,g,t")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
     s.add_argument("--resume", action="store_true", help="complete an interrupted scan into HITS")
+    s.add_argument("--no-progress", action="store_true")
+    _cluster_args(s)
+
+    def c(name):
+        return dask.config.get(f"motifgrid.composition.{name}")
+
+    s = sub.add_parser("composition", help="short test sequences × reference windows with a similar nucleotide "
+                       "histogram (S = 1 - L1/|T| >= s) → hive-partitioned Parquet")
+    s.add_argument("tests", help="FASTA of test sequences (A, C, G, T/U; any lengths up to the store halo + 1)")
+    s.add_argument("reference", help="genome store (motifgrid ingest) or FASTA (ingested into OUT/_reference.zarr)")
+    s.add_argument("--min-similarity", type=_similarity, default=c("min-similarity"), metavar="S",
+                   help="report windows with 1 - D/|T| >= S (default %(default)s)")
+    s.add_argument("--out", required=True, metavar="OUT")
+    s.add_argument("--both-strands", action="store_true",
+                   help="also compare with each test's reverse complement (A<->T, C<->G counts; strand '-')")
+    s.add_argument("--counts-only", action="store_true", help="write matches per test only, not the matches")
+    s.add_argument("--max-hits", type=_nonnegint, default=c("max-hits"), metavar="N",
+                   help="refuse when the estimated number of matches is larger (default %(default)s)")
+    s.add_argument("--block-size", type=_posint, default=None,
+                   help="block size of the store a FASTA reference is ingested into (default %s)" % c("block-size"))
+    s.add_argument("--resume", action="store_true", help="complete an interrupted run into OUT")
     s.add_argument("--no-progress", action="store_true")
     _cluster_args(s)
 
@@ -210,6 +232,35 @@ def _print_summary(res, console) -> None:
                   f"· thresholds: {res.out}/_thresholds.parquet")
 
 
+def cmd_composition(a) -> int:
+    from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
+    from pipeline.composition import execute_composition, plan_composition  # noqa: PLC0415
+
+    console = _console()
+    command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    job = plan_composition(a.tests, a.reference, a.out, min_similarity=a.min_similarity, both_strands=a.both_strands,
+                           counts_only=a.counts_only, resume=a.resume, block_size=a.block_size, console=console)
+    p = job.plan
+    console.print(f"{len(job.tests.ids):,} tests ({p.lengths.size} lengths, {int(p.lengths.min())}-{p.max_length} nt"
+                  f"{', both strands' if p.both_strands else ''}) × {job.store.total_length:,} bp in "
+                  f"{len(job.store.contigs):,} contigs, S >= {p.min_similarity:g}")
+    with get_client(**_client_kwargs(a), quiet=True) as (client, device):
+        console.print(f"[bold]motifgrid composition[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
+                      f"worker(s); dashboard: {dashboard_link(client)}")
+        res = execute_composition(job, client, device=device, progress=not a.no_progress, command=command,
+                                  console=console, max_hits=a.max_hits)
+    rate = res.pairs / res.seconds if res.seconds else 0.0
+    est = res.estimate
+    if est:
+        console.print(f"estimated {est['hits']:,} matches from {est['sampled_tasks']} task(s) "
+                      f"({est['sampled_positions']:,} window starts) in {est['seconds']:.1f}s")
+    console.print(f"done: {res.tasks} tasks ({res.tasks_skipped} already finished), {res.hits:,} matches, "
+                  f"{res.seconds:.1f}s, {rate:.3g} window-test pairs/s on {res.device}")
+    console.print(f"per test: {res.out}/_test_summary.parquet"
+                  + ("" if a.counts_only else f"  · matches: {res.out}/chrom=*/part-*.parquet"))
+    return 0
+
+
 def cmd_thresholds(a) -> int:
     import numpy as np  # noqa: PLC0415
     import pyarrow as pa  # noqa: PLC0415
@@ -236,9 +287,9 @@ def cmd_thresholds(a) -> int:
         lines.append("\t".join(repr(v) if isinstance(v, float) else str(v) for v in row))   # round-trip exact
     text = "\n".join(lines) + "\n"
     if a.out:
-        from pipeline.scan import _atomic_write_bytes  # noqa: PLC0415
+        from pipeline.dataset import atomic_write_bytes  # noqa: PLC0415
 
-        _atomic_write_bytes(os.path.abspath(a.out), text.encode())
+        atomic_write_bytes(os.path.abspath(a.out), text.encode())
     else:
         sys.stdout.write(text)
     reach = np.asarray(t.column("reachable").to_pylist())
@@ -361,7 +412,7 @@ def _demo_report(hits: Path, console) -> None:
 
 
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
-            "discover": cmd_discover, "export": cmd_export, "demo": cmd_demo}
+            "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo}
 
 
 def main(argv=None) -> int:
@@ -377,13 +428,14 @@ def main(argv=None) -> int:
     from pipeline.motifs import MotifError  # noqa: PLC0415
     from pipeline.cluster import ClusterError  # noqa: PLC0415
     from pipeline.compare import CompareError  # noqa: PLC0415
+    from pipeline.composition import CompositionError  # noqa: PLC0415
     from pipeline.discover import DiscoverError  # noqa: PLC0415
     from pipeline.scan import ScanError  # noqa: PLC0415
 
     try:
         return COMMANDS[a.cmd](a) or 0
     except (GenomeError, MotifError, ScanError, ExportError, ClusterError, CompareError, DiscoverError,
-            UserError) as e:
+            CompositionError, UserError) as e:
         print(f"motifgrid {a.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except FileNotFoundError as e:

@@ -25,13 +25,15 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import __version__
+from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_part
+from pipeline.dataset import write_parquet_atomic  # noqa: F401  (used by pipeline.discover)
+from pipeline.dataset import prepare_output as _prepare_output
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
 from workers.pvalue_table import PvalueTable
@@ -122,33 +124,6 @@ class ScanContext:
     device: str = "cpu"
 
 
-def _partition_dir(out: str, chrom: str) -> str:
-    return os.path.join(out, "chrom=" + quote(chrom, safe=""))
-
-
-def _atomic_write_bytes(path: str, data: bytes) -> None:
-    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.tmp-{uuid.uuid4().hex}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def write_parquet_atomic(table: pa.Table, path: str, **kw) -> None:
-    """Write ``table`` to ``path`` as zstd Parquet under a temporary dot-name, then rename it into place
-    (readers never see a partial file; a killed writer leaves only ``.NAME.tmp-*``)."""
-    d, name = os.path.split(path)
-    tmp = os.path.join(d, f".{name}.tmp-{uuid.uuid4().hex}")
-    try:
-        pq.write_table(table, tmp, compression="zstd", **kw)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     """Arrow table of one block's hits (without the partition column); strings dictionary-encoded."""
     plan = ctx.plan
@@ -195,12 +170,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
             meta = dict(ctx.metadata)
             meta["block"] = json.dumps({"chrom": block.chrom, "index": block.index, "start": block.start,
                                         "end": block.core_end})
-            table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
-            pdir = _partition_dir(ctx.out, block.chrom)
-            os.makedirs(pdir, exist_ok=True)
-            final = os.path.join(pdir, f"part-{block.block_id}.parquet")
-            write_parquet_atomic(table, final, use_dictionary=_DICT_COLUMNS, write_statistics=_STATS_COLUMNS)
-            rel = os.path.relpath(final, ctx.out)
+            rel = write_part(ctx.out, block.chrom, block.block_id, table, meta, _DICT_COLUMNS, _STATS_COLUMNS)
             counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
             nz = np.flatnonzero(counts)
             row_hits = [[int(r), int(c)] for r, c in zip(nz, counts[nz])]
@@ -255,35 +225,7 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
 
 def prepare_output(out: str, params: dict, resume: bool) -> set:
     """Create or check the output folder; return the ids of blocks already finished."""
-    outp = Path(out)
-    run_file = outp / "_run.json"
-    if outp.exists() and not outp.is_dir():
-        raise ScanError(f"{out}: exists and is not a directory")
-    if run_file.exists():
-        if not resume:
-            state = "a finished" if (outp / "_summary.json").exists() else "an unfinished"
-            raise ScanError(f"{out}: holds {state} scan; pass --resume to complete it, or choose another output")
-        old = json.loads(run_file.read_text())
-        diff = [k for k in params if old.get(k) != params[k]]
-        if diff:
-            raise ScanError(f"{out}: --resume with different parameters ({', '.join(diff)}) than the run it holds")
-    else:
-        if outp.exists() and any(outp.iterdir()):
-            raise ScanError(f"{out}: exists, is not empty and is not a motifgrid hits dataset")
-        try:
-            (outp / "_manifest").mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ScanError(f"{out}: cannot create the output folder ({e.strerror})") from None
-        _atomic_write_bytes(str(run_file), json.dumps(params, indent=1).encode())
-    done = set()
-    for p in (outp / "_manifest").glob("*.json"):
-        try:
-            done.add(json.loads(p.read_text())["block"])
-        except (ValueError, KeyError):
-            p.unlink()          # a torn entry: redo that block
-    for tmp in outp.glob("chrom=*/.part-*.tmp-*"):
-        tmp.unlink()           # left by a killed writer
-    return done
+    return _prepare_output(out, params, resume, kind="scan", error=ScanError)
 
 
 def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
@@ -455,30 +397,6 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
                              "hits_minus": minus, "hits": plus + minus, "reachable": reach},
                             schema=MOTIF_SUMMARY_SCHEMA), os.path.join(out, "_motif_summary.parquet"))
     _atomic_write_bytes(os.path.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
-
-
-class _progress:
-    """Blocks done / total and hits so far, on the console (rich), or nothing."""
-
-    def __init__(self, console, total, enabled):
-        self.bar = None
-        if not enabled:
-            return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
-
-        self.bar = Progress(TextColumn("scan"), BarColumn(), MofNCompleteColumn(), TextColumn("blocks"),
-                            TextColumn("[bold]{task.fields[hits]:,}[/] hits"), TimeElapsedColumn(),
-                            console=console, transient=False)
-        self.task = self.bar.add_task("scan", total=total, hits=0)
-        self.bar.start()
-
-    def update(self, n, hits):
-        if self.bar:
-            self.bar.update(self.task, advance=n, hits=hits)
-
-    def close(self):
-        if self.bar:
-            self.bar.stop()
 
 
 def read_hits(out: str, columns=None, filter=None) -> pa.Table:

@@ -43,3 +43,36 @@ def brute_force_pvalue(pwm: np.ndarray, bg: np.ndarray, alpha: float, tie: float
         scores = (scores[:, None] + pwm[j][None, :]).ravel()
         probs = (probs[:, None] * bg[None, :]).ravel()
     return float(probs[scores >= alpha - tie].sum())
+
+
+def naive_composition(seq: str, tests: list, min_similarity: float, both_strands: bool = False):
+    """Every window of ``seq`` recounted from its letters and compared with every test (strings), in float64.
+
+    Returns a sorted list of (pos, test index, strand, similarity) with S = 1 - D/|T| >= min_similarity,
+    D = sum over A, C, G, T of |count in test - count in window|; windows with other letters are left out;
+    strand "-" compares the window with the test's reverse complement (U counts as T).
+    """
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    s = np.frombuffer(seq.upper().encode(), np.uint8)
+    out = []
+    by_len: dict = {}
+    for i, t in enumerate(tests):
+        by_len.setdefault(len(t), []).append(i)
+    for L, idx in by_len.items():
+        if L > len(s):
+            continue
+        win = sliding_window_view(s, L)
+        counts = np.stack([(win == ord(c)).sum(1) for c in "ACGT"], axis=1).astype(np.int64)
+        clean = counts.sum(1) == L
+        for i in idx:
+            t = tests[i].upper().replace("U", "T")
+            h = np.array([t.count(c) for c in "ACGT"], np.int64)
+            variants = [("+", h)] + ([("-", h[::-1])] if both_strands else [])
+            for strand, hh in variants:
+                d = np.abs(counts - hh).sum(1)
+                sim = 1.0 - d.astype(np.float64) / float(L)
+                for p in np.flatnonzero(clean & (sim >= min_similarity)):
+                    out.append((int(p), i, strand, float(sim[p])))
+    out.sort()
+    return out
