@@ -368,6 +368,8 @@ class GenomeStore:
         :func:`_write_store` writes), which :meth:`read_block` then decodes itself: zarr's per-call
         machinery costs ~1 ms a block, which dominates on stores of many small contigs."""
         ok = self._direct.get(key)
+        if ok is None and "://" in self.path:
+            ok = self._direct[key] = False           # a URL: zarr (fsspec) reads it
         if ok is None:
             try:
                 with open(os.path.join(self.path, key, "zarr.json")) as f:
