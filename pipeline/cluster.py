@@ -82,6 +82,12 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
 
         kw = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")} if os.environ.get("CUDA_VISIBLE_DEVICES") else {}
         if n_workers:
+            import cupy  # noqa: PLC0415
+
+            visible = cupy.cuda.runtime.getDeviceCount()
+            if n_workers > visible:
+                raise ClusterError(f"--workers {n_workers} asks for more GPU workers than the {visible} GPU(s) visible "
+                                   "(one worker per GPU; --device cpu for CPU threads)")
             kw["n_workers"] = n_workers
         cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads_per_worker or 4,
                                    worker_dashboard_address=f"{host}:0",

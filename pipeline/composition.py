@@ -145,7 +145,9 @@ def assemble(store: GenomeStore, blocks: list):
     for b in blocks:
         row = store.read_block(b)
         valid = min(row.size, b.length - b.start)
-        parts += [row[:valid], sep]
+        # a copy of the valid part only: a view would keep the whole row (B + H bytes, ~1 MB) alive, and a
+        # task of thousands of short contigs would hold gigabytes until the concatenation
+        parts += [row[:valid].copy() if valid < row.size else row, sep]
         starts.append(off)
         ns.append(b.core_end - b.start)
         off += valid + 1

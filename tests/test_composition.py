@@ -263,7 +263,8 @@ def test_estimate_refuses_large_outputs(inputs, client, small_tasks, tmp_path):
 
 
 def _cli(*args, timeout=180):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_MOTIFGRID__COMPOSITION__MIN_TASK_POSITIONS="1")
+    path = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env = dict(os.environ, PYTHONPATH=path, DASK_MOTIFGRID__COMPOSITION__MIN_TASK_POSITIONS="1")
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=timeout)
 
@@ -272,7 +273,7 @@ def test_cli_runs(inputs, finished, tmp_path):
     out, _ = finished
     _, _, store, tfa = inputs
     r = _cli("composition", str(tfa), store.path, "--min-similarity", "0.85", "--both-strands", "--out",
-             str(tmp_path / "cli"), "--workers", "2", "--no-progress")
+             str(tmp_path / "cli"), "--workers", "2", "--device", "cpu", "--no-progress")
     assert r.returncode == 0, r.stderr
     assert "done:" in r.stderr and "matches" in r.stderr
     assert rows_of(tmp_path / "cli") == rows_of(out)
