@@ -220,7 +220,9 @@ def cmd_scan(a, console=None) -> int:
 def _print_summary(res, console) -> None:
     import json  # noqa: PLC0415
 
-    s = json.loads(Path(res.out, "_summary.json").read_text())
+    from pipeline import storage  # noqa: PLC0415
+
+    s = json.loads(storage.read_bytes(storage.join(res.out, "_summary.json")))
     rate = res.scores / res.seconds if res.seconds and res.scores else 0.0
     console.print(f"done: {s['blocks']} blocks ({res.blocks_skipped} already finished), {s['hits']:,} hits, "
                   f"{res.seconds:.1f}s, {rate:.3g} window scores/s "

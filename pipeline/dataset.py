@@ -4,6 +4,9 @@ One Parquet file per unit of work, written by the worker that computed it under 
 renamed into place, in a hive ``chrom=`` partition (names percent-encoded, never raw paths); a manifest
 entry per finished unit (``OUT/_manifest/<id>.json``, written after the data), ``OUT/_run.json`` with the
 parameters (checked by ``--resume``), and a summary whose presence marks a finished run.
+
+``OUT`` may be a local path or an fsspec URL (``s3://bucket/hits``): see :mod:`pipeline.storage` (on an
+object store a PUT is atomic, so parts are written in place).
 """
 from __future__ import annotations
 
@@ -16,18 +19,20 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import storage
+
 
 def partition_dir(out: str, chrom: str) -> str:
-    return os.path.join(out, "chrom=" + quote(chrom, safe=""))
+    return storage.join(out, "chrom=" + quote(chrom, safe=""))
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
-    tmp = f"{os.path.dirname(path)}/.{os.path.basename(path)}.tmp-{uuid.uuid4().hex}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    storage.atomic_write_bytes(path, data)
+
+
+def abspath(out: str) -> str:
+    """An absolute local path, or the URL unchanged."""
+    return out if storage.is_url(out) else os.path.abspath(out)
 
 
 def write_parquet_atomic(table: pa.Table, path: str, **kw) -> None:
@@ -50,67 +55,71 @@ def write_part(out: str, chrom: str, part_id: str, table: pa.Table, metadata: di
     atomically, with ``metadata`` added to its key-value metadata; return the path relative to ``out``."""
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     pdir = partition_dir(out, chrom)
-    os.makedirs(pdir, exist_ok=True)
-    final = os.path.join(pdir, f"part-{part_id}.parquet")
-    tmp = os.path.join(pdir, f".part-{part_id}.parquet.tmp-{uuid.uuid4().hex}")
-    pq.write_table(table, tmp, compression="zstd", use_dictionary=dict_columns, write_statistics=stats_columns)
-    os.replace(tmp, final)
-    return os.path.relpath(final, out)
+    storage.makedirs(pdir)
+    name = f"part-{part_id}.parquet"
+    storage.write_parquet(table, storage.join(pdir, name), compression="zstd", use_dictionary=dict_columns,
+                          write_statistics=stats_columns)
+    return f"{pdir[len(out.rstrip('/')) + 1:]}/{name}"
 
 
 def write_manifest_entry(out: str, entry_id: str, entry: dict) -> None:
-    atomic_write_bytes(os.path.join(out, "_manifest", f"{entry_id}.json"), json.dumps(entry).encode())
+    atomic_write_bytes(storage.join(out, "_manifest", f"{entry_id}.json"), json.dumps(entry).encode())
+
+
+def manifest_paths(out: str) -> list[str]:
+    """Paths of the manifest entries (``*.json``) of ``out``."""
+    mdir = storage.join(out, "_manifest")
+    return [storage.join(mdir, n) for n in storage.listdir(mdir) if n.endswith(".json") and not n.startswith(".")]
 
 
 def read_manifest(out: str):
     """Every finished entry (dicts), torn ones removed."""
     entries = []
-    for p in Path(out, "_manifest").glob("*.json"):
+    for p in manifest_paths(out):
         try:
-            entries.append(json.loads(p.read_text()))
+            entries.append(json.loads(storage.read_bytes(p)))
         except ValueError:
-            p.unlink()
+            storage.remove(p)
     return entries
 
 
 def check_output(out: str, resume: bool, kind: str, error=RuntimeError, dataset: str = "hits dataset") -> None:
     """Refuse an output folder that cannot be used, without creating anything."""
-    outp = Path(out)
-    if outp.exists() and not outp.is_dir():
+    if storage.exists(out) and not storage.isdir(out):
         raise error(f"{out}: exists and is not a directory")
-    if (outp / "_run.json").exists():
+    if storage.exists(storage.join(out, "_run.json")):
         if not resume:
-            state = "a finished" if (outp / "_summary.json").exists() else "an unfinished"
+            state = "a finished" if storage.exists(storage.join(out, "_summary.json")) else "an unfinished"
             raise error(f"{out}: holds {state} {kind}; pass --resume to complete it, or choose another output")
-    elif outp.exists() and any(outp.iterdir()):
+    elif storage.listdir(out):
         raise error(f"{out}: exists, is not empty and is not a motifgrid {dataset}")
 
 
 def prepare_output(out: str, params: dict, resume: bool, kind: str = "scan", error=RuntimeError,
                    key: str = "block", dataset: str = "hits dataset") -> set:
     """Create or check the output folder; return the ``key`` of every unit already finished."""
-    outp = Path(out)
-    run_file = outp / "_run.json"
+    run_file = storage.join(out, "_run.json")
     check_output(out, resume, kind, error, dataset)
-    if run_file.exists():
-        old = json.loads(run_file.read_text())
+    if storage.exists(run_file):
+        old = json.loads(storage.read_bytes(run_file))
         diff = [k for k in params if old.get(k) != params[k]]
         if diff:
             raise error(f"{out}: --resume with different parameters ({', '.join(diff)}) than the run it holds")
     else:
         try:
-            (outp / "_manifest").mkdir(parents=True, exist_ok=True)
+            storage.makedirs(storage.join(out, "_manifest"))
         except OSError as e:
-            raise error(f"{out}: cannot create the output folder ({e.strerror})") from None
-        atomic_write_bytes(str(run_file), json.dumps(params, indent=1).encode())
+            raise error(f"{out}: cannot create the output folder ({e.strerror or e})") from None
+        atomic_write_bytes(run_file, json.dumps(params, indent=1).encode())
     done = set()
-    for p in (outp / "_manifest").glob("*.json"):
+    for p in manifest_paths(out):
         try:
-            done.add(json.loads(p.read_text())[key])
+            done.add(json.loads(storage.read_bytes(p))[key])
         except (ValueError, KeyError):
-            p.unlink()          # a torn entry: redo that unit
-    for tmp in outp.glob("chrom=*/.part-*.tmp-*"):
-        tmp.unlink()           # left by a killed writer
+            storage.remove(p)          # a torn entry: redo that unit
+    if not storage.is_url(out):
+        for tmp in Path(out).glob("chrom=*/.part-*.tmp-*"):
+            tmp.unlink()           # left by a killed writer (object stores never show partial objects)
     return done
 
 

@@ -24,30 +24,45 @@ class ExportError(ValueError):
 
 
 def _ordered_files(hits: str):
-    """(chrom, path) of every block file, in genome order."""
-    root = Path(hits)
-    if not (root / "_run.json").exists():
+    """(chrom, path) of every block file, in genome order (paths are local paths or URLs)."""
+    from pipeline import storage  # noqa: PLC0415
+    from pipeline.dataset import read_manifest  # noqa: PLC0415
+
+    if not storage.exists(storage.join(hits, "_run.json")):
         raise ExportError(f"{hits}: not a motifgrid hits dataset (no _run.json)")
-    entries = []
-    for p in (root / "_manifest").glob("*.json"):
-        e = json.loads(p.read_text())
-        if e.get("file"):
-            entries.append(e)
-    files = list(root.glob("chrom=*/part-*.parquet"))
+    entries = [e for e in read_manifest(hits) if e.get("file")]
     contig_order = {}
-    if files:
-        md = pq.read_schema(files[0]).metadata or {}
+    if entries:
+        md = _schema(storage.join(hits, entries[0]["file"])).metadata or {}
         names = json.loads(md.get(b"genome.contigs", b"[]"))
         contig_order = {n: i for i, n in enumerate(names)}
     entries.sort(key=lambda e: (contig_order.get(e["chrom"], 1 << 30), e["chrom"], e["index"]))
     for e in entries:
-        yield e["chrom"], root / e["file"]
+        yield e["chrom"], storage.join(hits, e["file"])
 
 
-def _store_for(path: Path):
+def _schema(path):
+    from pipeline import storage  # noqa: PLC0415
+
+    if storage.is_url(path):
+        fs, p = storage.url_to_fs(path)
+        return pq.read_schema(p, filesystem=fs)
+    return pq.read_schema(path)
+
+
+def _read(path):
+    from pipeline import storage  # noqa: PLC0415
+
+    if storage.is_url(path):
+        fs, p = storage.url_to_fs(path)
+        return pq.read_table(p, filesystem=fs)
+    return pq.read_table(path)
+
+
+def _store_for(path):
     from pipeline.genome import GenomeError, GenomeStore  # noqa: PLC0415
 
-    md = pq.read_schema(path).metadata or {}
+    md = _schema(path).metadata or {}
     sp = md.get(b"genome.path", b"").decode()
     try:
         return GenomeStore(sp) if sp else None
@@ -83,7 +98,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
             elif fmt == "gff3":
                 f.write("##gff-version 3\n")
             for chrom, path in _ordered_files(hits):
-                t = pq.read_table(path)
+                t = _read(path)
                 if t.num_rows == 0:
                     continue
                 if store is None and with_sequence and fmt == "fimo":

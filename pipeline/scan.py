@@ -33,7 +33,9 @@ import pyarrow.parquet as pq
 from pipeline import __version__
 from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_part
 from pipeline.dataset import write_parquet_atomic  # noqa: F401  (used by pipeline.discover)
+from pipeline.dataset import abspath as _abspath, manifest_paths
 from pipeline.dataset import prepare_output as _prepare_output
+from pipeline import storage
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
 from workers.pvalue_table import PvalueTable
@@ -155,7 +157,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
 
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0}
-    manifest_dir = os.path.join(ctx.out, "_manifest")
+    manifest_dir = storage.join(ctx.out, "_manifest")
     for block in blocks:
         t0 = time.perf_counter()
         codes = ctx.store.read_block(block)
@@ -177,7 +179,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
         entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
                  "end": block.core_end, "hits": len(hits), "file": rel,
                  "row_hits": row_hits}
-        _atomic_write_bytes(os.path.join(manifest_dir, f"{block.block_id}.json"), json.dumps(entry).encode())
+        _atomic_write_bytes(storage.join(manifest_dir, f"{block.block_id}.json"), json.dumps(entry).encode())
         t3 = time.perf_counter()
         stats["seconds_write"] = stats.get("seconds_write", 0.0) + (t3 - t2)
         stats["blocks"] += 1
@@ -310,7 +312,7 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
         "motifgrid.version": __version__,
         "motifgrid.hits_format": str(HITS_FORMAT_VERSION),
         "motifgrid.command": command or " ".join(shlex.quote(a) for a in sys.argv),
-        "genome.path": os.path.abspath(store.path),
+        "genome.path": _abspath(store.path),
         "genome.checksum": store.checksum,
         "genome.block_size": str(store.block_size),
         "genome.halo": str(store.halo),
@@ -324,7 +326,7 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
         "device": device,
     }
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
-                      motif_names=mset.names, out=os.path.abspath(out),
+                      motif_names=mset.names, out=_abspath(out),
                       ptable=PvalueTable.from_thresholds([tables[i] for i in keep]), metadata=meta, device=device)
 
     all_blocks = store.blocks()
@@ -376,8 +378,8 @@ def _totals_from_manifest(out: str, ctx: ScanContext):
     """Total hits and per-row counts over every finished block (this run's and earlier ones)."""
     total = 0
     row_hits = np.zeros(ctx.plan.n_rows, np.int64)
-    for p in Path(out, "_manifest").glob("*.json"):
-        e = json.loads(p.read_text())
+    for p in manifest_paths(out):
+        e = json.loads(storage.read_bytes(p))
         total += e["hits"]
         for r, c in e.get("row_hits", []):
             row_hits[r] += c
@@ -385,7 +387,7 @@ def _totals_from_manifest(out: str, ctx: ScanContext):
 
 
 def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
-    pq.write_table(_thresholds_table(mset, tables, row_strand), os.path.join(out, "_thresholds.parquet"))
+    storage.write_parquet(_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
     n = len(mset.ids)
     plus = np.zeros(n, np.int64)
     minus = np.zeros(n, np.int64)
@@ -393,17 +395,18 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
     np.add.at(minus, plan.row_motif[plan.row_strand == 1], row_hits[plan.row_strand == 1])
     reach = np.zeros(n, bool)
     reach[plan.row_motif] = True
-    pq.write_table(pa.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
-                             "hits_minus": minus, "hits": plus + minus, "reachable": reach},
-                            schema=MOTIF_SUMMARY_SCHEMA), os.path.join(out, "_motif_summary.parquet"))
-    _atomic_write_bytes(os.path.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
+    storage.write_parquet(pa.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
+                                    "hits_minus": minus, "hits": plus + minus, "reachable": reach},
+                                   schema=MOTIF_SUMMARY_SCHEMA), storage.join(out, "_motif_summary.parquet"))
+    _atomic_write_bytes(storage.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
 
 
 def read_hits(out: str, columns=None, filter=None) -> pa.Table:
     """Read a hits dataset (small ones; stream large ones with :func:`iter_hits`)."""
     import pyarrow.dataset as ds  # noqa: PLC0415
 
-    d = ds.dataset(out, format="parquet", partitioning=ds.partitioning(pa.schema([("chrom", pa.string())]),
+    fs, path = storage.url_to_fs(out) if storage.is_url(out) else (None, out)
+    d = ds.dataset(path, filesystem=fs, format="parquet", partitioning=ds.partitioning(pa.schema([("chrom", pa.string())]),
                                                                           flavor="hive"),
                    schema=HITS_SCHEMA)
     return d.to_table(columns=columns, filter=filter)

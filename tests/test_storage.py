@@ -68,3 +68,68 @@ def test_ingest_to_s3_reads_like_local(s3, fasta, tmp_path):
     fs.pipe_file("motifgrid-test/partial.zarr/c000000/zarr.json", b"{}")
     with pytest.raises(GenomeError, match="not a motifgrid genome store"):
         GenomeStore("s3://motifgrid-test/partial.zarr")
+
+
+def test_scan_store_and_hits_on_s3(s3, fasta, tmp_path):
+    """Worker processes read the genome store from S3 and write their Parquet parts and manifest there; the
+    dataset equals the one of a local scan, resumes, exports and refuses to be overwritten."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.export import export
+    from pipeline.genome import ingest
+    from pipeline.scan import ScanError, read_hits, run_scan
+    from tests.conftest import DATA
+    from tests.test_scan_pipeline import table_rows
+
+    fs, _ = s3
+    motifs = str(DATA / "jaspar2024_subset.jaspar")
+    local = ingest(fasta, tmp_path / "g.zarr", block_size=16384, halo=40)
+    url = "s3://motifgrid-test/scan/g.zarr"
+    ingest(fasta, url, block_size=16384, halo=40)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as cl, Client(cl) as client:
+        res_l = run_scan(local.path, motifs, str(tmp_path / "hits"), pvalue=1e-3, client=client, progress=False)
+        res_r = run_scan(url, motifs, "s3://motifgrid-test/scan/hits", pvalue=1e-3, client=client, progress=False)
+        assert res_r.hits == res_l.hits > 0
+        assert table_rows(read_hits("s3://motifgrid-test/scan/hits")) == table_rows(read_hits(str(tmp_path / "hits")))
+        names = fs.ls("motifgrid-test/scan/hits", detail=False)
+        assert {n.rsplit("/", 1)[1] for n in names} >= {"_run.json", "_summary.json", "_manifest",
+                                                         "_thresholds.parquet", "_motif_summary.parquet"}
+        with pytest.raises(ScanError, match="holds a finished scan"):
+            run_scan(url, motifs, "s3://motifgrid-test/scan/hits", pvalue=1e-3, client=client, progress=False)
+        again = run_scan(url, motifs, "s3://motifgrid-test/scan/hits", pvalue=1e-3, client=client, progress=False,
+                         resume=True)
+        assert again.blocks_skipped == again.blocks and again.hits == res_l.hits
+    n = export("s3://motifgrid-test/scan/hits", "bed", str(tmp_path / "r.bed"))
+    assert n == res_l.hits
+    assert export(str(tmp_path / "hits"), "bed", str(tmp_path / "l.bed")) == n
+    assert (tmp_path / "r.bed").read_text() == (tmp_path / "l.bed").read_text()
+
+
+def test_cli_ingest_scan_export_with_urls(s3, fasta, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import DATA, ROOT
+
+    fs, env = s3
+    run_env = dict(os.environ, **env)
+    motifs = str(DATA / "jaspar2024_subset.jaspar")
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True,
+                              env=run_env, cwd=ROOT, timeout=300)
+
+    r = cli("ingest", str(fasta), "s3://motifgrid-test/cli/g.zarr", "--block-size", "32768", "--halo", "40")
+    assert r.returncode == 0, r.stderr
+    r = cli("scan", "s3://motifgrid-test/cli/g.zarr", motifs, "--pvalue", "1e-3", "--out",
+            "s3://motifgrid-test/cli/hits", "--workers", "1", "--device", "cpu", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert fs.exists("motifgrid-test/cli/hits/_summary.json")
+    r = cli("export", "s3://motifgrid-test/cli/hits", "--format", "bed", "-o", str(tmp_path / "h.bed"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "h.bed").read_text().count("\n") > 0
+    # a missing store on S3: one line, exit 2
+    r = cli("scan", "s3://motifgrid-test/cli/none.zarr", motifs, "--out", "s3://motifgrid-test/cli/h2", "--no-progress")
+    assert r.returncode == 2 and "not a motifgrid genome store" in r.stderr and "Traceback" not in r.stderr
+    assert not fs.exists("motifgrid-test/cli/h2")
