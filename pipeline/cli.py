@@ -53,6 +53,9 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
                    help="local CPU cluster of N single-threaded worker processes instead of threads in one process")
     g.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
                    help="where the workers compute (default: GPUs when present, else CPU)")
+    g.add_argument("--tls-ca", metavar="PEM", help="TLS to the scheduler: CA certificate(s) of the cluster")
+    g.add_argument("--tls-cert", metavar="PEM", help="TLS: this client's certificate")
+    g.add_argument("--tls-key", metavar="PEM", help="TLS: this client's private key (when not in --tls-cert)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -195,10 +198,43 @@ def cmd_ingest(a) -> int:
     return 0
 
 
+def _security(a):
+    """``distributed.Security`` from ``--tls-ca/--tls-cert/--tls-key`` (files checked here), or None."""
+    flags = {"--tls-ca": a.tls_ca, "--tls-cert": a.tls_cert, "--tls-key": a.tls_key}
+    if not any(flags.values()):
+        return None
+    if not (a.scheduler or a.scheduler_file):
+        raise UserError("--tls-ca/--tls-cert/--tls-key are for a running scheduler (--scheduler or "
+                        "--scheduler-file); local clusters listen on 127.0.0.1 only")
+    if not (a.tls_ca and a.tls_cert):
+        raise UserError("TLS needs --tls-ca and --tls-cert (and --tls-key unless the key is in the certificate file)")
+    for flag, path in flags.items():
+        if path and not os.path.isfile(path):
+            raise UserError(f"{path}: no such file ({flag})")
+    from distributed.security import Security  # noqa: PLC0415
+
+    return Security(tls_ca_file=a.tls_ca, tls_client_cert=a.tls_cert, tls_client_key=a.tls_key,
+                    require_encryption=True)
+
+
+def _check_out_file(path: str) -> None:
+    """An output file (``-o``) must go into an existing folder and not be a folder itself."""
+    if "://" in path:
+        return
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise UserError(f"{path}: cannot write it, the folder {d} does not exist")
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a folder; give a file name")
+
+
 def _client_kwargs(a):
+    """``get_client`` arguments; the scheduler file and TLS files are checked here, before any work starts."""
+    from pipeline.cluster import scheduler_address  # noqa: PLC0415
+
     dev = None if a.device == "auto" else a.device
-    return dict(scheduler=a.scheduler, scheduler_file=a.scheduler_file, n_workers=a.workers, device=dev,
-                processes=a.processes)
+    return dict(scheduler=scheduler_address(a.scheduler, a.scheduler_file), n_workers=a.workers, device=dev,
+                processes=a.processes, security=_security(a))
 
 
 def cmd_scan(a, console=None) -> int:
@@ -207,9 +243,10 @@ def cmd_scan(a, console=None) -> int:
 
     console = console or _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    client_kw = _client_kwargs(a)
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
                     pseudocount=a.pseudocount, resume=a.resume)
-    with get_client(**_client_kwargs(a), quiet=True) as (client, device):
+    with get_client(**client_kw, quiet=True) as (client, device):
         console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
                       f"worker(s); dashboard: {dashboard_link(client)}")
         res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
@@ -272,6 +309,8 @@ def cmd_thresholds(a) -> int:
     from pipeline.motifs import read_background  # noqa: PLC0415
     from pipeline.scan import MotifSet, _thresholds_table, row_thresholds_many  # noqa: PLC0415
 
+    if a.out:
+        _check_out_file(a.out)
     gbg = GenomeStore(a.store).background if a.store else None
     bg = read_background(a.background, genome_background=gbg)
     mset = MotifSet.load(a.motifs, bg, a.pseudocount)
@@ -367,6 +406,7 @@ def cmd_discover(a) -> int:
 def cmd_export(a) -> int:
     from pipeline.export import export  # noqa: PLC0415
 
+    _check_out_file(a.out)
     n = export(a.hits, a.format, a.out)
     print(f"wrote {n:,} hits to {a.out} ({a.format})")
     return 0

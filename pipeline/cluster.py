@@ -7,11 +7,16 @@ The local CPU cluster is by default one worker with one thread per core, in this
 kernels (numba, ``nogil``), Zarr decoding and Parquet writing release the GIL, so threads scale, and
 nothing is pickled to another process (measured on 2 cores: 7.5 s and 0.5 GB peak vs 11 s and 1.1 GB
 with two worker processes).  ``processes=True`` gives single-threaded worker processes instead (BLAS
-pinned to one thread each), for isolation.  Local clusters listen on 127.0.0.1 only.
+pinned to one thread each), for isolation.  Local clusters listen on 127.0.0.1 only (scheduler, workers
+and dashboards; ``motifgrid.cluster.host`` / ``dashboard-address`` in dask.config say otherwise).
+
+An existing scheduler on a shared network should use TLS: ``security`` is a ``distributed.Security``
+(the CLI builds it from ``--tls-ca/--tls-cert/--tls-key``); a ``tls://`` scheduler is refused without one.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 
@@ -29,6 +34,40 @@ def _cpu_count() -> int:
 
 class ClusterError(RuntimeError):
     """No usable cluster; one line for the user."""
+
+
+def scheduler_address(scheduler: str | None = None, scheduler_file: str | None = None) -> str | None:
+    """The address of an existing scheduler: ``scheduler`` as given, else read from ``scheduler_file``
+    (checked here: distributed waits forever for a missing file and fails without a message on a bad one)."""
+    if scheduler or not scheduler_file:
+        return scheduler
+    try:
+        with open(scheduler_file, encoding="utf-8") as f:
+            info = json.load(f)
+    except FileNotFoundError:
+        raise ClusterError(f"{scheduler_file}: no such scheduler file (start the scheduler with "
+                           f"`dask scheduler --scheduler-file {scheduler_file}` first)") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else "not JSON"
+        raise ClusterError(f"{scheduler_file}: not a Dask scheduler file ({why})") from None
+    addr = info.get("address") if isinstance(info, dict) else None
+    if not isinstance(addr, str) or "://" not in addr:
+        raise ClusterError(f"{scheduler_file}: not a Dask scheduler file (no scheduler address in it)")
+    return addr
+
+
+def _connect(address: str, security):
+    """A client of the scheduler at ``address``; refusals (TLS, certificates, unreachable) as ClusterError."""
+    from distributed import Client  # noqa: PLC0415
+
+    if address.startswith("tls://") and security is None:
+        raise ClusterError(f"the scheduler at {address} requires TLS: pass --tls-ca, --tls-cert and --tls-key")
+    try:
+        return Client(address=address, **({"security": security} if security is not None else {}))
+    except (OSError, ValueError, RuntimeError) as e:   # ssl.SSLError and comm timeouts are OSErrors
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        hint = " (check --tls-ca/--tls-cert/--tls-key)" if security is not None else ""
+        raise ClusterError(f"cannot connect to the scheduler at {address}: {why}{hint}") from None
 
 
 def dashboard_link(client) -> str:
@@ -56,12 +95,12 @@ def worker_device(client) -> str:
 def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
                device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
                security=None, quiet: bool = False):
-    """Yield ``(client, device)`` where device is what the workers will compute on."""
+    """Yield ``(client, device)`` where device is what the workers will compute on.  ``quiet``: local clusters
+    log nothing below CRITICAL (the caller reports failed tasks itself, in one line)."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
     if scheduler or scheduler_file:
-        kw = {"security": security} if security is not None else {}
-        client = Client(address=scheduler, scheduler_file=scheduler_file, **kw)
+        client = _connect(scheduler_address(scheduler, scheduler_file), security)
         try:
             wait = float(dask.config.get("motifgrid.cluster.wait-for-workers", default=120))
             try:
@@ -91,7 +130,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             kw["n_workers"] = n_workers
         cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads_per_worker or 4,
                                    worker_dashboard_address=f"{host}:0",
-                                   silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
+                                   silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
         n = n_workers or _cpu_count()
@@ -100,7 +139,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         else:   # in-process transport: the scheduler listens on no network address at all
             kw = dict(n_workers=1, threads_per_worker=n, processes=False)
         cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=f"{host}:0",
-                               silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
+                               silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "cpu"
     client = Client(cluster)
     try:

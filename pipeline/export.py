@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -129,7 +129,8 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
 
 
 def _gff_escape(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "._-:+ " else f"%{ord(c):02X}" for c in str(s))
+    """Percent-encode (UTF-8) all but ASCII letters, digits and ``._-:+`` and space (GFF3 reserves ``;=&,%``)."""
+    return quote(str(s), safe="._-:+ ")
 
 
 def parse_export(path: str, fmt: str):
