@@ -39,6 +39,12 @@ for _i, _c in enumerate(b"ACGT"):
     _CODE[_c] = _i
     _CODE[_c + 32] = _i
 LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
+# bytes a nucleotide sequence may hold: IUPAC codes (U as T, X as N), gaps; anything else is refused at ingest
+_NUCLEOTIDE = np.zeros(256, dtype=bool)
+for _c in b"ACGTUNRYSWKMBDHVX":
+    _NUCLEOTIDE[_c] = _NUCLEOTIDE[_c + 32] = True
+_NUCLEOTIDE[list(b"-.")] = True
+MAX_NAME_BYTES = 240   # a contig name becomes one percent-encoded folder name (chrom=...) of a hits dataset
 
 
 class GenomeError(ValueError):
@@ -144,6 +150,8 @@ def _open_fasta(path: Path, kind: str, tmpdir: Path):
     try:
         return pyfaidx.Fasta(str(target), as_raw=True, sequence_always_upper=False,
                              read_long_names=False, rebuild=needs_copy, duplicate_action="stop")
+    except UnicodeDecodeError as e:
+        raise GenomeError(f"{path}: not a FASTA text file (byte 0x{e.object[e.start]:02x} is not UTF-8 text)") from None
     except ValueError as e:
         msg = str(e)
         m = re.search(r"Duplicate key \"?([^\"]+)\"?", msg)
@@ -253,6 +261,18 @@ def _check_new_store(store, block_size: int, halo: int) -> None:
         raise GenomeError(f"{store}: already exists; remove it or choose another store path")
 
 
+def _check_records(fasta, lengths: dict) -> None:
+    """Refuse FASTA files without any sequence, and contig names too long to name a folder."""
+    from urllib.parse import quote  # noqa: PLC0415
+
+    if not any(lengths.values()):
+        raise GenomeError(f"{fasta}: no sequence in any of its {len(lengths)} record(s)")
+    for name in lengths:
+        if len(quote(name, safe="")) > MAX_NAME_BYTES:
+            raise GenomeError(f"{fasta}: contig name {name[:30]!r}... is too long ({len(name)} characters; "
+                              f"at most {MAX_NAME_BYTES} bytes percent-encoded)")
+
+
 def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int = DEFAULT_BLOCK_SIZE,
            halo: int = DEFAULT_HALO) -> "GenomeStore":
     """Ingest ``fasta`` into a new Zarr store at ``store`` and return its reader, one block in memory at a time."""
@@ -270,17 +290,23 @@ def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int =
         tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-"))
     width = block_size + halo
 
-    def rows(rec, length):
+    def rows(name, rec, length):
         for lo in range(0, length, block_size):
             raw = rec[lo:min(lo + width, length)]
-            codes = encode(raw if isinstance(raw, str) else str(raw))
+            raw = (raw if isinstance(raw, str) else str(raw)).encode("ascii", "replace")
+            bad = np.flatnonzero(~_NUCLEOTIDE[np.frombuffer(raw, dtype=np.uint8)])
+            if bad.size:
+                raise GenomeError(f"{fasta}: record {name!r} position {lo + int(bad[0]) + 1}: "
+                                  f"{chr(raw[bad[0]])!r} is not a nucleotide code (protein or binary data?)")
+            codes = encode(raw)
             row = np.full(width, 4, dtype=np.uint8)
             row[: codes.size] = codes
             yield row
 
     try:
         fa = _open_fasta(fasta, kind, tmpdir)
-        contigs = ((name, len(fa[name]), rows(fa[name], len(fa[name]))) for name in fa.keys())
+        _check_records(fasta, {name: len(fa[name]) for name in fa.keys()})
+        contigs = ((name, len(fa[name]), rows(name, fa[name], len(fa[name]))) for name in fa.keys())
         return _write_store(store, str(fasta), checksum, block_size, halo, contigs)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
@@ -409,9 +435,27 @@ class GenomeStore:
             kw = {}
             if storage.is_url(self.path):
                 kw["storage_options"] = storage._options(self.path.split("://", 1)[0]) or None
-            arr = zarr.open_array(f"{self.path.rstrip('/')}/{block.key}", mode="r", **{k: v for k, v in kw.items() if v})
+            try:
+                arr = zarr.open_array(f"{self.path.rstrip('/')}/{block.key}", mode="r",
+                                      **{k: v for k, v in kw.items() if v})
+            except Exception as e:   # noqa: BLE001  (zarr raises many kinds for a damaged store)
+                raise GenomeError(f"{self.path}: contig {block.chrom!r} ({block.key}) is unreadable "
+                                  f"({type(e).__name__}: {e}); re-ingest the FASTA") from None
             self._arrays[block.key] = arr
-        return np.asarray(arr[block.index, :])
+        try:
+            row = np.asarray(arr[block.index, :])
+        except Exception as e:   # noqa: BLE001  (a corrupt chunk: decompression or format errors)
+            raise GenomeError(f"{self.path}: block {block.index} of contig {block.chrom!r} is corrupt "
+                              f"({type(e).__name__}: {e}); re-ingest the FASTA") from None
+        if row[0] == 4 and not (row != 4).any() and self._n_fraction(block) < 1.0:
+            # a missing chunk reads as the fill value: all N, which the store says this block is not
+            raise GenomeError(f"{self.path}: block {block.index} of contig {block.chrom!r} is missing from the "
+                              f"store (its chunk file is gone); re-ingest the FASTA")
+        return row
+
+    def _n_fraction(self, block: Block) -> float:
+        c = next((c for c in self.contigs if c["key"] == block.key), None)
+        return float(c["n_fraction"][block.index]) if c and block.index < len(c["n_fraction"]) else 1.0
 
     def fetch(self, chrom: str, start: int, end: int) -> np.ndarray:
         """Codes of ``chrom[start:end]`` (for tests, exports and spot checks)."""

@@ -819,8 +819,8 @@ def _resolve_format(fmt: str | None, src: str, text: str) -> str:
         return _EXT_FORMATS[ext]
     f = _sniff(text, ext)
     if f is None:
-        raise MotifError(src, f"cannot tell the motif format from the extension {ext!r} or the "
-                         f"content; pass format= (one of {', '.join(FORMATS)})")
+        raise MotifError(src, f"cannot tell the motif format from the extension {ext!r} or the content; "
+                         f"name the file *{', *'.join(sorted(_EXT_FORMATS))} (or pass format= to read_motifs)")
     return f
 
 

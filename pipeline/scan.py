@@ -277,8 +277,9 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
     bg = read_background(background, genome_background=store.background)
     mset = MotifSet.load(motifs, bg, pseudocount)
     if mset.max_length - 1 > store.halo:
-        raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({mset.max_length}) - 1; "
-                        f"re-ingest with --halo {mset.max_length - 1} or more")
+        longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
+        raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
+                        f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
     params = _run_params(store, mset, pvalue, background)
     done = prepare_output(out, params, resume)
     return ScanJob(store, mset, out, pvalue, background, done, t_start)
