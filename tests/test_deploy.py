@@ -60,10 +60,6 @@ def test_node_script_runs_a_scan(store, tmp_path):
     with socket.socket() as s:                                        # the scheduler is gone with the script
         assert s.connect_ex((host, int(port))) != 0
 
-    bad = subprocess.run(["bash", str(DEPLOY / "node" / "run-node.sh"), store.path, str(tmp_path / "none.jaspar"),
-                          str(tmp_path / "h2")], env=env, capture_output=True, text=True, timeout=240)
-    assert bad.returncode == 2 and "none.jaspar: no such file" in bad.stderr      # the scan's status is the script's
-
 
 # ------------------------------------------------------------------------------------------ SLURM
 def test_sbatch_template():
@@ -105,6 +101,20 @@ def test_jobqueue_slurm_job_script(tmp_path, monkeypatch):
     assert "--nthreads 4" in worker and "--dashboard-address 127.0.0.1:0" in worker
     assert "--nworkers" not in worker                # dask-cuda makes one worker per GPU itself
     assert (tmp_path / cfg["log-directory"]).is_dir()
+
+    # --tls: a certificate for the run (files, mode 600), the workers started with it, a tls:// scheduler
+    pytest.importorskip("cryptography")
+    from distributed.security import Security
+
+    pem = jobqueue_scan.write_pems(Security.temporary(), tmp_path)
+    assert oct(os.stat(pem["key"]).st_mode & 0o777) == "0o600"
+    sec = jobqueue_scan.security_from(pem)
+    with jobqueue_scan.make_cluster(security=sec, protocol="tls://",
+                                    scheduler_options={"host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}) \
+            as cluster:
+        worker = cluster.job_script().splitlines()[-1]
+    assert re.search(r" -m dask_cuda\.cli tls://127\.0\.0\.1:\d+ ", worker)
+    assert f"--tls-ca-file {pem['ca']} --tls-cert {pem['cert']} --tls-key {pem['key']}" in worker
 
 
 # ------------------------------------------------------------------------------------------ Kubernetes
@@ -223,9 +233,8 @@ def _set(doc, path, value):
     (("spec", "scheduler", "service", "type"), 3, "core"),
 ])
 def test_k8s_wrong_field_fails(path, value, check):
-    import jsonschema
-
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    import jsonschema
     doc = yaml.safe_load((DEPLOY / "k8s" / "daskcluster.yaml").read_text())
     _set(doc, path, value)
     with pytest.raises((jsonschema.ValidationError, kubernetes_validate.ValidationError)):

@@ -50,6 +50,15 @@ def write_pems(sec, run_dir: Path) -> dict:
     return out
 
 
+def security_from(pem: dict):
+    """One certificate for the scheduler, the workers and this client, TLS required."""
+    from distributed.security import Security
+
+    return Security(tls_ca_file=pem["ca"], tls_scheduler_cert=pem["cert"], tls_scheduler_key=pem["key"],
+                    tls_worker_cert=pem["cert"], tls_worker_key=pem["key"], tls_client_cert=pem["cert"],
+                    tls_client_key=pem["key"], require_encryption=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=1, help="SLURM jobs (nodes) of GPU workers")
@@ -68,10 +77,7 @@ def main(argv=None) -> int:
         from distributed.security import Security
 
         pem = write_pems(Security.temporary(), run_dir)
-        kw["security"] = Security(tls_ca_file=pem["ca"], tls_scheduler_cert=pem["cert"],
-                                  tls_scheduler_key=pem["key"], tls_worker_cert=pem["cert"],
-                                  tls_worker_key=pem["key"], tls_client_cert=pem["cert"],
-                                  tls_client_key=pem["key"], require_encryption=True)
+        kw["security"] = security_from(pem)
         kw["protocol"] = "tls://"
         tls_args = ["--tls-ca", pem["ca"], "--tls-cert", pem["cert"], "--tls-key", pem["key"]]
     from distributed import Client
