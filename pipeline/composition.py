@@ -445,7 +445,7 @@ def _totals_from_manifest(out: str, n_rows: int):
     total = 0
     for e in read_manifest(out):
         total += e["hits"]
-        counts += np.load(os.path.join(out, "_manifest", e["counts"]))
+        counts += np.load(os.path.join(out, "_manifest", e["counts"]), allow_pickle=False)
     return counts, total
 
 

@@ -423,8 +423,11 @@ class GenomeStore:
                     raw = f.read()
             except FileNotFoundError:          # never written: the fill value
                 out.fill(4)
-                return out
-            Zstd().decode(raw, out=out)
+                return self._check_filled(block, out)
+            try:
+                Zstd().decode(raw, out=out)
+            except Exception as e:   # noqa: BLE001  (a corrupt chunk)
+                raise self._corrupt(block, e) from None
             return out
         import zarr  # noqa: PLC0415
 
@@ -445,17 +448,21 @@ class GenomeStore:
         try:
             row = np.asarray(arr[block.index, :])
         except Exception as e:   # noqa: BLE001  (a corrupt chunk: decompression or format errors)
-            raise GenomeError(f"{self.path}: block {block.index} of contig {block.chrom!r} is corrupt "
-                              f"({type(e).__name__}: {e}); re-ingest the FASTA") from None
-        if row[0] == 4 and not (row != 4).any() and self._n_fraction(block) < 1.0:
-            # a missing chunk reads as the fill value: all N, which the store says this block is not
-            raise GenomeError(f"{self.path}: block {block.index} of contig {block.chrom!r} is missing from the "
-                              f"store (its chunk file is gone); re-ingest the FASTA")
-        return row
+            raise self._corrupt(block, e) from None
+        return self._check_filled(block, row) if row[0] == 4 else row
 
-    def _n_fraction(self, block: Block) -> float:
-        c = next((c for c in self.contigs if c["key"] == block.key), None)
-        return float(c["n_fraction"][block.index]) if c and block.index < len(c["n_fraction"]) else 1.0
+    def _corrupt(self, block: Block, e: Exception) -> GenomeError:
+        return GenomeError(f"{self.path}: block {block.index} of contig {block.chrom!r} is corrupt "
+                           f"({type(e).__name__}: {e}); re-ingest the FASTA")
+
+    def _check_filled(self, block: Block, row: np.ndarray) -> np.ndarray:
+        """A missing chunk reads as the fill value (all N): an error unless the store says the block is all N."""
+        if not (row != 4).any():
+            c = next((c for c in self.contigs if c["key"] == block.key), None)
+            if c and block.index < len(c["n_fraction"]) and c["n_fraction"][block.index] < 1.0:
+                raise GenomeError(f"{self.path}: block {block.index} of contig {block.chrom!r} is missing from "
+                                  f"the store (its chunk file is gone); re-ingest the FASTA")
+        return row
 
     def fetch(self, chrom: str, start: int, end: int) -> np.ndarray:
         """Codes of ``chrom[start:end]`` (for tests, exports and spot checks)."""
