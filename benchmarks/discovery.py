@@ -115,6 +115,8 @@ def main(argv=None):
     ap.add_argument("--ctcf", action="store_true")
     ap.add_argument("--ctcf-width", type=int, default=15)
     ap.add_argument("--json", help="append the rows and the summary to this JSON-lines file")
+    ap.add_argument("--no-warmup", dest="warmup", action="store_false",
+                    help="time the first instance cold (kernel compilation, numba cache load included)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     dev = None if args.device == "auto" else args.device
@@ -123,6 +125,12 @@ def main(argv=None):
             tempfile.TemporaryDirectory() as tmp:
         print(json.dumps({"cluster_start_seconds": time.perf_counter() - t0, "device": device,
                           "workers": len(client.scheduler_info()["workers"])}), flush=True)
+        if args.warmup:      # first use on a fresh machine: CUDA kernels compiled, numba cache loaded (untimed)
+            t1 = time.perf_counter()
+            wp = planted_instance(11, 2, t=20, n=600, seed=1)
+            discover(read_sequences(wp.write(Path(tmp) / "warmup.fa")),
+                     DiscoverSettings(width=11, mutations=2, model="oops", seed=0), client, device=device)
+            print(json.dumps({"warmup_seconds": time.perf_counter() - t1}), flush=True)
         for spec in [s for s in args.sets if s]:
             rows += run_set(client, device, spec, args.instances, args, tmp)
         summary = summarise(rows)
