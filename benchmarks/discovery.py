@@ -62,7 +62,12 @@ def run_set(client, device, spec, instances, args, tmp):
             rows.append({"set": spec, "instance": k, "variant": variant, "ok": m.consensus == pi.motif,
                          "npc": npc, "seconds": dt, "found": m.consensus, "planted": pi.motif, "by": m.origin,
                          "ld_count": m.ld_count, "task_seconds": r["task_seconds"], "merge": r["seconds_merge"],
-                         "projection": r["projection"], "chains": r["gibbs_chains"], "device": device})
+                         "projection": r["projection"], "chains": r["gibbs_chains"], "device": device,
+                         "phases": r.get("task_phases"), "tasks_wall": r["seconds_tasks"],
+                         "climbed_starts": r.get("climbed_starts"),
+                         # which algorithm's own (l, d) optima (GPU tasks) already held the planted motif
+                         "found_in": {k: pi.motif in v for k, v in (r.get("climbed") or {}).items()
+                                      if r.get("climbed_starts")}})
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -80,6 +85,9 @@ def summarise(rows):
                         "npc": statistics.mean(r["npc"] for r in rs),
                         "seconds_median": statistics.median(secs), "seconds_max": max(secs),
                         "seconds_min": min(secs)})
+            fi = [r["found_in"] for r in rs if r.get("found_in")]
+            if fi:
+                out[-1]["found_in"] = {k: sum(f.get(k, False) for f in fi) / len(fi) for k in fi[0]}
     return out
 
 
@@ -145,11 +153,12 @@ def main(argv=None):
                 f.write(json.dumps({"summary": s}) + "\n")
             if c:
                 f.write(json.dumps(c) + "\n")
-    print("\n| set | variant | instances | success | nPC | s/instance median (min–max) |")
-    print("|---|---|---|---|---|---|")
+    print("\n| set | variant | instances | success | nPC | s/instance median (min–max) | planted among own optima |")
+    print("|---|---|---|---|---|---|---|")
     for s in summary:
+        fi = ", ".join(f"{k} {v:.2f}" for k, v in s.get("found_in", {}).items()) or "—"
         print(f"| ({s['set']}) | {s['variant']} | {s['instances']} | {s['success']:.2f} | {s['npc']:.3f} | "
-              f"{s['seconds_median']:.2f} ({s['seconds_min']:.2f}–{s['seconds_max']:.2f}) |")
+              f"{s['seconds_median']:.2f} ({s['seconds_min']:.2f}–{s['seconds_max']:.2f}) | {fi} |")
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ class DiscoverSettings:
     polish_iters: int = 20
     ld_rank: bool = True                  # False: rank (l, d) problems by likelihood too (the papers' way)
     max_buckets: int = 1000
-    device_chains: dict = field(default_factory=lambda: {"cpu": 4096, "gpu": 262144})
+    device_chains: dict = field(default_factory=lambda: {"cpu": 4096, "gpu": 1048576})
 
     def check(self, seqs: SequenceSet) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -518,7 +518,7 @@ class DiscoverResult:
 
 
 def default_chains(settings: DiscoverSettings, T: int, device: str) -> int:
-    """Chains when --chains is not given: 4096 on CPU, 262,144 on GPU for up to 20 sequences, fewer for more
+    """Chains when --chains is not given: 4096 on CPU, 1,048,576 on GPU for up to 20 sequences, fewer for more
     (a sweep costs T steps, and with many sequences a random start already aligns several true sites):
     ``base * 20 / T``, at least 256, rounded up to whole 1024-chain start blocks where above 1024."""
     base = settings.device_chains.get(device, 4096)
@@ -595,6 +595,9 @@ def discover(seqs: SequenceSet, settings: DiscoverSettings, client, device: str 
             "gibbs_steps": int(sum(r.get("steps", 0) for r in results)),
             "task_phases": _phases(tasks, results),
             "climbed_starts": int(sum(r["climbed"].starts for r in results if r.get("climbed") is not None)),
+            "climbed": {k: sorted({"".join("ACGT"[x] for x in c) for (kind, *_), r in zip(tasks, results)
+                                   if kind == k and r.get("climbed") is not None for c in r["climbed"].cons})
+                        for k in ("projection", "gibbs")},
         })
         if progress:
             progress(rnd, motif, t2 - t0)
@@ -626,70 +629,57 @@ def _motif_records(found: list, seqs: SequenceSet) -> list:
     return out
 
 
-def compare_motifs(found_records: list, database: str, background: np.ndarray) -> list:
-    """Best match of each motif in ``database``: column-wise Pearson correlation of the scan's PWMs
-    (``pwm_from_motif``), summed over the overlap, maximised over shifts and both strands.
+def compare_motifs(motifs: str, database: str, client=None, *, pvalue: float | None = None,
+                   pseudocount: float | None = None, cells: int = 64, device: str = "cpu", keep: int = 4) -> list:
+    """Best matches of each motif of ``motifs`` in ``database`` by COMPARE — what ``motifgrid compare MOTIFS
+    DATABASE`` computes with its defaults: the scan's PWMs (uniform background, pseudocount and p-value of
+    the configuration: 0.1 and 1e-4), thresholds by :func:`pipeline.scan.row_thresholds_many`, lattices by
+    :func:`workers.compare.prepare_rows`, every shift and both strands by :func:`workers.compare.compare_pairs`;
+    similarity = Jaccard index of the two occurrence sets at those thresholds (the estimate, with its bracket).
 
-    Returns, per motif, a dict ``{id, name, score, mean_similarity, overlap, offset, strand}`` (or None).
+    Returns, per motif, ``{id, name, score, similarity_low, similarity_high, shift, overlap, strand, length,
+    runners_up}`` (``score`` = similarity; ``runners_up`` the next ``keep - 1``), or None without a match.
     """
-    from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement  # noqa: PLC0415
+    import dask.config  # noqa: PLC0415
 
-    db = [m for m in read_motifs(database) if m.kind != "logodds"]
-    uni = np.full(4, 0.25)
-    db_pwms = [pwm_from_motif(m, uni) for m in db]
+    from pipeline.scan import MotifSet, row_thresholds_many  # noqa: PLC0415
+    from workers.compare import compare_pairs, prepare_rows  # noqa: PLC0415
+
+    pvalue = float(dask.config.get("motifgrid.scan.pvalue", 1e-4)) if pvalue is None else pvalue
+    pc = float(dask.config.get("motifgrid.scan.pseudocount", 0.1)) if pseudocount is None else pseudocount
+    bg = np.full(4, 0.25)
+    sets = [MotifSet.load(motifs, bg, pc), MotifSet.load(database, bg, pc)]
+    rows = []
+    for ms in sets:
+        tabs = row_thresholds_many(ms, [pvalue], client, method="auto", table=False)[0]
+        pwms, _, _ = ms.rows()
+        rows.append(prepare_rows(pwms, [t.threshold if t.reachable else np.inf for t in tabs], bg, cells=cells))
+    qa, db = sets
+    na, nb = len(qa.ids), len(db.ids)
+    ii, jj = np.meshgrid(np.arange(na), np.arange(nb), indexing="ij")
+    pairs = np.stack([ii.ravel(), jj.ravel()], axis=1).astype(np.int64)
+    if client is not None:
+        res = client.submit(compare_pairs, rows[0], rows[1], pairs, min_overlap=1, device=device,
+                            pure=False).result()
+    else:
+        res = compare_pairs(rows[0], rows[1], pairs, min_overlap=1, device=device)
     out = []
-    for rec in found_records:
-        q = pwm_from_motif(rec, uni)
-        cands = []
-        for m, w in zip(db, db_pwms):
-            best = None
-            for strand, ww in (("+", w), ("-", reverse_complement(w))):
-                sc, mean, ov, off = _best_alignment(q, ww)
-                if ov and (best is None or sc > best["score"]):
-                    best = {"id": m.id, "name": m.name, "score": sc, "mean_similarity": mean, "overlap": ov,
-                            "offset": off, "strand": strand, "length": m.length}
-            if best is not None:
-                cands.append(best)
-        cands.sort(key=lambda c: -c["score"])
-        if cands:
-            out.append(cands[0] | {"runners_up": [{k: c[k] for k in ("id", "name", "score")} for c in cands[1:4]]})
-        else:
+    for i in range(na):
+        sel = np.flatnonzero(res.a == i)
+        order = sel[np.lexsort((res.b[sel], -res.jaccard[sel, 0], -res.jaccard[sel, 1]))]
+        order = [k for k in order if res.jaccard[k, 2] > 0]
+        if not order:
             out.append(None)
-    return out
-
-
-def _pcc_columns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation of every column of ``a (m, 4)`` with every column of ``b (n, 4)``: (m, n)."""
-    ac = a - a.mean(axis=1, keepdims=True)
-    bc = b - b.mean(axis=1, keepdims=True)
-    na = np.sqrt((ac ** 2).sum(axis=1))
-    nb = np.sqrt((bc ** 2).sum(axis=1))
-    num = ac @ bc.T
-    den = np.outer(na, nb)
-    return np.where(den > 1e-12, num / np.maximum(den, 1e-300), 0.0)
-
-
-def _best_alignment(q: np.ndarray, t: np.ndarray, min_overlap: int = 5):
-    """(score, mean PCC over the overlap, overlap, offset of t against q) of the best ungapped alignment.
-
-    score = summed column PCC over the overlap / columns of the union of both motifs in that alignment:
-    unaligned columns of either motif count as 0, so a long database motif that merely contains the
-    query (or a short one inside it) is not preferred to one of the query's own extent.
-    """
-    m, n = q.shape[0], t.shape[0]
-    cc = _pcc_columns(q, t)
-    mo = min(min_overlap, m, n)
-    best = (-np.inf, 0.0, 0, 0)
-    for off in range(-(n - mo), m - mo + 1):           # t[j] aligned with q[j + off]
-        j0, j1 = max(0, -off), min(n, m - off)
-        if j1 - j0 < mo:
             continue
-        s = float(np.trace(cc[j0 + off:j1 + off, j0:j1]))
-        union = max(m, off + n) - min(0, off)
-        score = s / union
-        if score > best[0]:
-            best = (score, s / (j1 - j0), j1 - j0, off)
-    return best if best[2] else (0.0, 0.0, 0, 0)
+        k = order[0]
+        j = int(res.b[k])
+        out.append({"id": db.ids[j], "name": db.names[j], "score": float(res.jaccard[k, 1]),
+                    "similarity_low": float(res.jaccard[k, 0]), "similarity_high": float(res.jaccard[k, 2]),
+                    "shift": int(res.shift[k]), "overlap": int(res.overlap[k]), "strand": "+-"[int(res.strand[k])],
+                    "length": int(db.pwms[j].shape[0]),
+                    "runners_up": [{"id": db.ids[int(res.b[x])], "name": db.names[int(res.b[x])],
+                                    "score": float(res.jaccard[x, 1])} for x in order[1:keep]]})
+    return out
 
 
 def prepare_output(out: str) -> Path:
@@ -707,7 +697,8 @@ def prepare_output(out: str) -> Path:
 
 
 def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, found: list, stats: dict,
-                  seconds: float, device: str, compare_to: str | None = None, command: str | None = None) -> dict:
+                  seconds: float, device: str, compare_to: str | None = None, command: str | None = None,
+                  client=None) -> dict:
     import pyarrow as pa  # noqa: PLC0415
 
     from pipeline.motifs import format_jaspar, format_meme  # noqa: PLC0415
@@ -716,11 +707,13 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
 
     bg = np.asarray(stats["background"])
     recs = _motif_records(found, seqs)
-    matches = compare_motifs(recs, compare_to, bg) if compare_to and recs else [None] * len(recs)
     strands = "+ -" if settings.both_strands else "+"
     written = []
     _atomic_write_bytes(str(out / "motifs.meme"), format_meme(recs, bg, strands).encode())
     written.append("motifs.meme")
+    # best matches as `motifgrid compare motifs.meme DATABASE` reports them
+    matches = (compare_motifs(str(out / "motifs.meme"), compare_to, client, device=device)
+               if compare_to and recs else [None] * len(recs))
     _atomic_write_bytes(str(out / "motifs.jaspar"), format_jaspar(recs).encode())
     written.append("motifs.jaspar")
     rows = {k: [] for k in ("motif_id", "sequence", "sequence_index", "start", "end", "strand", "score",
@@ -798,7 +791,7 @@ def run_discover(fasta: str, out: str, settings: DiscoverSettings, client, devic
         found, stats = discover(seqs, settings, client, device=device, progress=progress)
         summary = write_outputs(outp, seqs, settings, found, stats, time.perf_counter() - t0, device,
                                 compare_to=compare_to,
-                                command=command or " ".join(shlex.quote(a) for a in sys.argv))
+                                command=command or " ".join(shlex.quote(a) for a in sys.argv), client=client)
         created = summary["files"]
     except BaseException:
         for name in ("summary.json", "summary.tsv", "sites.parquet", "motifs.jaspar", "motifs.meme"):

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.discover import (DiscoverError, DiscoverSettings, _best_alignment, compare_motifs, discover,
+from pipeline.discover import (DiscoverError, DiscoverSettings, compare_motifs, discover,
                                read_sequences, run_discover)
 from pipeline.genome import encode
 from pipeline.motifs import Motif, format_jaspar, format_meme, read_motifs
@@ -292,16 +292,29 @@ def test_writers_round_trip(tmp_path):
     assert meme[1].nsites == 12.0 and meme[0].name == "ACGTACGTA"
 
 
-def test_compare_finds_itself_on_either_strand(tmp_path):
+def test_compare_to_is_motifgrid_compare(client, tmp_path):
+    """--compare-to reports what `motifgrid compare MOTIFS DATABASE` computes: COMPARE's Jaccard similarity at
+    p = 1e-4 thresholds, best over shifts and strands; a database motif and its reverse complement find it."""
+    from pipeline.compare import read_pairs, run_compare
+
     db = str(DATA / "jaspar2024_subset.jaspar")
     ms = read_motifs(db)
     q = ms[3]
-    rc = Motif("q", "q", q.matrix[::-1, ::-1].copy(), q.kind, q.nsites, "x", 1)
-    best = compare_motifs([q, rc], db, None)
+    rc = Motif("q_rc", "q_rc", q.matrix[::-1, ::-1].copy(), q.kind, q.nsites, "x", 2)
+    mine = tmp_path / "mine.meme"
+    mine.write_text(format_meme([q, rc], [0.25] * 4))
+    best = compare_motifs(str(mine), db, client)
     assert best[0]["id"] == q.id and best[0]["strand"] == "+" and best[0]["score"] == pytest.approx(1.0)
-    assert best[1]["id"] == q.id and best[1]["strand"] == "-"
-    a = np.eye(4)[[0, 1, 2, 3, 0, 1]] + 0.1
-    assert _best_alignment(a, a[1:])[3] == 1            # t[j] sits at q[j + 1]
+    assert best[1]["id"] == q.id and best[1]["strand"] == "-" and best[1]["score"] == pytest.approx(1.0)
+    assert best[0]["similarity_low"] <= best[0]["score"] <= best[0]["similarity_high"]
+    assert best[0]["runners_up"][0]["score"] <= best[0]["score"]
+    run_compare(str(mine), db, str(tmp_path / "cmp"), client)
+    t = read_pairs(str(tmp_path / "cmp")).to_pandas()
+    for k, name in enumerate([q.id, "q_rc"]):
+        rows = t[t.motif_a == name].sort_values(["similarity", "motif_b"], ascending=[False, True])
+        assert rows.motif_b.iloc[0] == best[k]["id"]
+        assert rows.similarity.iloc[0] == pytest.approx(best[k]["score"], abs=1e-12)
+        assert rows.similarity.iloc[1] == pytest.approx(best[k]["runners_up"][0]["score"], abs=1e-12)
 
 
 # ------------------------------------------------------------------------------------ bad input
