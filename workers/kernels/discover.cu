@@ -132,7 +132,7 @@ extern "C" __global__ void gibbs_chains(
             W[k] = LW[b * T1 + c0 - 1];
         }
         __syncwarp();
-        float bs = -INFINITY;
+        float bs = -3.0e38f;                               // below every score (invalid: -1e30)
         int bp = P;
         for (int p = lane; p < P; p += 32) {
             const unsigned long long code = wcode[row + p];
