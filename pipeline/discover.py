@@ -139,17 +139,18 @@ class DiscoverSettings:
     chains: int | None = None             # Gibbs chains (default by device)
     update: str = "best"                  # Gibbs update: best (deterministic) | sample
     max_sweeps: int = 20
-    trials_per_task: int = 32
-    chains_per_task: int | None = None    # default 2048 on CPU, 16384 on GPU (same starts either way)
+    trials_per_task: int | None = None    # default 32 on CPU; on GPUs all trials split evenly over the workers
+    chains_per_task: int | None = None    # default 2048 on CPU; on GPUs all chains split evenly over the workers
     em_iters: int = 5
-    em_keep: int | None = None            # models per PROJECTION task that go on after the screen (256 CPU, 4096 GPU)
+    em_keep: int | None = None            # models per PROJECTION task that go on after the screen (default
+    em_keep_per_trial: int = 128          # 256 on CPU; on GPUs max(4096, em_keep_per_trial x trials of the task))
     screen_sequences: int = 64            # the screen looks at this many sequences of larger sets
     return_per_task: int = 16             # distinct models each task sends back
     refine_top: int = 32                  # models of the merge that get the (l, d) local search
     polish_iters: int = 20
     ld_rank: bool = True                  # False: rank (l, d) problems by likelihood too (the papers' way)
     max_buckets: int = 1000
-    device_chains: dict = field(default_factory=lambda: {"cpu": 4096, "gpu": 65536})
+    device_chains: dict = field(default_factory=lambda: {"cpu": 4096, "gpu": 1048576})
 
     def check(self, seqs: SequenceSet) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -214,14 +215,45 @@ def projection_parameters(settings: DiscoverSettings, codes: np.ndarray):
 
 
 # ------------------------------------------------------------------------------------ tasks
+def _on_device(ctx: RoundContext) -> bool:
+    """GPU tasks use the batched kernels of :mod:`workers.discover_gpu` (packed windows: widths up to 32)."""
+    return ctx.device == "gpu" and ctx.settings.width <= 32
+
+
+def _ld(st: DiscoverSettings) -> bool:
+    return st.mutations is not None and st.ld_rank
+
+
+def _timer():
+    t = {"t": time.perf_counter()}
+
+    def lap(out: dict, name: str, sync=None):
+        if sync is not None:
+            sync()
+        now = time.perf_counter()
+        out[name] = out.get(name, 0.0) + now - t["t"]
+        t["t"] = now
+    return lap
+
+
+def _sync(win):
+    return (lambda: win.xp.cuda.Device().synchronize()) if win.xp is not np else None
+
+
 def projection_task(ctx: RoundContext, batch: int, first: int, n_trials: int, k: int, s: int) -> dict:
-    """Trials ``first .. first + n_trials`` of PROJECTION: buckets, EM, the best distinct models back."""
-    from workers.gibbs import distinct_best  # noqa: PLC0415
+    """Trials ``first .. first + n_trials`` of PROJECTION: buckets, EM, the best distinct models back.
+
+    On the GPU (l, d) problems also climb the (l, d) objective from every refined model's sites at the
+    phase shifts (:func:`workers.discover_gpu.climb_from_sites`) and send back the best optima."""
     from workers.projection import em_refine, projection_seeds, random_positions  # noqa: PLC0415
 
     st = ctx.settings
     t0 = time.perf_counter()
+    phases: dict = {}
+    lap = _timer()
     win = ctx.windows()
+    sync = _sync(win)
+    lap(phases, "windows", sync)
     rng = np.random.default_rng(_seed(st, ctx.round, 0, batch))
     pos = random_positions(rng, n_trials, st.width, k)
     # trials in chunks so the (trials, windows, k) gather stays small
@@ -232,14 +264,24 @@ def projection_task(ctx: RoundContext, batch: int, first: int, n_trials: int, k:
         seeds.append(ppm)
     ppm0 = np.concatenate(seeds) if seeds else np.zeros((0, st.width, 4))
     n_seeds = ppm0.shape[0]
+    lap(phases, "buckets", sync)
     if n_seeds == 0:
         return {"ppm": np.zeros((0, st.width, 4)), "loglik": np.zeros(0), "seeds": 0,
-                "seconds": time.perf_counter() - t0}
-    res = em_refine(win, ppm0, ctx.background, st.model, iters=st.em_iters, screen_iters=0,
-                    keep=st.em_keep or (4096 if ctx.device == "gpu" else 256),
+                "seconds": time.perf_counter() - t0, "phases": phases}
+    keep = st.em_keep or (max(4096, st.em_keep_per_trial * n_trials) if ctx.device == "gpu" else 256)
+    res = em_refine(win, ppm0, ctx.background, st.model, iters=st.em_iters, screen_iters=0, keep=keep,
                     memory_budget=_budget(ctx.device), screen_sequences=st.screen_sequences)
+    lap(phases, "em", sync)
     top = _task_best(win, st, res.ppm, res.loglik)
-    return {"ppm": res.ppm[top], "loglik": res.loglik[top], "seeds": n_seeds, "seconds": time.perf_counter() - t0}
+    lap(phases, "select", sync)
+    out = {"ppm": res.ppm[top], "loglik": res.loglik[top], "seeds": n_seeds, "em_models": int(len(res.ppm))}
+    if _on_device(ctx) and _ld(st):
+        from workers.discover_gpu import best_windows_device, climb_from_sites  # noqa: PLC0415
+
+        sites = best_windows_device(win, res.ppm, ctx.background, memory_budget=_budget(ctx.device))
+        out["climbed"] = climb_from_sites(win, sites, st.mutations, keep=st.return_per_task)
+        lap(phases, "climb", sync)
+    return out | {"seconds": time.perf_counter() - t0, "phases": phases}
 
 
 def _task_best(win, st: DiscoverSettings, ppm: np.ndarray, score: np.ndarray) -> np.ndarray:
@@ -248,7 +290,7 @@ def _task_best(win, st: DiscoverSettings, ppm: np.ndarray, score: np.ndarray) ->
     from workers.gibbs import distinct_best  # noqa: PLC0415
     from workers.refine import ld_proxy_order  # noqa: PLC0415
 
-    if st.mutations is None or not st.ld_rank:
+    if not _ld(st):
         return distinct_best(ppm, score, st.return_per_task)
     pool = distinct_best(ppm, score, len(ppm))
     order = pool[ld_proxy_order(win, ppm[pool], st.mutations)]
@@ -258,14 +300,25 @@ def _task_best(win, st: DiscoverSettings, ppm: np.ndarray, score: np.ndarray) ->
     return distinct_best(ppm, -rank, st.return_per_task)
 
 
+def _chain_windows(win):
+    """Gibbs runs on the sequences that have a valid window (an all-N or too short sequence has no site)."""
+    rows = np.flatnonzero(win.n_valid > 0)
+    return win if rows.size == win.T else win.subset(rows)
+
+
 def gibbs_task(ctx: RoundContext, batch: int, first: int, n_chains: int, block: int) -> dict:
     """Chains ``first .. first + n_chains`` (starts drawn per block of ``block`` chains, so the same chain
     gets the same start however chains are grouped into tasks)."""
-    from workers.gibbs import distinct_best, random_starts, run_chains  # noqa: PLC0415
+    from workers.gibbs import random_starts, run_chains  # noqa: PLC0415
 
     st = ctx.settings
     t0 = time.perf_counter()
-    win = ctx.windows()
+    win = _chain_windows(ctx.windows())
+    if win.T < 2:
+        return {"ppm": np.zeros((0, st.width, 4)), "score": np.zeros(0), "chains": n_chains, "steps": 0,
+                "seconds": time.perf_counter() - t0}
+    if _on_device(ctx):
+        return _gibbs_task_device(ctx, win, first, n_chains, t0)
     starts = []
     for b in range(first // block, (first + n_chains + block - 1) // block):
         rng = np.random.default_rng(_seed(st, ctx.round, 1, b))
@@ -276,6 +329,46 @@ def gibbs_task(ctx: RoundContext, batch: int, first: int, n_chains: int, block: 
     top = _task_best(win, st, res.ppm, res.score)
     return {"ppm": res.ppm[top], "score": res.score[top], "chains": n_chains, "steps": int(res.steps.sum()),
             "seconds": time.perf_counter() - t0}
+
+
+def _gibbs_task_device(ctx: RoundContext, win, first: int, n_chains: int, t0: float) -> dict:
+    """GPU chains: one kernel launch runs them all (starts drawn in the kernel from the round's seed and the
+    chain's global index); the best distinct chains by score — or for (l, d) problems by the (l, d) proxy,
+    computed for every distinct chain consensus on the device — go back, and for (l, d) problems the
+    (l, d) local search climbs from every chain's sites at the phase shifts."""
+    from workers.discover_gpu import (climb_from_sites, consensus_keys, ld_proxy_device,  # noqa: PLC0415
+                                      run_chains_device)
+
+    st = ctx.settings
+    xp, l, bg = win.xp, win.l, ctx.background
+    phases: dict = {}
+    lap = _timer()
+    sync = _sync(win)
+    seed = int(_seed(st, ctx.round, 1, 0).generate_state(1, np.uint64)[0])
+    r = run_chains_device(win, bg, n_chains, first=first, seed=seed, update=st.update, max_sweeps=st.max_sweeps)
+    lap(phases, "chains", sync)
+    keys = _host(consensus_keys(xp, r["counts"], l, bg, 1.0))
+    score = _host(r["score"])
+    order = np.argsort(-score, kind="stable")
+    _, fi = np.unique(keys[order], return_index=True)
+    pool = order[np.sort(fi)]                       # distinct consensus, best score first
+    if _ld(st):
+        cnt, tot = ld_proxy_device(win, keys[pool], st.mutations + 1)
+        pool = pool[np.lexsort((_host(tot), -_host(cnt)))]
+    top = pool[:st.return_per_task]
+    cnt_top = _host(r["counts"][xp.asarray(top)]).reshape(-1, l, 4).astype(np.float64)
+    ppm = (cnt_top + bg) / (win.T + 1.0)
+    lap(phases, "select", sync)
+    out = {"ppm": ppm, "score": score[top], "chains": n_chains, "steps": int(_host(r["steps"]).sum()),
+           "distinct": int(len(fi))}
+    if _ld(st):
+        out["climbed"] = climb_from_sites(win, r["pos"], st.mutations, keep=st.return_per_task)
+        lap(phases, "climb", sync)
+    return out | {"seconds": time.perf_counter() - t0, "phases": phases}
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def _budget(device: str) -> int:
@@ -336,13 +429,16 @@ def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
                 cons, cnt, tot = ld_local_search(win, start, d)
                 key = (cnt, -tot, float(res.loglik[c]))
                 if best is None or key > best[0]:
-                    best = (key, cons, c)
+                    best = (key, cons, str(origin[res.index[c]]))
+        for key, cons, org in _climbed_candidates(win, st, bg, results):
+            if best is None or key > best[0]:
+                best = (key, cons, org)
         cons = best[1]
         arg, dist = ld_sites(win, cons)
         keep = (dist <= d) if st.model == "zoops" else (arg >= 0)
         idx = np.flatnonzero(keep)
         counts = _site_counts(win, idx, arg[idx])
-        c = best[2]
+        found_by = best[2]
         pol = em_refine(win, (counts + 0.5 * bg) / (counts.sum(axis=1, keepdims=True) + 0.5)[None],
                         bg, st.model, iters=0)
         loglik, gamma = float(pol.loglik[0]), float(pol.gamma[0])
@@ -351,6 +447,7 @@ def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
         first = top[:max(1, min(len(top), 8))]
         pol = em_refine(win, res.ppm[first], bg, st.model, iters=st.polish_iters)
         c = first[pol.index[0]]
+        found_by = str(origin[res.index[c]])
         b, _, post = em_sites(win, pol.ppm[0], bg, st.model, pol.gamma[0])
         keep = (post > 0.5) if st.model == "zoops" else (win.n_valid > 0)
         idx = np.flatnonzero(keep)
@@ -375,7 +472,34 @@ def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
     return FoundMotif(index=ctx.round, consensus="".join("ACGT"[x] for x in cons), counts=counts, sites=sites,
                       loglik=loglik / math.log(2), gamma=gamma,
                       information_content=float(relative_entropy(ppm_ic, bg).sum()),
-                      ld_count=ld_count, ld_distance=ld_dist, origin=str(origin[res.index[c]]))
+                      ld_count=ld_count, ld_distance=ld_dist, origin=found_by)
+
+
+def _climbed_candidates(win, st: DiscoverSettings, bg: np.ndarray, results: list) -> list:
+    """(key, consensus, origin) of the (l, d) optima the GPU tasks climbed to, keyed like the merge's own:
+    (sequences within d, -summed distance, likelihood of the model of the consensus' closest sites)."""
+    from workers.projection import em_refine  # noqa: PLC0415
+    from workers.refine import ld_sites  # noqa: PLC0415
+
+    rows = []
+    for r in results:
+        cl = r.get("climbed")
+        if cl is None:
+            continue
+        for cons, cnt, tot in zip(cl.cons, cl.count, cl.total):
+            rows.append((int(cnt), -int(tot), np.asarray(cons, np.uint8), r["origin"]))
+    if not rows:
+        return []
+    ppm = []
+    for *_, cons, _o in rows:
+        arg, _ = ld_sites(win, cons)
+        idx = np.flatnonzero(arg >= 0)
+        counts = _site_counts(win, idx, arg[idx])
+        ppm.append((counts + 0.5 * bg) / (counts.sum(axis=1, keepdims=True) + 0.5))
+    ll = em_refine(win, np.stack(ppm), bg, st.model, iters=0)
+    loglik = np.empty(len(rows))
+    loglik[ll.index] = ll.loglik
+    return [((cnt, mtot, float(loglik[k])), cons, org) for k, (cnt, mtot, cons, org) in enumerate(rows)]
 
 
 def _site_counts(win, seqs: np.ndarray, wins: np.ndarray) -> np.ndarray:
@@ -394,7 +518,7 @@ class DiscoverResult:
 
 
 def default_chains(settings: DiscoverSettings, T: int, device: str) -> int:
-    """Chains when --chains is not given: 4096 on CPU, 65536 on GPU for up to 20 sequences, fewer for more
+    """Chains when --chains is not given: 4096 on CPU, 1,048,576 on GPU for up to 20 sequences, fewer for more
     (a sweep costs T steps, and with many sequences a random start already aligns several true sites):
     ``base * 20 / T``, at least 256, rounded up to whole 1024-chain start blocks where above 1024."""
     base = settings.device_chains.get(device, 4096)
@@ -402,19 +526,24 @@ def default_chains(settings: DiscoverSettings, T: int, device: str) -> int:
     return n if n <= 1024 else -(-n // 1024) * 1024
 
 
-def _plan_tasks(settings: DiscoverSettings, codes: np.ndarray, device: str):
+def _plan_tasks(settings: DiscoverSettings, codes: np.ndarray, device: str, n_workers: int = 1):
+    """Task list.  CPU: batches of 32 trials and 2048 chains (many small tasks keep the threads busy).  GPU:
+    each kernel launch does a whole batch, so the trials and the chains are each split evenly over the
+    workers (one GPU each), chains in whole blocks of 1024."""
     tasks = []
     params = None
+    gpu = device == "gpu"
+    n_workers = max(1, int(n_workers))
     if settings.algorithm in ("projection", "both"):
         params = projection_parameters(settings, codes)
         m = params.m
-        per = settings.trials_per_task
+        per = settings.trials_per_task or (-(-m // n_workers) if gpu else 32)
         for b, a in enumerate(range(0, m, per)):
             tasks.append(("projection", b, a, min(per, m - a)))
     n_chains = 0
     if settings.algorithm in ("gibbs", "both"):
         n_chains = settings.chains or default_chains(settings, codes.shape[0], device)
-        per = settings.chains_per_task or (16384 if device == "gpu" else 2048)
+        per = settings.chains_per_task or ((-(-n_chains // (1024 * n_workers)) * 1024) if gpu else 2048)
         for b, a in enumerate(range(0, n_chains, per)):
             tasks.append(("gibbs", b, a, min(per, n_chains - a)))
     return tasks, params, n_chains
@@ -434,7 +563,8 @@ def discover(seqs: SequenceSet, settings: DiscoverSettings, client, device: str 
         if int(((codes < 4).sum(axis=1) >= settings.width).sum()) < 2:
             break           # masked out: nothing left to search
         ctx = RoundContext(codes=codes.copy(), settings=settings, background=bg, device=device, round=rnd)
-        tasks, params, n_chains = _plan_tasks(settings, codes, device)
+        n_workers = len(client.scheduler_info().get("workers", {})) or 1
+        tasks, params, n_chains = _plan_tasks(settings, codes, device, n_workers)
         ctx_f = client.scatter(ctx, broadcast=True, hash=False)
         futs = []
         for kind, b, a, n in tasks:
@@ -463,11 +593,24 @@ def discover(seqs: SequenceSet, settings: DiscoverSettings, client, device: str 
                              for k in ("projection", "gibbs")},
             "gibbs_chains": n_chains,
             "gibbs_steps": int(sum(r.get("steps", 0) for r in results)),
+            "task_phases": _phases(tasks, results),
+            "climbed_starts": int(sum(r["climbed"].starts for r in results if r.get("climbed") is not None)),
+            "climbed": {k: sorted({"".join("ACGT"[x] for x in c) for (kind, *_), r in zip(tasks, results)
+                                   if kind == k and r.get("climbed") is not None for c in r["climbed"].cons})
+                        for k in ("projection", "gibbs")},
         })
         if progress:
             progress(rnd, motif, t2 - t0)
     stats["background"] = [float(x) for x in bg]
     return found, stats
+
+
+def _phases(tasks, results) -> dict:
+    out: dict = {}
+    for (kind, *_), r in zip(tasks, results):
+        for k, v in (r.get("phases") or {}).items():
+            out.setdefault(kind, {})[k] = out.get(kind, {}).get(k, 0.0) + float(v)
+    return out
 
 
 # ------------------------------------------------------------------------------------ outputs
@@ -486,70 +629,57 @@ def _motif_records(found: list, seqs: SequenceSet) -> list:
     return out
 
 
-def compare_motifs(found_records: list, database: str, background: np.ndarray) -> list:
-    """Best match of each motif in ``database``: column-wise Pearson correlation of the scan's PWMs
-    (``pwm_from_motif``), summed over the overlap, maximised over shifts and both strands.
+def compare_motifs(motifs: str, database: str, client=None, *, pvalue: float | None = None,
+                   pseudocount: float | None = None, cells: int = 64, device: str = "cpu", keep: int = 4) -> list:
+    """Best matches of each motif of ``motifs`` in ``database`` by COMPARE — what ``motifgrid compare MOTIFS
+    DATABASE`` computes with its defaults: the scan's PWMs (uniform background, pseudocount and p-value of
+    the configuration: 0.1 and 1e-4), thresholds by :func:`pipeline.scan.row_thresholds_many`, lattices by
+    :func:`workers.compare.prepare_rows`, every shift and both strands by :func:`workers.compare.compare_pairs`;
+    similarity = Jaccard index of the two occurrence sets at those thresholds (the estimate, with its bracket).
 
-    Returns, per motif, a dict ``{id, name, score, mean_similarity, overlap, offset, strand}`` (or None).
+    Returns, per motif, ``{id, name, score, similarity_low, similarity_high, shift, overlap, strand, length,
+    runners_up}`` (``score`` = similarity; ``runners_up`` the next ``keep - 1``), or None without a match.
     """
-    from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement  # noqa: PLC0415
+    import dask.config  # noqa: PLC0415
 
-    db = [m for m in read_motifs(database) if m.kind != "logodds"]
-    uni = np.full(4, 0.25)
-    db_pwms = [pwm_from_motif(m, uni) for m in db]
+    from pipeline.scan import MotifSet, row_thresholds_many  # noqa: PLC0415
+    from workers.compare import compare_pairs, prepare_rows  # noqa: PLC0415
+
+    pvalue = float(dask.config.get("motifgrid.scan.pvalue", 1e-4)) if pvalue is None else pvalue
+    pc = float(dask.config.get("motifgrid.scan.pseudocount", 0.1)) if pseudocount is None else pseudocount
+    bg = np.full(4, 0.25)
+    sets = [MotifSet.load(motifs, bg, pc), MotifSet.load(database, bg, pc)]
+    rows = []
+    for ms in sets:
+        tabs = row_thresholds_many(ms, [pvalue], client, method="auto", table=False)[0]
+        pwms, _, _ = ms.rows()
+        rows.append(prepare_rows(pwms, [t.threshold if t.reachable else np.inf for t in tabs], bg, cells=cells))
+    qa, db = sets
+    na, nb = len(qa.ids), len(db.ids)
+    ii, jj = np.meshgrid(np.arange(na), np.arange(nb), indexing="ij")
+    pairs = np.stack([ii.ravel(), jj.ravel()], axis=1).astype(np.int64)
+    if client is not None:
+        res = client.submit(compare_pairs, rows[0], rows[1], pairs, min_overlap=1, device=device,
+                            pure=False).result()
+    else:
+        res = compare_pairs(rows[0], rows[1], pairs, min_overlap=1, device=device)
     out = []
-    for rec in found_records:
-        q = pwm_from_motif(rec, uni)
-        cands = []
-        for m, w in zip(db, db_pwms):
-            best = None
-            for strand, ww in (("+", w), ("-", reverse_complement(w))):
-                sc, mean, ov, off = _best_alignment(q, ww)
-                if ov and (best is None or sc > best["score"]):
-                    best = {"id": m.id, "name": m.name, "score": sc, "mean_similarity": mean, "overlap": ov,
-                            "offset": off, "strand": strand, "length": m.length}
-            if best is not None:
-                cands.append(best)
-        cands.sort(key=lambda c: -c["score"])
-        if cands:
-            out.append(cands[0] | {"runners_up": [{k: c[k] for k in ("id", "name", "score")} for c in cands[1:4]]})
-        else:
+    for i in range(na):
+        sel = np.flatnonzero(res.a == i)
+        order = sel[np.lexsort((res.b[sel], -res.jaccard[sel, 0], -res.jaccard[sel, 1]))]
+        order = [k for k in order if res.jaccard[k, 2] > 0]
+        if not order:
             out.append(None)
-    return out
-
-
-def _pcc_columns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson correlation of every column of ``a (m, 4)`` with every column of ``b (n, 4)``: (m, n)."""
-    ac = a - a.mean(axis=1, keepdims=True)
-    bc = b - b.mean(axis=1, keepdims=True)
-    na = np.sqrt((ac ** 2).sum(axis=1))
-    nb = np.sqrt((bc ** 2).sum(axis=1))
-    num = ac @ bc.T
-    den = np.outer(na, nb)
-    return np.where(den > 1e-12, num / np.maximum(den, 1e-300), 0.0)
-
-
-def _best_alignment(q: np.ndarray, t: np.ndarray, min_overlap: int = 5):
-    """(score, mean PCC over the overlap, overlap, offset of t against q) of the best ungapped alignment.
-
-    score = summed column PCC over the overlap / columns of the union of both motifs in that alignment:
-    unaligned columns of either motif count as 0, so a long database motif that merely contains the
-    query (or a short one inside it) is not preferred to one of the query's own extent.
-    """
-    m, n = q.shape[0], t.shape[0]
-    cc = _pcc_columns(q, t)
-    mo = min(min_overlap, m, n)
-    best = (-np.inf, 0.0, 0, 0)
-    for off in range(-(n - mo), m - mo + 1):           # t[j] aligned with q[j + off]
-        j0, j1 = max(0, -off), min(n, m - off)
-        if j1 - j0 < mo:
             continue
-        s = float(np.trace(cc[j0 + off:j1 + off, j0:j1]))
-        union = max(m, off + n) - min(0, off)
-        score = s / union
-        if score > best[0]:
-            best = (score, s / (j1 - j0), j1 - j0, off)
-    return best if best[2] else (0.0, 0.0, 0, 0)
+        k = order[0]
+        j = int(res.b[k])
+        out.append({"id": db.ids[j], "name": db.names[j], "score": float(res.jaccard[k, 1]),
+                    "similarity_low": float(res.jaccard[k, 0]), "similarity_high": float(res.jaccard[k, 2]),
+                    "shift": int(res.shift[k]), "overlap": int(res.overlap[k]), "strand": "+-"[int(res.strand[k])],
+                    "length": int(db.pwms[j].shape[0]),
+                    "runners_up": [{"id": db.ids[int(res.b[x])], "name": db.names[int(res.b[x])],
+                                    "score": float(res.jaccard[x, 1])} for x in order[1:keep]]})
+    return out
 
 
 def prepare_output(out: str) -> Path:
@@ -567,7 +697,8 @@ def prepare_output(out: str) -> Path:
 
 
 def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, found: list, stats: dict,
-                  seconds: float, device: str, compare_to: str | None = None, command: str | None = None) -> dict:
+                  seconds: float, device: str, compare_to: str | None = None, command: str | None = None,
+                  client=None) -> dict:
     import pyarrow as pa  # noqa: PLC0415
 
     from pipeline.motifs import format_jaspar, format_meme  # noqa: PLC0415
@@ -576,11 +707,13 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
 
     bg = np.asarray(stats["background"])
     recs = _motif_records(found, seqs)
-    matches = compare_motifs(recs, compare_to, bg) if compare_to and recs else [None] * len(recs)
     strands = "+ -" if settings.both_strands else "+"
     written = []
     _atomic_write_bytes(str(out / "motifs.meme"), format_meme(recs, bg, strands).encode())
     written.append("motifs.meme")
+    # best matches as `motifgrid compare motifs.meme DATABASE` reports them
+    matches = (compare_motifs(str(out / "motifs.meme"), compare_to, client, device=device)
+               if compare_to and recs else [None] * len(recs))
     _atomic_write_bytes(str(out / "motifs.jaspar"), format_jaspar(recs).encode())
     written.append("motifs.jaspar")
     rows = {k: [] for k in ("motif_id", "sequence", "sequence_index", "start", "end", "strand", "score",
@@ -658,7 +791,7 @@ def run_discover(fasta: str, out: str, settings: DiscoverSettings, client, devic
         found, stats = discover(seqs, settings, client, device=device, progress=progress)
         summary = write_outputs(outp, seqs, settings, found, stats, time.perf_counter() - t0, device,
                                 compare_to=compare_to,
-                                command=command or " ".join(shlex.quote(a) for a in sys.argv))
+                                command=command or " ".join(shlex.quote(a) for a in sys.argv), client=client)
         created = summary["files"]
     except BaseException:
         for name in ("summary.json", "summary.tsv", "sites.parquet", "motifs.jaspar", "motifs.meme"):

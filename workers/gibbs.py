@@ -66,7 +66,8 @@ def profile_score(counts: np.ndarray, n: float, bg: np.ndarray, pseudocount: flo
 
 
 def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "best", max_sweeps: int = 20,
-               pseudocount: float = 1.0, patience: int = 3, seed: int = 0) -> ChainResult:
+               pseudocount: float = 1.0, patience: int = 3, seed: int = 0, max_steps: int | None = None,
+               kernels=None, engine: str = "auto") -> ChainResult:
     """Run a batch of chains to convergence (or ``max_sweeps`` sweeps over the sequences).
 
     Parameters
@@ -85,6 +86,13 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
         alignment is reported).
     seed : int
         Seeds the device random generator of the stochastic update.
+    max_steps : int, optional
+        Stop after this many steps (default ``max_sweeps * T``).
+    kernels : optional
+        Kernel launcher of :mod:`workers.discover_gpu` (tests); on CuPy arrays the chains run in the CUDA
+        kernel (one warp per chain, the whole run in one launch) for widths up to 32.
+    engine : "auto" | "arrays"
+        "arrays" runs the array program below on CuPy too (the launch-bound baseline of the benchmarks).
     """
     if update not in ("best", "sample"):
         raise ValueError(f"update must be 'best' or 'sample', got {update!r}")
@@ -94,6 +102,9 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
     C0 = starts.shape[0]
     if C0 == 0 or T < 2:
         raise ValueError("Gibbs sampling needs at least one chain and two sequences")
+    max_steps = max_sweeps * T if max_steps is None else int(max_steps)
+    if kernels is not None or (xp is not np and l <= 32 and engine != "arrays"):
+        return _run_chains_kernel(win, starts, bg, update, max_steps, pseudocount, patience, seed, kernels)
     bg = np.asarray(bg, np.float64)
     bg4 = xp.asarray(np.tile(bg, l))                                     # (4l,) float64
     logbg4 = xp.log(bg4)
@@ -102,7 +113,7 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
     bias = win.bias[:, :, 0]                                             # (T, P)
     dcodes = win.dcodes                                                  # (T, P, l) uint8
     col4 = xp.asarray((4 * np.arange(l)).astype(np.int64))[None, :]       # (1, l)
-    pos = xp.asarray(np.asarray(starts, np.int64))                       # (C, T)
+    pos = xp.array(np.asarray(starts, np.int64), copy=True)             # (C, T); the caller's starts stay as given
     chain = xp.arange(C0, dtype=xp.int64)
     counts = xp.zeros((C0, L4), xp.float64)
     for i in range(T):
@@ -133,7 +144,6 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
         out["steps"].append(_host(steps[sel]))
         out["chain"].append(_host(chain[sel]))
 
-    max_steps = max_sweeps * T
     next_check = 2 * T
     every = max(1, T // 2)
     step = 0
@@ -193,6 +203,18 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
     return ChainResult(ppm=ppm[order], score=np.concatenate(out["score"])[order],
                        positions=np.concatenate(out["pos"])[order], steps=np.concatenate(out["steps"])[order],
                        chain=np.concatenate(out["chain"])[order])
+
+
+def _run_chains_kernel(win, starts, bg, update, max_steps, pseudocount, patience, seed, kernels) -> ChainResult:
+    from workers.discover_gpu import run_chains_device  # noqa: PLC0415
+
+    T, l = win.T, win.l
+    r = run_chains_device(win, bg, 0, starts=starts, seed=seed, update=update, max_steps=max_steps,
+                          pseudocount=pseudocount, patience=patience, kernels=kernels)
+    cnt = _host(r["counts"]).reshape(-1, l, 4).astype(np.float64)
+    ppm = (cnt + pseudocount * np.asarray(bg, np.float64)) / (T + pseudocount)
+    return ChainResult(ppm=ppm, score=_host(r["score"]), positions=_host(r["pos"]).astype(np.int64),
+                       steps=_host(r["steps"]).astype(np.int64), chain=np.arange(ppm.shape[0]))
 
 
 def distinct_best(ppm: np.ndarray, score: np.ndarray, keep: int) -> np.ndarray:

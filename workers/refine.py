@@ -32,6 +32,11 @@ def ld_proxy_order(win: Windows, ppm: np.ndarray, d: int, slack: int = 1) -> np.
     """Models ordered by how close their consensus is to an (l, d) solution, best first: sequences with a
     window within ``d + slack`` mismatches (a consensus one letter off the motif still has almost every
     occurrence there), then the summed capped distance.  Likelihood ranks such near-misses far down."""
+    if win.xp is not np and win.l <= 32:            # GPU: one thread per consensus, popcount distances
+        from workers.discover_gpu import ld_proxy_device, pack_words  # noqa: PLC0415
+
+        cnt, tot = ld_proxy_device(win, pack_words(np.argmax(np.asarray(ppm), axis=2)), d + slack)
+        return np.lexsort((tot.get(), -cnt.get()))
     min_dist, _ = _kernels()
     keys = np.empty((len(ppm), 2), np.int64)
     for c, m in enumerate(np.asarray(ppm)):
