@@ -70,3 +70,10 @@ def chrx_2mb() -> str:
 def chrx_slice(chrx_2mb) -> str:
     """300 kb of real human chrX."""
     return chrx_2mb[:300_000]
+
+
+def subprocess_env(**extra) -> dict:
+    """Environment for a CLI subprocess: this checkout first on PYTHONPATH, the caller's entries kept (the GPU
+    machine installs the dependencies into a PYTHONPATH folder)."""
+    path = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return dict(os.environ, PYTHONPATH=path, **extra)

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.genome import ingest
 from pipeline.scan import ScanError, read_hits, run_scan
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, subprocess_env
 from tests.reference import brute_force_pvalue, naive_scan
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
@@ -172,7 +172,7 @@ def test_resume_after_partial_run_is_identical(genome, finished, client, tmp_pat
 
 
 def _cli(*args, **kw):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = subprocess_env()
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env,
                           cwd=kw.get("cwd", ROOT), timeout=kw.get("timeout", 180))
 
@@ -181,7 +181,7 @@ def test_killed_run_resumes_identically(genome, finished, tmp_path):
     store, _ = genome
     out, _ = finished
     hits = tmp_path / "killed"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="1")
+    env = subprocess_env(DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="1")
     p = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "scan", store.path, MOTIFS, "--pvalue", "1e-3",
                           "--out", str(hits), "--workers", "1", "--no-progress"], env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -280,7 +280,7 @@ def test_existing_scheduler(genome, finished, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     addr = f"tcp://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = subprocess_env()
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                "--port", str(port), "--dashboard-address", "127.0.0.1:0"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]

@@ -16,13 +16,13 @@ import pytest
 
 from pipeline.genome import ingest
 from pipeline.scan import read_hits
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, subprocess_env
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
 
 
 def _env(**extra):
-    return dict(os.environ, PYTHONPATH=str(ROOT), **extra)
+    return subprocess_env(**extra)
 
 
 def _cli(*args, env=None, timeout=180):
