@@ -56,7 +56,9 @@ def worker_device(client) -> str:
 def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
                device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
                security=None, quiet: bool = False):
-    """Yield ``(client, device)`` where device is what the workers will compute on."""
+    """Yield ``(client, device)`` where device is what the workers will compute on.
+
+    ``quiet``: local workers log nothing below CRITICAL (a failed task is reported once, by the caller)."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
     if scheduler or scheduler_file:
@@ -85,7 +87,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             kw["n_workers"] = n_workers
         cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads_per_worker or 4,
                                    worker_dashboard_address=f"{host}:0",
-                                   silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
+                                   silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
         n = n_workers or _cpu_count()
@@ -94,7 +96,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         else:   # in-process transport: the scheduler listens on no network address at all
             kw = dict(n_workers=1, threads_per_worker=n, processes=False)
         cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=f"{host}:0",
-                               silence_logs=logging.ERROR if quiet else logging.WARNING, **kw)
+                               silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "cpu"
     client = Client(cluster)
     try:
