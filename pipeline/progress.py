@@ -296,7 +296,7 @@ def follow(client, scan_id: str | None = None, interval: float = 1.0, timeout: f
 
 def format_line(st: dict) -> str:
     """One line: state, blocks, hits, rates."""
-    r = st.get("rate_recent") or st.get("rate") or {}
+    r = (st.get("rate_recent") if st.get("state") == "running" else st.get("rate")) or {}
     state = "abandoned (client gone; finish it with --resume)" if st.get("abandoned") else st["state"]
     return (f"scan {st['scan_id']} {state}: {st['blocks_done']}/{st['blocks_total']} blocks, {st['hits']:,} hits, "
             f"{r.get('hits_per_s', 0):,.0f} hits/s, {r.get('scores_per_s', 0):.3g} window scores/s, "
