@@ -124,8 +124,8 @@ class ScanProgress:
         hits_by_block = dict((b, h) for b, h in res.get("block_hits", []))
         for bid, h in hits_by_block.items():
             self._add_block(bid, h, [], this_run=True)
-        for r, c in res.get("row_hits", []):
-            self._row_hits[r] += c
+        if res.get("row_hits") is not None:          # (n_rows,) int64: one buffer, cheap to send
+            self._row_hits += res["row_hits"]
         if time.time() - self._last >= self.interval:
             self._top()
             self._publish()

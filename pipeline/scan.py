@@ -178,8 +178,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
 
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
-             "block_hits": [], "row_hits": []}
-    task_rows = {}
+             "block_hits": [], "row_hits": None}      # for the live progress: hits per block, per row (array)
     manifest_dir = os.path.join(ctx.out, "_manifest")
     for block in blocks:
         t0 = time.perf_counter()
@@ -209,6 +208,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
                 raise
             rel = os.path.relpath(final, ctx.out)
             counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
+            stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
             nz = np.flatnonzero(counts)
             row_hits = [[int(r), int(c)] for r, c in zip(nz, counts[nz])]
         entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
@@ -223,9 +223,6 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
         stats["seconds_scan"] += t2 - t1
         stats["seconds_io"] += (t1 - t0) + (t3 - t2)
         stats["block_hits"].append([block.block_id, len(hits)])
-        for r, c in row_hits:
-            task_rows[r] = task_rows.get(r, 0) + c
-    stats["row_hits"] = [[r, c] for r, c in task_rows.items()]
     return stats
 
 

@@ -194,6 +194,9 @@ def test_client_killed_mid_run_resumes(genome, cluster, reference, tmp_path, rep
     assert st["state"] == "running" and st["abandoned"] and st["out"] == str(out)
     _resume(genome, out, client, n_done)
     _assert_identical(out, reference)
+    st = read_progress(client)         # the resumed run's progress counts the blocks of the killed one
+    assert st["state"] == "finished" and st["blocks_skipped"] >= n_done
+    assert st["blocks_done"] == st["blocks_total"] == len(reference["blocks"]) and st["hits"] == reference["hits"]
 
 
 # ------------------------------------------------------------------------------------ unwritable output
