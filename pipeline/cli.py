@@ -247,8 +247,10 @@ def cmd_scan(a, console=None) -> int:
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
                     pseudocount=a.pseudocount, resume=a.resume)
     with get_client(**client_kw, quiet=True) as (client, device):
+        addr = client.scheduler.address or ""
+        follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
         console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
-                      f"worker(s); dashboard: {dashboard_link(client)}")
+                      f"worker(s); dashboard: {dashboard_link(client)}{follow}")
         res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
     _print_summary(res, console)
     return 0

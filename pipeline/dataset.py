@@ -106,20 +106,31 @@ def prepare_output(out: str, params: dict, resume: bool, kind: str = "scan", err
         if diff:
             raise error(f"{out}: --resume with different parameters ({', '.join(diff)}) than the run it holds")
     else:
+        mdir = storage.join(out, "_manifest")
         try:
-            storage.makedirs(storage.join(out, "_manifest"))
+            storage.makedirs(mdir)
+            atomic_write_bytes(run_file, json.dumps(params, indent=1).encode())
         except OSError as e:
-            raise error(f"{out}: cannot create the output folder ({e.strerror or e})") from None
-        atomic_write_bytes(run_file, json.dumps(params, indent=1).encode())
+            if not storage.is_url(out):
+                try:
+                    os.rmdir(mdir)          # leave nothing that looks like a dataset
+                except OSError:
+                    pass
+            raise error(f"{out}: cannot create the output folder "
+                        f"({os.strerror(e.errno) if e.errno else e})") from None
     done = set()
     for p in manifest_paths(out):
         try:
             done.add(json.loads(storage.read_bytes(p))[key])
         except (ValueError, KeyError):
             storage.remove(p)          # a torn entry: redo that unit
-    if not storage.is_url(out):
-        for tmp in Path(out).glob("chrom=*/.part-*.tmp-*"):
-            tmp.unlink()           # left by a killed writer (object stores never show partial objects)
+    if not storage.is_url(out):       # left by a killed writer (object stores never show partial objects)
+        for pattern in ("chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*", ".*.tmp-*"):
+            for tmp in Path(out).glob(pattern):
+                try:
+                    tmp.unlink()
+                except OSError:
+                    pass
     return done
 
 

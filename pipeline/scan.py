@@ -126,6 +126,13 @@ class ScanContext:
     device: str = "cpu"
 
 
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     """Arrow table of one block's hits (without the partition column); strings dictionary-encoded."""
     plan = ctx.plan
@@ -156,7 +163,8 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
     from workers.backend import limit_blas_threads  # noqa: PLC0415
 
     limit_blas_threads(1)
-    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0}
+    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
+             "block_hits": [], "row_hits": None}      # for the live progress: hits per block, per row (array)
     manifest_dir = storage.join(ctx.out, "_manifest")
     for block in blocks:
         t0 = time.perf_counter()
@@ -174,6 +182,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
                                         "end": block.core_end})
             rel = write_part(ctx.out, block.chrom, block.block_id, table, meta, _DICT_COLUMNS, _STATS_COLUMNS)
             counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
+            stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
             nz = np.flatnonzero(counts)
             row_hits = [[int(r), int(c)] for r, c in zip(nz, counts[nz])]
         entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
@@ -187,6 +196,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
         stats["positions"] += n
         stats["seconds_scan"] += t2 - t1
         stats["seconds_io"] += (t1 - t0) + (t3 - t2)
+        stats["block_hits"].append([block.block_id, len(hits)])
     return stats
 
 
@@ -228,6 +238,31 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
 def prepare_output(out: str, params: dict, resume: bool) -> set:
     """Create or check the output folder; return the ids of blocks already finished."""
     return _prepare_output(out, params, resume, kind="scan", error=ScanError)
+
+
+def iter_manifest(out: str, drop_torn: bool = False):
+    """The entries of ``HITS/_manifest/`` (one dict per finished block); a torn entry is skipped
+    (and deleted with ``drop_torn``: its block is redone)."""
+    for p in manifest_paths(out):
+        try:
+            e = json.loads(storage.read_bytes(p))
+            e["block"]
+        except (ValueError, KeyError, FileNotFoundError):
+            if drop_torn:
+                storage.remove(p)
+            continue
+        yield e
+
+
+def _remove_temporaries(out: str) -> None:
+    """Temporary files left by a writer that was killed (worker or client) or failed (full disk); object
+    stores have none (a PUT is all or nothing)."""
+    if storage.is_url(out):
+        return
+    outp = Path(out)
+    for pattern in ("chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*", ".*.tmp-*"):
+        for tmp in outp.glob(pattern):
+            _unlink_quietly(str(tmp))
 
 
 def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
@@ -295,7 +330,21 @@ def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, backg
 
 def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = True, command: str | None = None,
                  console=None) -> ScanResult:
-    """Thresholds, then one task per block on ``client``; summaries at the end."""
+    """Thresholds, then one task per block on ``client``; summaries at the end.  The progress is
+    published on the scheduler as it goes (:mod:`pipeline.progress`), for any client to follow."""
+    from pipeline.progress import ScanProgress  # noqa: PLC0415
+
+    command = command or " ".join(shlex.quote(a) for a in sys.argv)
+    pub = ScanProgress(client, job, device=device, command=command)
+    try:
+        res = _execute_scan(job, client, device, progress, command, console, pub)
+    except BaseException as e:
+        pub.failed(e)
+        raise
+    return res
+
+
+def _execute_scan(job: ScanJob, client, device, progress, command, console, pub) -> ScanResult:
     from distributed import as_completed  # noqa: PLC0415
 
     import dask.config  # noqa: PLC0415
@@ -312,7 +361,7 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
     meta = {
         "motifgrid.version": __version__,
         "motifgrid.hits_format": str(HITS_FORMAT_VERSION),
-        "motifgrid.command": command or " ".join(shlex.quote(a) for a in sys.argv),
+        "motifgrid.command": command,
         "genome.path": _abspath(store.path),
         "genome.checksum": store.checksum,
         "genome.block_size": str(store.block_size),
@@ -339,48 +388,69 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
 
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0}
     t_thresholds = time.perf_counter() - t_thr0
+    pub.running(plan, all_blocks, todo, list(iter_manifest(out)) if done else [])
     t_tasks0 = time.perf_counter()
     if groups:
         ctx_f = client.scatter(ctx, broadcast=True, hash=False)
-        futures = [client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-{g[0].block_id}-{uuid.uuid4().hex[:6]}")
-                   for g in groups]
+        futures = {}
+        for g in groups:
+            f = client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-{g[0].block_id}-{uuid.uuid4().hex[:6]}")
+            futures[f.key] = f
         bar = _progress(console, len(todo), progress)
         try:
-            for fut, res in as_completed(futures, with_results=True, raise_errors=False):
+            for fut, res in as_completed(list(futures.values()), with_results=True, raise_errors=False):
                 if fut.status == "error":
                     exc = fut.exception()
-                    for f in futures:
+                    for f in futures.values():
                         f.cancel()
-                    raise ScanError(f"a block task failed: {type(exc).__name__}: {exc} "
-                                    f"(finished blocks are kept; rerun with --resume)") from None
+                    raise ScanError(_failure_message(exc, out)) from None
+                # its blocks are on disk: let the scheduler forget the task, so that a worker lost later
+                # does not make it recompute (and rewrite) finished blocks
+                futures.pop(fut.key).release()
                 for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io"):
                     stats[k] += res[k]
                 bar.update(res["blocks"], stats["hits"])
+                pub.task_done(res)
         finally:
             bar.close()
+        _remove_temporaries(out)       # left by a worker killed mid-write (its task ran again elsewhere)
     # totals over every finished block (this run and earlier ones)
     total_hits, row_hits_all = _totals_from_manifest(out, ctx)
     seconds = time.perf_counter() - t_start
     positions = sum(b.core_end - b.start for b in all_blocks)
-    _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, {
+    summary = {
         "blocks": len(all_blocks), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
         "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,
         "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
         "seconds_thresholds": t_thresholds, "seconds_tasks_wall": time.perf_counter() - t_tasks0,
         "task_seconds_scan": stats["seconds_scan"], "task_seconds_io": stats["seconds_io"],
-    })
+        "scan_id": pub.scan_id,
+    }
+    try:
+        _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, summary)
+    except OSError as e:
+        raise ScanError(_failure_message(e, out)) from None
+    pub.finished(summary)
     return ScanResult(out=out, blocks=len(all_blocks), blocks_skipped=len(all_blocks) - len(todo), hits=int(total_hits),
                       seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
                       column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
                       workers=len(client.scheduler_info().get("workers", {})))
 
 
+def _failure_message(exc: BaseException, out: str) -> str:
+    """One line for a scan that stops: what failed, and that the finished blocks stay usable."""
+    keep = "finished blocks are kept; rerun with --resume"
+    if isinstance(exc, OSError) and exc.errno:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{out}: cannot write the hits: {os.strerror(exc.errno)}{where}; {keep} once it is fixed"
+    return f"a block task failed: {type(exc).__name__}: {exc} ({keep})"
+
+
 def _totals_from_manifest(out: str, ctx: ScanContext):
     """Total hits and per-row counts over every finished block (this run's and earlier ones)."""
     total = 0
     row_hits = np.zeros(ctx.plan.n_rows, np.int64)
-    for p in manifest_paths(out):
-        e = json.loads(storage.read_bytes(p))
+    for e in iter_manifest(out):
         total += e["hits"]
         for r, c in e.get("row_hits", []):
             row_hits[r] += c

@@ -127,11 +127,15 @@ def atomic_write_bytes(path, data: bytes) -> None:
     s = os.fspath(path)
     if not is_url(s):
         tmp = f"{os.path.dirname(s)}/.{os.path.basename(s)}.tmp-{uuid.uuid4().hex}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, s)
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, s)
+        except BaseException:
+            _unlink_quietly(tmp)        # a full disk or a read-only folder leaves no torn file behind
+            raise
         return
     fs, p = url_to_fs(s)
     fs.pipe_file(p, data)
@@ -144,8 +148,19 @@ def write_parquet(table, path, **kwargs) -> None:
     s = os.fspath(path)
     if not is_url(s):
         tmp = f"{os.path.dirname(s)}/.{os.path.basename(s)}.tmp-{uuid.uuid4().hex}"
-        pq.write_table(table, tmp, **kwargs)
-        os.replace(tmp, s)
+        try:
+            pq.write_table(table, tmp, **kwargs)
+            os.replace(tmp, s)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
         return
     fs, p = url_to_fs(s)
     pq.write_table(table, p, filesystem=fs, **kwargs)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,206 @@
+"""The live dashboard, for real: a scan (``motifgrid scan --scheduler``, a subprocess) runs on a local
+cluster reachable over TCP while
+- this test follows the progress the scan publishes on the scheduler, as a second client would;
+- the Dask dashboard is loaded over HTTP (``/status``, ``/individual-progress``, ``/json/counts.json``,
+  ``/info/main/workers.html``, ``/metrics``);
+- ``notebooks/dashboard.ipynb`` runs headless (nbclient, the ``python3`` kernel) and draws it live;
+then ``notebooks/explore_hits.ipynb`` plots the finished Parquet dataset.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+
+import pytest
+
+from pipeline.genome import ingest
+from pipeline.scan import read_hits
+from tests.conftest import DATA, ROOT
+
+MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
+nbclient = pytest.importorskip("nbclient", reason="the notebook tests need the test extra (nbclient)")
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("logomaker")
+pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory, chrx_2mb):
+    d = tmp_path_factory.mktemp("dash-genome")
+    fa = d / "g.fa.gz"
+    with gzip.open(fa, "wt") as f:
+        for name, s in (("chrX_a", chrx_2mb[:1_400_000]), ("chrX_b", chrx_2mb[1_400_000:])):
+            f.write(f">{name}\n" + "\n".join(s[i:i + 80] for i in range(0, len(s), 80)) + "\n")
+    return ingest(fa, d / "g.zarr", block_size=16_384, halo=40)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Scheduler and one worker (2 threads) in this process, reachable on loopback TCP with a dashboard."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, protocol="tcp://", host="127.0.0.1",
+                      dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL) as cl, Client(cl) as c:
+        yield cl, c
+
+
+def _execute(path, env: dict, timeout: float = 240):
+    """Run a notebook headless with the installed ``python3`` kernel; return it with its outputs."""
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=timeout,
+                                     resources={"metadata": {"path": str(ROOT)}})
+    client.execute(env=dict(os.environ, PYTHONPATH=str(ROOT), **env))
+    return nb
+
+
+def _texts(nb) -> str:
+    out = []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            out.append(o.get("text", ""))
+            out.append(o.get("data", {}).get("text/plain", ""))
+    return "\n".join(out)
+
+
+def _images(nb) -> int:
+    return sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.status, r.read().decode("utf-8", "replace")
+
+
+@pytest.fixture(scope="module")
+def live(genome, cluster, tmp_path_factory):
+    """One real scan, watched three ways at once (this process, HTTP, the dashboard notebook)."""
+    from pipeline.progress import read_progress
+
+    cl, client = cluster
+    out = tmp_path_factory.mktemp("dash-run") / "hits"
+    addr = cl.scheduler_address
+    t0 = time.time()
+    nb_result = {}
+
+    def run_notebook():
+        try:
+            nb_result["nb"] = _execute(ROOT / "notebooks" / "dashboard.ipynb", {
+                "MOTIFGRID_SCHEDULER": addr, "MOTIFGRID_AFTER": repr(t0), "MOTIFGRID_REFRESH": "0.2",
+                "MOTIFGRID_WAIT": "120"})
+        except Exception as e:          # reported by the test that needs the notebook
+            nb_result["error"] = e
+
+    clients0 = len(cl.scheduler.clients)
+    th = threading.Thread(target=run_notebook, daemon=True)
+    th.start()
+    deadline = time.time() + 90      # the notebook's kernel connects to the scheduler: then start the scan
+    while len(cl.scheduler.clients) <= clients0 and th.is_alive() and time.time() < deadline:
+        time.sleep(0.05)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="1",
+               DASK_MOTIFGRID__PROGRESS__INTERVAL="0.1")
+    log = tempfile.TemporaryFile("w+")
+    p = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "scan", genome.path, MOTIFS, "--pvalue", "1e-3",
+                          "--out", str(out), "--scheduler", addr, "--no-progress"], env=env, stdout=log,
+                         stderr=subprocess.STDOUT, cwd=ROOT)
+    port = client.scheduler_info()["services"]["dashboard"]
+    base = f"http://127.0.0.1:{port}"
+    states, http = [], {}
+    while p.poll() is None or not states or states[-1]["state"] == "running":
+        st = read_progress(client, check_client=False)
+        if st is not None and st["started"] >= t0:
+            states.append(st)
+            if st["state"] == "running" and not http and st["blocks_done"] < st["blocks_total"]:
+                for path in ("/metrics", "/json/counts.json", "/info/main/workers.html", "/status",
+                             "/individual-progress"):
+                    before = read_progress(client, check_client=False)
+                    http[path] = (*_get(base + path), before["state"], before["blocks_done"])
+        if p.poll() is not None and (st is None or st["state"] != "running"):
+            break
+        time.sleep(0.05)
+    rc = p.wait(timeout=120)
+    log.seek(0)
+    th.join(timeout=180)
+    return {"rc": rc, "log": log.read(), "states": states, "http": http, "out": out, "nb": nb_result, "t0": t0}
+
+
+def test_progress_published_and_consistent(live):
+    """The published state moves forward while the scan runs and ends equal to what the scan wrote."""
+    import pyarrow.parquet as pq
+
+    assert live["rc"] == 0, live["log"]
+    states, out = live["states"], live["out"]
+    running = [s for s in states if s["state"] == "running"]
+    assert len({s["blocks_done"] for s in running}) >= 3, [s["blocks_done"] for s in states]
+    for a, b in zip(states, states[1:]):
+        assert b["blocks_done"] >= a["blocks_done"] and b["hits"] >= a["hits"] and b["updated"] >= a["updated"]
+    final = states[-1]
+    summary = json.loads((out / "_summary.json").read_text())
+    assert final["state"] == "finished" and final["scan_id"] == summary["scan_id"]
+    assert final["out"] == str(out) and final["finished"] >= final["started"] >= live["t0"]
+    assert final["blocks_done"] == final["blocks_total"] == summary["blocks"] == 123
+    assert final["hits"] == summary["hits"] and final["positions_done"] == summary["positions"]
+    assert final["scores_done"] == summary["scores"] and final["rate"]["scores_per_s"] > 0
+    # hits per contig and along the genome, from the dataset itself
+    t = read_hits(str(out), columns=["chrom", "start", "motif_id"])
+    per_chrom = Counter(t.column("chrom").to_pylist())
+    assert {c["name"]: c["hits"] for c in final["contigs"]} == dict(per_chrom)
+    starts = t.column("start").to_pylist()
+    for c in final["contigs"]:
+        assert sum(c["track"]) == c["hits"] and c["blocks_done"] == c["blocks_total"]
+        mine = [s for s, ch in zip(starts, t.column("chrom").to_pylist()) if ch == c["name"]]
+        assert list(c["track"]) == [sum(1 for s in mine if i * final["track_bin"] <= s < (i + 1) * final["track_bin"])
+                              for i in range(len(c["track"]))]
+    # top motifs = the motif summary's largest counts, with their scanned probability matrices
+    ms = pq.read_table(out / "_motif_summary.parquet").to_pylist()
+    by_id = {m["motif_id"]: m for m in ms}
+    assert [m["hits"] for m in final["top_motifs"]] == sorted((m["hits"] for m in ms), reverse=True)[:10]
+    for m in final["top_motifs"]:
+        assert (m["hits_plus"], m["hits_minus"]) == (by_id[m["id"]]["hits_plus"], by_id[m["id"]]["hits_minus"])
+        assert all(abs(sum(row) - 1) < 1e-3 for row in m["ppm"])
+
+
+def test_dask_dashboard_over_http_while_scanning(live):
+    http = live["http"]
+    assert set(http) == {"/metrics", "/json/counts.json", "/info/main/workers.html", "/status",
+                         "/individual-progress"}, live["states"][-1]
+    code, body, state, done = http["/metrics"]
+    assert code == 200 and state == "running" and done < 123
+    assert "dask_scheduler_workers" in body and 'task_prefix_name="scan"' in body     # our tasks, by prefix
+    code, body, *_ = http["/json/counts.json"]
+    assert code == 200 and json.loads(body)["workers"] == 1
+    code, body, *_ = http["/info/main/workers.html"]
+    assert code == 200 and "tcp://127.0.0.1:" in body
+    for page in ("/status", "/individual-progress"):
+        code, body, *_ = http[page]
+        assert code == 200 and "bokeh" in body.lower()
+
+
+def test_dashboard_notebook_live(live):
+    if "error" in live["nb"]:
+        raise live["nb"]["error"]
+    nb = live["nb"]["nb"]
+    text = _texts(nb)
+    assert "finished: 123/123 blocks" in text, text
+    assert "live updates while running:" in text, text
+    assert _images(nb) >= 1
+    final = live["states"][-1]
+    assert f"{final['hits']:,} hits in {live['out']}" in text
+
+
+def test_explore_notebook(live):
+    nb = _execute(ROOT / "notebooks" / "explore_hits.ipynb", {"MOTIFGRID_HITS": str(live["out"])})
+    text = _texts(nb)
+    summary = json.loads((live["out"] / "_summary.json").read_text())
+    assert f"{summary['hits']:,} hits (summary: {summary['hits']:,})" in text
+    assert _images(nb) >= 4
+    last = nb.cells[-1]["outputs"][-1]["data"]
+    assert "site (motif strand)" in last["text/plain"]

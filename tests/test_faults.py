@@ -1,0 +1,328 @@
+"""Faults, for real: worker processes and scan clients killed with SIGKILL mid-run, an output folder
+that becomes unwritable, a disk that fills up.  Every run ends with a dataset identical to an
+undisturbed run (sorted Parquet content, one manifest entry per block, nothing left half-written).
+
+The cluster is a real multi-process local cluster (scheduler + 2 worker processes under nannies, on
+loopback); scans run as ``motifgrid scan --scheduler ADDRESS`` subprocesses.
+"""
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import logging
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.genome import ingest
+from pipeline.scan import read_hits, run_scan
+from tests.conftest import DATA, ROOT
+from tests.test_scan_pipeline import table_rows
+
+MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
+PVALUE = "1e-3"
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="1",
+           DASK_MOTIFGRID__CLUSTER__WAIT_FOR_WORKERS="60")
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory, chrx_2mb):
+    """1.2 Mb of real human chrX as two contigs, 16 kb blocks: 74 tasks of one block each."""
+    d = tmp_path_factory.mktemp("faults-genome")
+    fa = d / "g.fa.gz"
+    with gzip.open(fa, "wt") as f:
+        for name, s in (("chrX_a", chrx_2mb[:900_000]), ("chrX_b", chrx_2mb[1_000_000:1_300_000])):
+            f.write(f">{name}\n" + "\n".join(s[i:i + 80] for i in range(0, len(s), 80)) + "\n")
+    return ingest(fa, d / "g.zarr", block_size=16_384, halo=40)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Scheduler + 2 single-threaded worker processes (nannies restart a killed worker), loopback only."""
+    import dask.config
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.scheduler.worker-ttl": "30s"}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL) as cl, Client(cl) as c:
+        yield cl.scheduler_address, c
+
+
+@pytest.fixture(scope="module")
+def reference(genome, cluster, tmp_path_factory):
+    """The undisturbed run: its sorted rows, blocks and hit count."""
+    _, client = cluster
+    out = tmp_path_factory.mktemp("faults-ref") / "hits"
+    run_scan(genome.path, MOTIFS, str(out), pvalue=float(PVALUE), client=client, progress=False)
+    return {"rows": table_rows(read_hits(str(out))), "blocks": _manifest_blocks(out), "out": out,
+            "hits": json.loads((out / "_summary.json").read_text())["hits"]}
+
+
+def _manifest_blocks(out: Path) -> list:
+    return sorted(json.loads(p.read_text())["block"] for p in (out / "_manifest").glob("*.json"))
+
+
+def _assert_identical(out: Path, ref: dict) -> None:
+    """Same rows (sorted), every block once in the manifest, one file per block, no temporaries."""
+    assert (out / "_summary.json").exists()
+    assert _manifest_blocks(out) == ref["blocks"]                       # no block lost
+    parts = sorted(p.name for p in out.glob("chrom=*/part-*.parquet"))
+    assert len(parts) == len(set(parts)) == len(list(ref["out"].glob("chrom=*/part-*.parquet")))
+    assert table_rows(read_hits(str(out))) == ref["rows"]                 # none written twice, nothing changed
+    assert json.loads((out / "_summary.json").read_text())["hits"] == ref["hits"]
+    assert not [p for p in out.rglob("*") if ".tmp-" in p.name]
+
+
+def _assert_partial_usable(out: Path, ref: dict) -> int:
+    """After a fault: no finished marker; the finished blocks read back as a subset of the reference."""
+    assert not (out / "_summary.json").exists()
+    done = _manifest_blocks(out)
+    assert set(done) < set(ref["blocks"])
+    rows = table_rows(read_hits(str(out)))
+    assert len(rows) == len(set(rows)) and set(rows) <= set(ref["rows"])
+    return len(done)
+
+
+def _scan(genome, out: Path, scheduler: str | None, *extra, preexec_fn=None) -> subprocess.Popen:
+    """``motifgrid scan`` in its own process group, output to a temporary log."""
+    args = [sys.executable, "-m", "pipeline.cli", "scan", genome.path, MOTIFS, "--pvalue", PVALUE,
+            "--out", str(out), "--no-progress", *extra]
+    if scheduler:
+        args += ["--scheduler", scheduler]
+    log = tempfile.TemporaryFile("w+")
+    p = subprocess.Popen(args, env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                         preexec_fn=preexec_fn, cwd=ROOT)
+    p.log = log
+    return p
+
+
+def _finish(p: subprocess.Popen, timeout: float = 120) -> tuple[int, str]:
+    rc = p.wait(timeout=timeout)
+    p.log.seek(0)
+    text = p.log.read()
+    p.log.close()
+    return rc, text
+
+
+def _wait_blocks(out: Path, n: int, p: subprocess.Popen, timeout: float = 60) -> int:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        k = len(list((out / "_manifest").glob("*.json"))) if (out / "_manifest").is_dir() else 0
+        if k >= n:
+            return k
+        assert p.poll() is None, f"the scan ended before {n} blocks were done: {_finish(p)[1]}"
+        time.sleep(0.005)
+    raise AssertionError(f"fewer than {n} blocks done after {timeout} s")
+
+
+def _resume(genome, out: Path, client, n_done: int) -> None:
+    """``--resume`` (the same code as the CLI's, on the test's client): only the missing blocks are scanned."""
+    res = run_scan(genome.path, MOTIFS, str(out), pvalue=float(PVALUE), client=client, progress=False, resume=True)
+    assert res.blocks_skipped >= n_done and res.blocks == len(_manifest_blocks(out))
+
+
+def _one_line(text: str) -> str:
+    """The error: one line, the last one (after the start-up banner, if the cluster was reached)."""
+    lines = [x for x in text.splitlines() if x.strip()]
+    errors = [x for x in lines if "error" in x.lower()]
+    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in text, text
+    assert errors[0].startswith("motifgrid scan: error: "), text
+    return errors[0]
+
+
+# ------------------------------------------------------------------------------------ killed processes
+@pytest.mark.parametrize("rep", range(3))
+def test_worker_killed_mid_run(genome, cluster, reference, tmp_path, rep):
+    """SIGKILL of a worker process that is running a block: the scheduler reruns its tasks elsewhere and
+    the dataset is identical to an undisturbed run."""
+    addr, client = cluster
+    client.wait_for_workers(2, timeout=60)
+    pids = client.run(os.getpid)
+    out = tmp_path / "hits"
+    p = _scan(genome, out, addr)
+    _wait_blocks(out, 3 + 5 * rep, p)
+    victim = None
+    while victim is None:
+        busy = {w: [k for k in keys if str(k).startswith("scan-")] for w, keys in client.processing().items()}
+        victim = next((w for w, keys in busy.items() if keys and w in pids), None)
+        assert p.poll() is None, "the scan ended before a worker could be killed"
+        time.sleep(0.002)
+    os.kill(pids[victim], signal.SIGKILL)
+    rc, log = _finish(p)
+    assert rc == 0, log
+    _assert_identical(out, reference)
+    cut = client.run_on_scheduler(_removed_while_processing, worker=victim)
+    assert any(k.startswith("scan-") for k in cut), cut          # the worker died with a block in progress
+
+
+def _removed_while_processing(worker, dask_scheduler=None) -> list:
+    """Keys a worker was processing when the scheduler removed it (from the scheduler's event log)."""
+    keys = []
+    for _, e in dask_scheduler.get_events(worker):
+        if isinstance(e, dict) and e.get("action") == "remove-worker":
+            keys += [str(k) for k in e.get("processing-tasks", ())]
+    return keys
+
+
+@pytest.mark.parametrize("rep", range(3))
+def test_client_killed_mid_run_resumes(genome, cluster, reference, tmp_path, rep):
+    """SIGKILL of the `motifgrid scan` process: the progress shows the scan abandoned, the finished blocks
+    are kept, and `--resume` completes it identically."""
+    from pipeline.progress import read_progress
+
+    addr, client = cluster
+    client.wait_for_workers(2, timeout=60)
+    out = tmp_path / "hits"
+    p = _scan(genome, out, addr)
+    _wait_blocks(out, 2 + 8 * rep, p)
+    os.killpg(p.pid, signal.SIGKILL)
+    _finish(p)
+    n_done = _assert_partial_usable(out, reference)
+    assert n_done >= 2
+    deadline = time.time() + 10
+    while not (st := read_progress(client))["abandoned"] and time.time() < deadline:
+        time.sleep(0.05)
+    assert st["state"] == "running" and st["abandoned"] and st["out"] == str(out)
+    _resume(genome, out, client, n_done)
+    _assert_identical(out, reference)
+    st = read_progress(client)         # the resumed run's progress counts the blocks of the killed one
+    assert st["state"] == "finished" and st["blocks_skipped"] >= n_done
+    assert st["blocks_done"] == st["blocks_total"] == len(reference["blocks"]) and st["hits"] == reference["hits"]
+
+
+# ------------------------------------------------------------------------------------ unwritable output
+def _can_chattr(d: Path) -> bool:
+    probe = d / "probe"
+    probe.mkdir()
+    try:
+        if subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode != 0:
+            return False
+        try:
+            (probe / "x").write_text("x")
+            return False
+        except OSError:
+            return True
+        finally:
+            subprocess.run(["chattr", "-i", str(probe)], capture_output=True)
+    except FileNotFoundError:
+        return False
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def unwritable(d: Path, tmp: Path):
+    """Make folder ``d`` and every folder below it unwritable, even for root (immutable attribute);
+    for other users, permissions.  Restored on exit."""
+    dirs = [d, *[p for p in d.rglob("*") if p.is_dir()]]
+    if os.geteuid() != 0:
+        for x in dirs:
+            x.chmod(0o555)
+        try:
+            yield
+        finally:
+            for x in dirs:
+                x.chmod(0o755)
+        return
+    if not _can_chattr(tmp):
+        pytest.skip("running as root on a file system without the immutable attribute (chattr +i): "
+                    "no way to make a folder unwritable here")
+    subprocess.run(["chattr", "+i", *map(str, dirs)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", *map(str, dirs)], check=True)
+
+
+@pytest.mark.parametrize("rep", range(2))
+def test_unwritable_output_folder(genome, cluster, reference, tmp_path, rep):
+    """An output folder that cannot be written: one line, exit 2, nothing created; the same command
+    works once the folder is writable."""
+    addr, _ = cluster
+    out = tmp_path / "hits"
+    out.mkdir()
+    with unwritable(out, tmp_path):
+        rc, log = _finish(_scan(genome, out, addr))
+    assert rc == 2
+    line = _one_line(log)
+    assert f"{out}: cannot create the output folder" in line
+    assert not list(out.iterdir())
+
+
+@pytest.mark.parametrize("rep", range(2))
+def test_output_becomes_unwritable_mid_run(genome, cluster, reference, tmp_path, rep):
+    """The output folder turns unwritable while blocks are being written: one line naming the folder and
+    the cause, exit 2; the finished blocks stay readable and `--resume` completes identically."""
+    addr, client = cluster
+    out = tmp_path / "hits"
+    p = _scan(genome, out, addr)
+    _wait_blocks(out, 5 + 15 * rep, p)
+    with unwritable(out, tmp_path):
+        rc, log = _finish(p)
+        assert rc == 2, log
+        line = _one_line(log)
+        assert f"{out}: cannot write the hits:" in line and "rerun with --resume" in line, line
+        n_done = _assert_partial_usable(out, reference)
+    _resume(genome, out, client, n_done)
+    _assert_identical(out, reference)
+
+
+# ------------------------------------------------------------------------------------ full disk
+def _mount_tmpfs(d: Path, size: int) -> bool:
+    """A tmpfs of ``size`` bytes at ``d`` (root with CAP_SYS_ADMIN only; MOTIFGRID_TEST_NO_MOUNT=1 forces the
+    fallback)."""
+    d.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or os.environ.get("MOTIFGRID_TEST_NO_MOUNT"):
+        return False
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)], capture_output=True)
+    return r.returncode == 0
+
+
+def _footprint(out: Path) -> int:
+    """Bytes the dataset takes on a tmpfs (whole pages per file and folder)."""
+    page = 4096
+    return sum(-(-p.stat().st_size // page) * page + page for p in out.rglob("*"))
+
+
+@pytest.mark.parametrize("rep", range(2))
+def test_disk_full(genome, cluster, reference, tmp_path, rep):
+    """The disk fills up mid-run (a small tmpfs; where mounting is not allowed, a file-size limit on the
+    scan process): one line, exit 2, finished blocks readable; after space is freed `--resume` completes
+    identically."""
+    addr, client = cluster
+    mnt = tmp_path / "small"
+    size = int(_footprint(reference["out"]) * (0.35 + 0.25 * rep)) // 4096 * 4096
+    mounted = _mount_tmpfs(mnt, size)
+    out = mnt / "hits"
+    try:
+        if mounted:
+            rc, log = _finish(_scan(genome, out, addr))
+            cause = "No space left on device"
+        else:     # no mount here: a per-file size limit on the scan process and its in-process workers
+            big = sorted(p.stat().st_size for p in reference["out"].glob("chrom=*/*.parquet"))
+            limit = big[len(big) // 3]
+
+            def limit_files():
+                resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+            rc, log = _finish(_scan(genome, out, None, "--workers", "2", preexec_fn=limit_files))
+            cause = "File too large"
+        assert rc == 2, log
+        line = _one_line(log)
+        assert f"cannot write the hits: {cause}" in line and "rerun with --resume" in line, line
+        n_done = _assert_partial_usable(out, reference)
+        if mounted:
+            subprocess.run(["mount", "-o", "remount,size=256m", str(mnt)], check=True)    # space freed
+        _resume(genome, out, client, n_done)
+        _assert_identical(out, reference)
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
