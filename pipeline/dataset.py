@@ -50,14 +50,14 @@ def write_parquet_atomic(table: pa.Table, path: str, **kw) -> None:
 
 
 def write_part(out: str, chrom: str, part_id: str, table: pa.Table, metadata: dict, dict_columns: list,
-               stats_columns: list) -> str:
+               stats_columns: list, compression: str = "zstd") -> str:
     """Write ``table`` (without the partition column) as ``OUT/chrom=<chrom>/part-<part_id>.parquet``,
     atomically, with ``metadata`` added to its key-value metadata; return the path relative to ``out``."""
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     pdir = partition_dir(out, chrom)
     storage.makedirs(pdir)
     name = f"part-{part_id}.parquet"
-    storage.write_parquet(table, storage.join(pdir, name), compression="zstd", use_dictionary=dict_columns,
+    storage.write_parquet(table, storage.join(pdir, name), compression=compression, use_dictionary=dict_columns,
                           write_statistics=stats_columns)
     return f"{pdir[len(out.rstrip('/')) + 1:]}/{name}"
 

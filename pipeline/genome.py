@@ -396,6 +396,8 @@ class GenomeStore:
         ok = self._direct.get(key)
         if ok is None and "://" in self.path:
             ok = self._direct[key] = False           # a URL: zarr (fsspec) reads it
+        if ok is None and self._direct.get("*"):
+            ok = self._direct[key] = True            # every array of a store is written alike: checked once
         if ok is None:
             try:
                 with open(os.path.join(self.path, key, "zarr.json")) as f:
@@ -409,6 +411,8 @@ class GenomeStore:
             except (OSError, ValueError):
                 ok = False
             self._direct[key] = ok
+            if ok and self.attrs.get("format") == "motifgrid-genome":
+                self._direct["*"] = True
         return ok
 
     def read_block(self, block: Block) -> np.ndarray:

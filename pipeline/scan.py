@@ -124,6 +124,19 @@ class ScanContext:
     ptable: PvalueTable
     metadata: dict = field(default_factory=dict)
     device: str = "cpu"
+    compression: str = "zstd"      # Parquet codec of the hits files (motifgrid.scan.compression)
+
+
+_CODECS = ("zstd", "lz4", "snappy", "gzip", "brotli", "none")
+
+
+def _compression() -> str:
+    import dask.config  # noqa: PLC0415
+
+    c = str(dask.config.get("motifgrid.scan.compression", default="zstd")).lower()
+    if c not in _CODECS:
+        raise ScanError(f"motifgrid.scan.compression: unknown Parquet codec {c!r}; choose one of {', '.join(_CODECS)}")
+    return c
 
 
 def _unlink_quietly(path: str) -> None:
@@ -180,7 +193,8 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
             meta = dict(ctx.metadata)
             meta["block"] = json.dumps({"chrom": block.chrom, "index": block.index, "start": block.start,
                                         "end": block.core_end})
-            rel = write_part(ctx.out, block.chrom, block.block_id, table, meta, _DICT_COLUMNS, _STATS_COLUMNS)
+            rel = write_part(ctx.out, block.chrom, block.block_id, table, meta, _DICT_COLUMNS, _STATS_COLUMNS,
+                             compression=ctx.compression)
             counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
             stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
             nz = np.flatnonzero(counts)
@@ -308,6 +322,7 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
     t_start = time.perf_counter()
     if not (0 < pvalue < 1):
         raise ScanError(f"--pvalue must be in (0, 1), got {pvalue}")
+    _compression()                  # a bad setting is refused before anything is claimed
     store = GenomeStore(store_path)
     bg = read_background(background, genome_background=store.background)
     mset = MotifSet.load(motifs, bg, pseudocount)
@@ -377,7 +392,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     }
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out),
-                      ptable=PvalueTable.from_thresholds([tables[i] for i in keep]), metadata=meta, device=device)
+                      ptable=PvalueTable.from_thresholds([tables[i] for i in keep]), metadata=meta, device=device,
+                      compression=_compression())
 
     all_blocks = store.blocks()
     todo = [b for b in all_blocks if b.block_id not in done]

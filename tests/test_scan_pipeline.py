@@ -298,3 +298,19 @@ def test_existing_scheduler(genome, finished, tmp_path):
         for p in procs[::-1]:
             p.terminate()
             p.wait(timeout=30)
+
+
+def test_compression_setting(genome, client, finished, tmp_path):
+    """motifgrid.scan.compression picks the Parquet codec of the hits files; the rows do not change."""
+    import dask.config
+
+    store, _ = genome
+    out, _ = finished
+    with dask.config.set({"motifgrid.scan.compression": "lz4"}):
+        run_scan(store.path, MOTIFS, str(tmp_path / "lz4"), pvalue=1e-3, client=client, progress=False)
+    f = next((tmp_path / "lz4").glob("chrom=*/part-*.parquet"))
+    assert pq.ParquetFile(f).metadata.row_group(0).column(0).compression.upper().startswith("LZ4")
+    assert table_rows(read_hits(str(tmp_path / "lz4"))) == table_rows(read_hits(str(out)))
+    with dask.config.set({"motifgrid.scan.compression": "rar"}), pytest.raises(ScanError, match="unknown Parquet codec"):
+        run_scan(store.path, MOTIFS, str(tmp_path / "rar"), pvalue=1e-3, client=client, progress=False)
+    assert not (tmp_path / "rar").exists()
