@@ -228,6 +228,15 @@ def _check_out_file(path: str) -> None:
         raise UserError(f"{path}: is a folder; give a file name")
 
 
+def _local_out(a) -> None:
+    """Only ingest, scan and export take object-store URLs (pipeline/storage.py) so far."""
+    from pipeline import storage  # noqa: PLC0415
+
+    if getattr(a, "out", None) and storage.is_url(a.out):
+        raise UserError(f"--out {a.out}: motifgrid {a.cmd} writes to a local (or shared) folder; "
+                        "object-store URLs are taken by ingest, scan and export")
+
+
 def _client_kwargs(a):
     """``get_client`` arguments; the scheduler file and TLS files are checked here, before any work starts."""
     from pipeline.cluster import scheduler_address  # noqa: PLC0415
@@ -274,6 +283,7 @@ def _print_summary(res, console) -> None:
 
 
 def cmd_composition(a) -> int:
+    _local_out(a)
     from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
     from pipeline.composition import execute_composition, plan_composition  # noqa: PLC0415
 
@@ -349,6 +359,7 @@ def cmd_thresholds(a) -> int:
 
 
 def cmd_compare(a) -> int:
+    _local_out(a)
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.compare import run_compare  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
@@ -372,6 +383,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_discover(a) -> int:
+    _local_out(a)
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.discover import DiscoverSettings, read_sequences, run_discover  # noqa: PLC0415
 

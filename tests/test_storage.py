@@ -133,3 +133,16 @@ def test_cli_ingest_scan_export_with_urls(s3, fasta, tmp_path):
     r = cli("scan", "s3://motifgrid-test/cli/none.zarr", motifs, "--out", "s3://motifgrid-test/cli/h2", "--no-progress")
     assert r.returncode == 2 and "not a motifgrid genome store" in r.stderr and "Traceback" not in r.stderr
     assert not fs.exists("motifgrid-test/cli/h2")
+
+
+def test_commands_without_url_output_refuse_urls(tmp_path, capsys):
+    from pipeline.cli import main
+    from tests.conftest import DATA
+
+    for cmd in (["compare", str(DATA / "jaspar2024_subset.jaspar")],
+                ["discover", str(tmp_path / "x.fa"), "--width", "8"],
+                ["composition", str(tmp_path / "t.fa"), str(tmp_path / "g.zarr")]):
+        assert main([*cmd, "--out", "s3://bucket/out"]) == 2
+        err = capsys.readouterr().err
+        assert "object-store URLs are taken by ingest, scan and export" in err and "Traceback" not in err
+    assert not any(p.name.startswith("s3") for p in tmp_path.iterdir())
