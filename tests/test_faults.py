@@ -25,13 +25,12 @@ import pytest
 
 from pipeline.genome import ingest
 from pipeline.scan import read_hits, run_scan
-from tests.conftest import DATA, ROOT
+from tests.conftest import DATA, ROOT, subprocess_env
 from tests.test_scan_pipeline import table_rows
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
 PVALUE = "1e-3"
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="1",
-           DASK_MOTIFGRID__CLUSTER__WAIT_FOR_WORKERS="60")
+ENV = subprocess_env(DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="1", DASK_MOTIFGRID__CLUSTER__WAIT_FOR_WORKERS="60")
 
 
 @pytest.fixture(scope="module")
