@@ -10,11 +10,7 @@
 #        device: the ingest of 26,455 contigs takes minutes of CPU time there).
 # Environment: TESTS=0 skips the tests; PARTS (default counts,kernel,refusal,hits); REPEATS (default 3); SIM (0.9).
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+source "$(dirname "$0")/device_env.sh"
 python3 -c "import cupy, numba; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion(), 'numba', numba.__version__)"
 WORK=${WORK:-/tmp/composition-bench}
 mkdir -p "$WORK"

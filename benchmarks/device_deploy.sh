@@ -3,11 +3,7 @@
 # dataset compared with a local CPU scan of the same store, plus the deploy/security/bad-input tests.
 # Carry: .whl (wheels of the project's dependencies, dask-cuda and CuPy among them). Prints what it finds.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+source "$(dirname "$0")/device_env.sh"
 W=/tmp/deploy; rm -rf "$W"; mkdir -p "$W"
 J=tests/data/jaspar2024_subset.jaspar
 python3 -m pipeline.cli ingest pipeline/data/hs37_chrX_20-22Mb.fa.gz "$W/g.zarr" --block-size 262144 2>&1 | tail -1

@@ -9,11 +9,7 @@
 # TESTS=0|gpu|1 (none, the GPU-marked discovery tests, all discovery tests), PROFILE=1 (+ PROFILE_ARGS),
 # BENCH=0 to skip the benchmark.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD MOTIFGRID_SHARED_DATA=$PWD/.devdata/shared PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+source "$(dirname "$0")/device_env.sh"
 python3 -c "import cupy, numba; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion(), 'numba', numba.__version__)"
 T=${TESTS:-1}
 if [ "$T" != 0 ]; then

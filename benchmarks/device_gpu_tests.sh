@@ -2,11 +2,7 @@
 # Every GPU-marked test of the suite on the lent GPU machine, then the composition benchmark's end-to-end counts.
 # Carry: .whl .devdata/shared .devdata/composition   (see device_run.sh, device_composition.sh)
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH MOTIFGRID_SHARED_DATA=$PWD/.devdata/shared
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+source "$(dirname "$0")/device_env.sh"
 timeout 420 python3 -m pytest -q -p no:cacheprovider -m gpu tests/ 2>&1 | tail -15 | tee "$OUT/gpu-tests.txt"
 if [ "${COMPOSITION:-1}" = 1 ]; then
   TESTS=0 PARTS=counts REPEATS=3 bash benchmarks/device_composition.sh 2>&1 | grep '"part"' | tee "$OUT/composition.txt"

@@ -3,12 +3,8 @@
 # pipeline/scan.py changed), the bucket GPU-vs-CPU benchmark and the all-pairs COMPARE of JASPAR vertebrates.
 # Carry: .whl .devdata/shared   (see benchmarks/device_run.sh)
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD MOTIFGRID_SHARED_DATA=$PWD/.devdata/shared
+source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 nproc
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu ${TEST_ARGS:-tests/test_bucket.py tests/test_compare.py tests/test_scan_gpu.py tests/test_scan_worker.py} 2>&1 \

@@ -4,12 +4,8 @@
 # Carry: .whl .devdata/shared   (made by ../shared/tools/device-wheels.sh biopython, and a copy of
 # shared/data/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar + genomes/hs37_chrX_20-30Mb.fa.gz*)
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD MOTIFGRID_SHARED_DATA=$PWD/.devdata/shared
+source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import cupy, numba; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion(), 'numba', numba.__version__)"
 if [ "${TESTS:-1}" = 1 ]; then
   timeout 400 python3 -m pytest -q -s -p no:cacheprovider ${TEST_ARGS:-tests/test_scan_gpu.py tests/test_scan_worker.py} 2>&1 \

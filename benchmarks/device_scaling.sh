@@ -3,12 +3,9 @@
 # both strands, p = 1e-4, cold then warm threshold cache, on 1 and N GPU workers, with the hits written as zstd
 # (default) and as lz4 Parquet.  Carry: .whl .devdata/shared
 set -uo pipefail
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  || exit 1
-export PYTHONPATH=/tmp/site:$PWD
+source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"; nproc
+nproc
 for codec in ${CODECS:-zstd lz4}; do
   for w in ${WORKERS:-1 4}; do
     DASK_MOTIFGRID__SCAN__COMPRESSION=$codec timeout ${E2E_TIMEOUT:-240} python3 -m pipeline.cli bench --parts e2e \

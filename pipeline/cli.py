@@ -334,17 +334,13 @@ def cmd_thresholds(a) -> int:
                                     rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()
     t = pa.concat_tables([_thresholds_table(mset, tables, strands) for tables in per_p])
-    cols = t.column_names
-    lines = ["\t".join(cols)]
-    for row in zip(*(t.column(c).to_pylist() for c in cols)):
-        lines.append("\t".join(repr(v) if isinstance(v, float) else str(v) for v in row))   # round-trip exact
-    text = "\n".join(lines) + "\n"
-    if a.out:
-        from pipeline.dataset import atomic_write_bytes  # noqa: PLC0415
+    from pipeline.dataset import atomic_write_bytes, table_tsv  # noqa: PLC0415
 
-        atomic_write_bytes(os.path.abspath(a.out), text.encode())
+    text = table_tsv(t)
+    if a.out:
+        atomic_write_bytes(os.path.abspath(a.out), text)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(text.decode())
     reach = np.asarray(t.column("reachable").to_pylist())
     err = np.asarray(t.column("score_error").to_pylist(), dtype=float)[reach]
     lo = np.asarray(t.column("pvalue_low").to_pylist())[reach]

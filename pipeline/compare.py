@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline import __version__
+from pipeline.dataset import atomic_write_bytes, table_tsv
+from pipeline.storage import write_parquet
 
 
 class CompareError(RuntimeError):
@@ -85,11 +86,7 @@ def compare_task(ctx: CompareContext, part: int, pairs: np.ndarray) -> dict:
     t1 = time.perf_counter()
     table = pairs_table(ctx, res)
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **ctx.metadata})
-    d = os.path.join(ctx.out, "pairs")
-    final = os.path.join(d, f"part-{part:06d}.parquet")
-    tmp = os.path.join(d, f".part-{part:06d}.parquet.tmp-{uuid.uuid4().hex}")
-    pq.write_table(table, tmp, compression="zstd")
-    os.replace(tmp, final)
+    write_parquet(table, os.path.join(ctx.out, "pairs", f"part-{part:06d}.parquet"), compression="zstd")
     return {"pairs": int(len(pairs)), "combos": res.combos, "seconds_compute": t1 - t0,
             "seconds_io": time.perf_counter() - t1}
 
@@ -105,9 +102,7 @@ def _claim(out: str) -> None:
 
 
 def _write_json(path: Path, obj) -> None:
-    from pipeline.scan import _atomic_write_bytes  # noqa: PLC0415
-
-    _atomic_write_bytes(str(path), json.dumps(obj, indent=1).encode())
+    atomic_write_bytes(str(path), json.dumps(obj, indent=1).encode())
 
 
 def _load_set(source: str, bg, pseudocount):
@@ -160,7 +155,7 @@ def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, *, pvalue
     t_prep = time.perf_counter() - t1
     thr = pa.concat_tables([t.append_column("collection", pa.array([k] * t.num_rows, pa.string()))
                             for k, t in zip("ab", thr_tables)])
-    pq.write_table(thr, os.path.join(out, "thresholds.parquet"))
+    write_parquet(thr, os.path.join(out, "thresholds.parquet"))
 
     na, nb = len(set_a.ids), len(set_b.ids)
     if set_b is set_a:
@@ -261,11 +256,6 @@ def cluster_motifs(out: str, ids: list | None, cutoff: float) -> pa.Table:
     })
     order_rows = np.lexsort((np.arange(n), cluster))
     table = table.take(pa.array(order_rows))
-    pq.write_table(table, os.path.join(out, "clusters.parquet"))
-    lines = ["\t".join(table.column_names)]
-    for row in zip(*(table.column(c).to_pylist() for c in table.column_names)):
-        lines.append("\t".join(repr(v) if isinstance(v, float) else str(v) for v in row))
-    from pipeline.scan import _atomic_write_bytes  # noqa: PLC0415
-
-    _atomic_write_bytes(os.path.join(out, "clusters.tsv"), ("\n".join(lines) + "\n").encode())
+    write_parquet(table, os.path.join(out, "clusters.parquet"))
+    atomic_write_bytes(os.path.join(out, "clusters.tsv"), table_tsv(table))
     return table

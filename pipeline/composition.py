@@ -37,7 +37,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import __version__
-from pipeline.dataset import Progress, atomic_write_bytes, check_output, prepare_output, read_manifest, write_part
+from pipeline.dataset import (Progress, atomic_write_bytes, check_output, prepare_output, read_manifest,
+                              write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
 from pipeline.schema import COMPOSITION_FILE_SCHEMA, COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
 from workers.composition import CompositionPlan, Segments, compare_block, make_plan, similarity, histograms
@@ -205,7 +206,7 @@ def composition_task(ctx: CompositionContext, blocks: list) -> dict:
     atomic_write_bytes(counts_file, buf.getvalue())
     entry = {"task": task_id, "blocks": [b.block_id for b in blocks], "hits": n_hits, "files": files,
              "counts": os.path.basename(counts_file), "positions": int(segments.n.sum())}
-    atomic_write_bytes(os.path.join(ctx.out, "_manifest", f"{task_id}.json"), json.dumps(entry).encode())
+    write_manifest_entry(ctx.out, task_id, entry)
     t3 = time.perf_counter()
     return {"blocks": len(blocks), "hits": n_hits, "positions": int(segments.n.sum()),
             "seconds_compare": t2 - t1, "seconds_io": (t1 - t0) + (t3 - t2)}

@@ -35,18 +35,13 @@ def abspath(out: str) -> str:
     return out if storage.is_url(out) else os.path.abspath(out)
 
 
-def write_parquet_atomic(table: pa.Table, path: str, **kw) -> None:
-    """Write ``table`` to ``path`` as zstd Parquet under a temporary dot-name, then rename it into place
-    (readers never see a partial file; a killed writer leaves only ``.NAME.tmp-*``)."""
-    d, name = os.path.split(path)
-    tmp = os.path.join(d, f".{name}.tmp-{uuid.uuid4().hex}")
-    try:
-        pq.write_table(table, tmp, compression="zstd", **kw)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def table_tsv(table: pa.Table) -> bytes:
+    """A table as tab-separated text with a header; floats in ``repr`` (they read back exactly)."""
+    cols = table.column_names
+    lines = ["\t".join(cols)]
+    for row in zip(*(table.column(c).to_pylist() for c in cols)):
+        lines.append("\t".join(repr(v) if isinstance(v, float) else str(v) for v in row))
+    return ("\n".join(lines) + "\n").encode()
 
 
 def write_part(out: str, chrom: str, part_id: str, table: pa.Table, metadata: dict, dict_columns: list,
@@ -72,15 +67,37 @@ def manifest_paths(out: str) -> list[str]:
     return [storage.join(mdir, n) for n in storage.listdir(mdir) if n.endswith(".json") and not n.startswith(".")]
 
 
-def read_manifest(out: str):
-    """Every finished entry (dicts), torn ones removed."""
-    entries = []
+def iter_manifest(out: str, key: str | None = None, drop_torn: bool = False):
+    """The finished entries of ``OUT/_manifest/`` (dicts).  A torn entry (unreadable, or without ``key``) is
+    skipped, and deleted with ``drop_torn`` so that its unit is redone."""
     for p in manifest_paths(out):
         try:
-            entries.append(json.loads(storage.read_bytes(p)))
-        except ValueError:
-            storage.remove(p)
-    return entries
+            e = json.loads(storage.read_bytes(p))
+            if key is not None:
+                e[key]
+        except (ValueError, KeyError, FileNotFoundError):
+            if drop_torn:
+                storage.remove(p)
+            continue
+        yield e
+
+
+def read_manifest(out: str):
+    """Every finished entry (dicts), torn ones removed."""
+    return list(iter_manifest(out, drop_torn=True))
+
+
+def remove_temporaries(out: str) -> None:
+    """Temporary files left by a writer that was killed (worker or client) or failed (full disk); object
+    stores have none (a PUT is all or nothing)."""
+    if storage.is_url(out):
+        return
+    for pattern in ("chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*", ".*.tmp-*"):
+        for tmp in Path(out).glob(pattern):
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
 
 
 def check_output(out: str, resume: bool, kind: str, error=RuntimeError, dataset: str = "hits dataset") -> None:
@@ -118,19 +135,8 @@ def prepare_output(out: str, params: dict, resume: bool, kind: str = "scan", err
                     pass
             raise error(f"{out}: cannot create the output folder "
                         f"({os.strerror(e.errno) if e.errno else e})") from None
-    done = set()
-    for p in manifest_paths(out):
-        try:
-            done.add(json.loads(storage.read_bytes(p))[key])
-        except (ValueError, KeyError):
-            storage.remove(p)          # a torn entry: redo that unit
-    if not storage.is_url(out):       # left by a killed writer (object stores never show partial objects)
-        for pattern in ("chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*", ".*.tmp-*"):
-            for tmp in Path(out).glob(pattern):
-                try:
-                    tmp.unlink()
-                except OSError:
-                    pass
+    done = {e[key] for e in iter_manifest(out, key, drop_torn=True)}
+    remove_temporaries(out)
     return done
 
 

@@ -702,7 +702,8 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
     import pyarrow as pa  # noqa: PLC0415
 
     from pipeline.motifs import format_jaspar, format_meme  # noqa: PLC0415
-    from pipeline.scan import _atomic_write_bytes, write_parquet_atomic  # noqa: PLC0415
+    from pipeline.dataset import atomic_write_bytes as _atomic_write_bytes  # noqa: PLC0415
+    from pipeline.storage import write_parquet  # noqa: PLC0415
     from pipeline.schema import SITES_FORMAT_VERSION, SITES_SCHEMA  # noqa: PLC0415
 
     bg = np.asarray(stats["background"])
@@ -738,7 +739,7 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
             "motifgrid.command": command or "", "sequences.path": os.path.abspath(seqs.source),
             "sequences.checksum": seqs.checksum, "settings": json.dumps(_settings_json(settings))}
     table = table.replace_schema_metadata(meta)
-    write_parquet_atomic(table, str(out / "sites.parquet"))
+    write_parquet(table, str(out / "sites.parquet"), compression="zstd")
     written.append("sites.parquet")
     motifs_json = []
     for rec, m, match in zip(recs, found, matches):

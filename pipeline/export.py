@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 from urllib.parse import quote, unquote
 
 import numpy as np
-import pyarrow.parquet as pq
+
+from pipeline import storage
 
 FORMATS = ("bed", "fimo", "gff3")
 _COMP = str.maketrans("ACGTN", "TGCAN")
@@ -25,7 +25,6 @@ class ExportError(ValueError):
 
 def _ordered_files(hits: str):
     """(chrom, path) of every block file, in genome order (paths are local paths or URLs)."""
-    from pipeline import storage  # noqa: PLC0415
     from pipeline.dataset import read_manifest  # noqa: PLC0415
 
     if not storage.exists(storage.join(hits, "_run.json")):
@@ -33,7 +32,7 @@ def _ordered_files(hits: str):
     entries = [e for e in read_manifest(hits) if e.get("file")]
     contig_order = {}
     if entries:
-        md = _schema(storage.join(hits, entries[0]["file"])).metadata or {}
+        md = storage.read_parquet_schema(storage.join(hits, entries[0]["file"])).metadata or {}
         names = json.loads(md.get(b"genome.contigs", b"[]"))
         contig_order = {n: i for i, n in enumerate(names)}
     entries.sort(key=lambda e: (contig_order.get(e["chrom"], 1 << 30), e["chrom"], e["index"]))
@@ -41,28 +40,10 @@ def _ordered_files(hits: str):
         yield e["chrom"], storage.join(hits, e["file"])
 
 
-def _schema(path):
-    from pipeline import storage  # noqa: PLC0415
-
-    if storage.is_url(path):
-        fs, p = storage.url_to_fs(path)
-        return pq.read_schema(p, filesystem=fs)
-    return pq.read_schema(path)
-
-
-def _read(path):
-    from pipeline import storage  # noqa: PLC0415
-
-    if storage.is_url(path):
-        fs, p = storage.url_to_fs(path)
-        return pq.read_table(p, filesystem=fs)
-    return pq.read_table(path)
-
-
 def _store_for(path):
     from pipeline.genome import GenomeError, GenomeStore  # noqa: PLC0415
 
-    md = _schema(path).metadata or {}
+    md = storage.read_parquet_schema(path).metadata or {}
     sp = md.get(b"genome.path", b"").decode()
     try:
         return GenomeStore(sp) if sp else None
@@ -98,7 +79,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
             elif fmt == "gff3":
                 f.write("##gff-version 3\n")
             for chrom, path in _ordered_files(hits):
-                t = _read(path)
+                t = storage.read_parquet(path)
                 if t.num_rows == 0:
                     continue
                 if store is None and with_sequence and fmt == "fimo":

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import storage
 from pipeline.schema import STORE_FORMAT_VERSION
 
 DEFAULT_BLOCK_SIZE = 1 << 20   # 1 Mi positions per block core
@@ -180,8 +181,6 @@ def _write_store(store: Path, source: str, checksum: str, block_size: int, halo:
     and renamed when complete, so an interrupted write never leaves something that looks finished."""
     import zarr  # noqa: PLC0415
 
-    from pipeline import storage  # noqa: PLC0415
-
     remote = storage.is_url(store)
     if remote:          # built locally, then uploaded with the root zarr.json (the "finished" mark) last
         tmp_store = Path(tempfile.mkdtemp(prefix=".motifgrid-store.", suffix=".partial"))
@@ -233,8 +232,6 @@ def _write_store(store: Path, source: str, checksum: str, block_size: int, halo:
 def _upload_store(local: Path, url: str) -> None:
     """Copy a finished local store to ``url``: every chunk and array first, the root ``zarr.json`` last, so
     that a store whose upload was interrupted is not a genome store (GenomeStore refuses it)."""
-    from pipeline import storage  # noqa: PLC0415
-
     fs, root = storage.url_to_fs(url)
     lpaths, rpaths = [], []
     for dirpath, _, files in os.walk(local):
@@ -250,8 +247,6 @@ def _upload_store(local: Path, url: str) -> None:
 
 
 def _check_new_store(store, block_size: int, halo: int) -> None:
-    from pipeline import storage  # noqa: PLC0415
-
     if block_size < 1 or halo < 0:
         raise GenomeError(f"block size must be ≥ 1 and halo ≥ 0 (got {block_size}, {halo})")
     if storage.is_url(store):
@@ -276,8 +271,6 @@ def _check_records(fasta, lengths: dict) -> None:
 def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int = DEFAULT_BLOCK_SIZE,
            halo: int = DEFAULT_HALO) -> "GenomeStore":
     """Ingest ``fasta`` into a new Zarr store at ``store`` and return its reader, one block in memory at a time."""
-    from pipeline import storage  # noqa: PLC0415
-
     fasta = Path(fasta)
     store = str(store) if storage.is_url(store) else Path(store)
     _check_new_store(store, block_size, halo)
@@ -332,8 +325,6 @@ class GenomeStore:
     """Read side of a genome store (cheap to pickle: it holds the path and the attributes)."""
 
     def __init__(self, path: str | os.PathLike):
-        from pipeline import storage  # noqa: PLC0415
-
         self.path = str(path)
         try:
             attrs = json.loads(storage.read_bytes(storage.join(self.path, "zarr.json"))).get("attributes", {})
@@ -394,7 +385,7 @@ class GenomeStore:
         :func:`_write_store` writes), which :meth:`read_block` then decodes itself: zarr's per-call
         machinery costs ~1 ms a block, which dominates on stores of many small contigs."""
         ok = self._direct.get(key)
-        if ok is None and "://" in self.path:
+        if ok is None and storage.is_url(self.path):
             ok = self._direct[key] = False           # a URL: zarr (fsspec) reads it
         if ok is None and self._direct.get("*"):
             ok = self._direct[key] = True            # every array of a store is written alike: checked once
@@ -437,14 +428,10 @@ class GenomeStore:
 
         arr = self._arrays.get(block.key)
         if arr is None:
-            from pipeline import storage  # noqa: PLC0415
-
-            kw = {}
-            if storage.is_url(self.path):
-                kw["storage_options"] = storage._options(self.path.split("://", 1)[0]) or None
+            opts = storage.storage_options(self.path)
             try:
                 arr = zarr.open_array(f"{self.path.rstrip('/')}/{block.key}", mode="r",
-                                      **{k: v for k, v in kw.items() if v})
+                                      **({"storage_options": opts} if opts else {}))
             except Exception as e:   # noqa: BLE001  (zarr raises many kinds for a damaged store)
                 raise GenomeError(f"{self.path}: contig {block.chrom!r} ({block.key}) is unreadable "
                                   f"({type(e).__name__}: {e}); re-ingest the FASTA") from None

@@ -24,16 +24,14 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import __version__
-from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_part
-from pipeline.dataset import write_parquet_atomic  # noqa: F401  (used by pipeline.discover)
-from pipeline.dataset import abspath as _abspath, manifest_paths
+from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
+from pipeline.dataset import abspath as _abspath, iter_manifest, remove_temporaries
 from pipeline.dataset import prepare_output as _prepare_output
 from pipeline import storage
 from pipeline.genome import Block, GenomeStore
@@ -139,13 +137,6 @@ def _compression() -> str:
     return c
 
 
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     """Arrow table of one block's hits (without the partition column); strings dictionary-encoded."""
     plan = ctx.plan
@@ -178,7 +169,6 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
              "block_hits": [], "row_hits": None}      # for the live progress: hits per block, per row (array)
-    manifest_dir = storage.join(ctx.out, "_manifest")
     for block in blocks:
         t0 = time.perf_counter()
         codes = ctx.store.read_block(block)
@@ -202,7 +192,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
         entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
                  "end": block.core_end, "hits": len(hits), "file": rel,
                  "row_hits": row_hits}
-        _atomic_write_bytes(storage.join(manifest_dir, f"{block.block_id}.json"), json.dumps(entry).encode())
+        write_manifest_entry(ctx.out, block.block_id, entry)
         t3 = time.perf_counter()
         stats["seconds_write"] = stats.get("seconds_write", 0.0) + (t3 - t2)
         stats["blocks"] += 1
@@ -252,31 +242,6 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
 def prepare_output(out: str, params: dict, resume: bool) -> set:
     """Create or check the output folder; return the ids of blocks already finished."""
     return _prepare_output(out, params, resume, kind="scan", error=ScanError)
-
-
-def iter_manifest(out: str, drop_torn: bool = False):
-    """The entries of ``HITS/_manifest/`` (one dict per finished block); a torn entry is skipped
-    (and deleted with ``drop_torn``: its block is redone)."""
-    for p in manifest_paths(out):
-        try:
-            e = json.loads(storage.read_bytes(p))
-            e["block"]
-        except (ValueError, KeyError, FileNotFoundError):
-            if drop_torn:
-                storage.remove(p)
-            continue
-        yield e
-
-
-def _remove_temporaries(out: str) -> None:
-    """Temporary files left by a writer that was killed (worker or client) or failed (full disk); object
-    stores have none (a PUT is all or nothing)."""
-    if storage.is_url(out):
-        return
-    outp = Path(out)
-    for pattern in ("chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*", ".*.tmp-*"):
-        for tmp in outp.glob(pattern):
-            _unlink_quietly(str(tmp))
 
 
 def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
@@ -404,7 +369,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
 
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0}
     t_thresholds = time.perf_counter() - t_thr0
-    pub.running(plan, all_blocks, todo, list(iter_manifest(out)) if done else [])
+    pub.running(plan, all_blocks, todo, list(iter_manifest(out, "block")) if done else [])
     t_tasks0 = time.perf_counter()
     if groups:
         ctx_f = client.scatter(ctx, broadcast=True, hash=False)
@@ -429,7 +394,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                 pub.task_done(res)
         finally:
             bar.close()
-        _remove_temporaries(out)       # left by a worker killed mid-write (its task ran again elsewhere)
+        remove_temporaries(out)       # left by a worker killed mid-write (its task ran again elsewhere)
     # totals over every finished block (this run and earlier ones)
     total_hits, row_hits_all = _totals_from_manifest(out, ctx)
     seconds = time.perf_counter() - t_start
@@ -466,7 +431,7 @@ def _totals_from_manifest(out: str, ctx: ScanContext):
     """Total hits and per-row counts over every finished block (this run's and earlier ones)."""
     total = 0
     row_hits = np.zeros(ctx.plan.n_rows, np.int64)
-    for e in iter_manifest(out):
+    for e in iter_manifest(out, "block"):
         total += e["hits"]
         for r, c in e.get("row_hits", []):
             row_hits[r] += c
@@ -492,7 +457,7 @@ def read_hits(out: str, columns=None, filter=None) -> pa.Table:
     """Read a hits dataset (small ones; stream large ones with :func:`iter_hits`)."""
     import pyarrow.dataset as ds  # noqa: PLC0415
 
-    fs, path = storage.url_to_fs(out) if storage.is_url(out) else (None, out)
+    fs, path = storage.arrow_source(out)
     d = ds.dataset(path, filesystem=fs, format="parquet", partitioning=ds.partitioning(pa.schema([("chrom", pa.string())]),
                                                                           flavor="hive"),
                    schema=HITS_SCHEMA)

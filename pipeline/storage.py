@@ -16,7 +16,7 @@ import posixpath
 import re
 import uuid
 
-__all__ = ["is_url", "url_to_fs", "join", "atomic_write_bytes", "write_parquet", "exists", "isdir",
+__all__ = ["is_url", "url_to_fs", "storage_options", "arrow_source", "read_parquet", "read_parquet_schema", "join", "atomic_write_bytes", "write_parquet", "exists", "isdir",
            "makedirs", "listdir", "remove", "read_bytes", "glob"]
 
 
@@ -33,6 +33,16 @@ def _options(protocol: str) -> dict:
 
     opts = dask.config.get("motifgrid.storage.options", default={}) or {}
     return dict(opts.get(protocol, {}))
+
+
+def storage_options(path) -> dict | None:
+    """fsspec options configured for the URL's protocol (for libraries that open URLs themselves: zarr)."""
+    return (_options(os.fspath(path).split("://", 1)[0]) or None) if is_url(path) else None
+
+
+def arrow_source(path):
+    """``(filesystem, path)`` for pyarrow: ``(None, path)`` locally (pyarrow's own, fastest), fsspec for URLs."""
+    return url_to_fs(path) if is_url(path) else (None, os.fspath(path))
 
 
 def url_to_fs(path):
@@ -164,3 +174,19 @@ def _unlink_quietly(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def read_parquet(path, **kwargs):
+    """``pyarrow.parquet.read_table`` of a local path or a URL."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    fs, p = arrow_source(path)
+    return pq.read_table(p, filesystem=fs, **kwargs)
+
+
+def read_parquet_schema(path):
+    """The Arrow schema (with its key-value metadata) of one Parquet file, local or URL."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    fs, p = arrow_source(path)
+    return pq.read_schema(p, filesystem=fs)

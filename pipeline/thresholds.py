@@ -125,7 +125,8 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
     One task computes all p-values of its matrices (the bucket method reads them all from one
     distribution).  ``device`` is where the bucket method enumerates its slices.
     """
-    method_for(1, method)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, not {method!r}")
     pwms = [np.asarray(w, dtype=np.float64) for w in pwms]
     bg = np.asarray(background, dtype=np.float64)
     pvalues = [float(p) for p in pvalues]

@@ -263,8 +263,9 @@ def test_estimate_refuses_large_outputs(inputs, client, small_tasks, tmp_path):
 
 
 def _cli(*args, timeout=180):
-    path = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env = dict(os.environ, PYTHONPATH=path, DASK_MOTIFGRID__COMPOSITION__MIN_TASK_POSITIONS="1")
+    from tests.conftest import subprocess_env
+
+    env = subprocess_env(DASK_MOTIFGRID__COMPOSITION__MIN_TASK_POSITIONS="1")
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=timeout)
 

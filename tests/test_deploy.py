@@ -41,11 +41,11 @@ def test_node_script_runs_a_scan(store, tmp_path):
     """deploy/node/run-node.sh: a real `dask scheduler` (scheduler file) and `dask worker` (CPU here, `dask cuda
     worker` on a GPU node), `motifgrid scan --scheduler-file`; the dataset equals a local run's; all stopped."""
     from pipeline.cli import main
+    from tests.conftest import subprocess_env
 
-    pypath = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env = dict(os.environ, PYTHONPATH=pypath, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-               MOTIFGRID_RUN_DIR=str(tmp_path / "run"), DASK_WORKER="dask worker", WORKER_THREADS="2",
-               DASHBOARD="127.0.0.1:0", MOTIFGRID=f"{sys.executable} -m pipeline.cli")
+    env = subprocess_env(PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+                         MOTIFGRID_RUN_DIR=str(tmp_path / "run"), DASK_WORKER="dask worker", WORKER_THREADS="2",
+                         DASHBOARD="127.0.0.1:0", MOTIFGRID=f"{sys.executable} -m pipeline.cli")
     r = subprocess.run(["bash", str(DEPLOY / "node" / "run-node.sh"), store.path, MOTIFS, str(tmp_path / "hits"),
                         "--pvalue", "1e-3", "--no-progress"], env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr + (tmp_path / "run" / "workers.log").read_text()
