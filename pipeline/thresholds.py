@@ -8,7 +8,7 @@ gets a similar share of the expensive long matrices, and the results come back i
 With a ``distributed.Client`` (given, or the current one) the batches go through ``client.map``;
 without one, a plain loop runs in this process.  Nothing here touches the command line.
 
-Results are cached on disk, one ``.npz`` per matrix (``motifgrid.thresholds.cache-dir``, by default
+Results are cached on disk, one ``.npy`` per matrix (``motifgrid.thresholds.cache-dir``, by default
 ``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1`` turns it off).  The key is the
 SHA-256 of the matrix bytes, the background, the p-value, the precision, whether a table is kept and the
 source of :mod:`workers.distribution`, so any change of input or algorithm misses.  Files are plain
@@ -28,6 +28,7 @@ import numpy as np
 
 import workers.bucket
 import workers.distribution
+import workers.distribution_numba
 from workers.bucket import pvalues_to_scores_bucket
 from workers.distribution import ScoreThreshold, pvalues_to_scores
 
@@ -183,7 +184,7 @@ def _cache_dir() -> Path | None:
 @functools.lru_cache(maxsize=1)
 def _algorithm_version() -> str:
     h = hashlib.sha256()
-    for mod in (workers.distribution, workers.bucket):
+    for mod in (workers.distribution, workers.distribution_numba, workers.bucket):
         h.update(Path(mod.__file__).read_bytes())
     return h.hexdigest()[:16]
 
@@ -197,21 +198,60 @@ def _key(w: np.ndarray, bg: np.ndarray, pvalue: float, rel_tol: float, table: bo
     return h.hexdigest()
 
 
+_ARRAYS = ("seg_x0", "seg_a", "seg_b")
+_METHOD_CODES = ("exact", "bucket")
+_SCALARS = [f for f in dataclasses.fields(ScoreThreshold) if f.name not in _ARRAYS]
+
+
+def _pack(t: ScoreThreshold) -> np.ndarray:
+    """One float64 vector: the scalar fields in declaration order (bounds as two numbers, the method as
+    its index, booleans and integers exactly), then each table array's length and values."""
+    head = []
+    for f in _SCALARS:
+        v = getattr(t, f.name)
+        if f.name == "pvalue_bounds":
+            head += [float(v[0]), float(v[1])]
+        elif f.name == "method":
+            head.append(float(_METHOD_CODES.index(v)))
+        else:
+            head.append(float(v))
+    arrays = [np.asarray(getattr(t, n), dtype=np.float64) for n in _ARRAYS]
+    return np.concatenate([np.array(head + [a.size for a in arrays]), *arrays])
+
+
+def _unpack(v: np.ndarray) -> ScoreThreshold:
+    kw, i = {}, 0
+    for f in _SCALARS:
+        if f.name == "pvalue_bounds":
+            kw[f.name] = (float(v[i]), float(v[i + 1]))
+            i += 2
+            continue
+        x = float(v[i])
+        i += 1
+        if f.name == "method":
+            kw[f.name] = _METHOD_CODES[int(x)]
+        elif f.type in (bool, "bool"):
+            kw[f.name] = bool(x)
+        elif f.type in (int, "int"):
+            kw[f.name] = int(x)
+        else:
+            kw[f.name] = x
+    sizes = [int(x) for x in v[i:i + len(_ARRAYS)]]
+    i += len(_ARRAYS)
+    for name, n in zip(_ARRAYS, sizes):
+        kw[name] = v[i:i + n].copy()
+        i += n
+    if i != v.size:
+        raise ValueError("cache entry of the wrong size")
+    return ScoreThreshold(**kw)
+
+
 def _load(cache: Path, key: str) -> ScoreThreshold | None:
-    path = cache / key[:2] / f"{key}.npz"
+    """One cache entry: a single ``.npy`` float64 vector (``_pack``), about 0.1 ms to read."""
+    path = cache / key[:2] / f"{key}.npy"
     try:
-        with np.load(path, allow_pickle=False) as z:
-            kw = {}
-            for f in dataclasses.fields(ScoreThreshold):
-                v = z[f.name]
-                if f.name == "pvalue_bounds":
-                    kw[f.name] = (float(v[0]), float(v[1]))
-                elif v.ndim:
-                    kw[f.name] = v.copy()
-                else:
-                    kw[f.name] = v.item()
-            return ScoreThreshold(**kw)
-    except (OSError, KeyError, ValueError):
+        return _unpack(np.load(path, allow_pickle=False))
+    except (OSError, KeyError, ValueError, IndexError):
         return None            # missing or unreadable: recompute (and overwrite)
 
 
@@ -219,9 +259,9 @@ def _store(cache: Path, key: str, t: ScoreThreshold) -> None:
     try:
         d = cache / key[:2]
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{key}.{uuid.uuid4().hex}.npz"
-        np.savez(tmp, **{f.name: np.asarray(getattr(t, f.name)) for f in dataclasses.fields(ScoreThreshold)})
-        os.replace(tmp, d / f"{key}.npz")
+        tmp = d / f".{key}.{uuid.uuid4().hex}.npy"
+        np.save(tmp, _pack(t))
+        os.replace(tmp, d / f"{key}.npy")
     except OSError:
         pass                   # a read-only or full cache never fails a run
 

@@ -97,13 +97,15 @@ def test_disk_cache_hits_misses_and_survives_corruption(tmp_path):
     pwms = [rng.normal(0, 1.2, (int(m), 4)) for m in (6, 9, 12)]
     bg = np.array([0.3, 0.2, 0.2, 0.3])
     cold = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
-    files = sorted(tmp_path.rglob("*.npz"))
+    files = sorted(tmp_path.rglob("*.npy"))
     assert len(files) == 3
     warm = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
     assert warm == cold
-    files[0].write_bytes(b"not a npz")                       # a torn file is recomputed, not trusted
+    files[0].write_bytes(b"not a npy")                       # a torn file is recomputed, not trusted
+    data = files[1].read_bytes()
+    files[1].write_bytes(data[: len(data) - 16])             # truncated entry
     again = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
     assert again == cold
     other = compute_thresholds(pwms, bg, 1e-5, cache=tmp_path)   # another p-value is another key
-    assert len(list(tmp_path.rglob("*.npz"))) == 6
+    assert len(list(tmp_path.rglob("*.npy"))) == 6
     assert [t.threshold for t in other] != [t.threshold for t in cold]

@@ -95,6 +95,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from workers import distribution_numba as _nb
+
 __all__ = [
     "ScoreThreshold",
     "pvalue_to_score",
@@ -117,7 +119,6 @@ RHO_TAB = 0.75             # lattice cells certified for the table: bracket <= R
 MIN_EPS = 2e-7
 MAX_CELLS = 4_000_000
 _SCRATCH_MAX = 1 << 20       # per-thread DP buffers kept up to this many cells (8 MB each)
-_CHUNK = 8192             # elements per temporary in _segments (64 kB: below malloc's mmap threshold)
 
 
 def _empty_f() -> np.ndarray:
@@ -323,19 +324,6 @@ def _lattice(P: _Prep, eps: float, nearest: bool = False) -> _Lattice:
     return _Lattice(eps, k, dlo - slack, dhi + slack, kmin, kmax)
 
 
-def _columns(P: _Prep, k: np.ndarray):
-    """Per column, the distinct integer shifts and their summed probabilities."""
-    out = []
-    for j in range(P.m):
-        acc: dict[int, float] = {}
-        for x in range(4):
-            if P.allowed[j, x]:
-                kk = int(k[j, x])
-                acc[kk] = acc.get(kk, 0.0) + float(P.prob[j, x])
-        out.append(sorted(acc.items()))
-    return out
-
-
 def _dp(P: _Prep, lat: _Lattice, k_cut: int | None):
     """Distribution of the integer score ``K`` on cells ``>= k_cut`` (all cells if None).
 
@@ -365,28 +353,11 @@ def _dp(P: _Prep, lat: _Lattice, k_cut: int | None):
         wins.append((nlo, nhi))
         lo, hi = nlo, nhi
     size = max(b - a + 1 for a, b in wins)
-    cols = _columns(P, lat.k)
-    bufs = _scratch(3, size)
-    tmp = bufs[2]
-    arr = np.ones(1)
-    lo = 0
-    for i, j in enumerate(order):
-        n_old = arr.size
-        nlo, nhi = wins[i]
-        new = bufs[i % 2][: nhi - nlo + 1]
-        new.fill(0.0)
-        for kk, pp in cols[j]:
-            s = lo + kk - nlo
-            a0 = -s if s < 0 else 0
-            if a0 >= n_old:
-                continue
-            t = tmp[: n_old - a0]
-            np.multiply(arr[a0:], pp, out=t)
-            dst = new[s + a0: s + n_old]
-            np.add(dst, t, out=dst)
-        arr = new
-        lo = nlo
-    return arr, lo
+    ks, ps, nk = _nb.columns(P.allowed, P.prob, lat.k)
+    bufs = _scratch(2, size)
+    w = np.array(wins, dtype=np.int64)
+    arr = _nb.dp(order.astype(np.int64), w[:, 0].copy(), w[:, 1].copy(), ks, ps, nk, bufs[0], bufs[1])
+    return arr, int(w[-1, 0])
 
 
 _local = threading.local()
@@ -415,10 +386,7 @@ class _Tail:
     def __init__(self, mass: np.ndarray, lo: int):
         self.lo = lo
         n = mass.size
-        self.g = np.empty(n + 1)
-        self.g[n] = 0.0
-        if n:
-            np.cumsum(mass[::-1], out=self.g[n - 1::-1])
+        self.g = _nb.tail_sums(mass)
         self.n = n
 
     def __call__(self, k):
@@ -462,43 +430,15 @@ def _exact_classes(P: _Prep, lo: float, cap: int) -> _Classes | None:
     order = np.argsort(-(qmax - qmin), kind="stable")
     qmax_o = qmax[order]
     rest = np.concatenate([np.cumsum(qmax_o[::-1])[::-1][1:], [0]]).astype(np.int64)
-    cols = _columns(P, Q)
+    ks, ps, nk = _nb.columns(P.allowed, P.prob, Q)
     vals = np.zeros(1, dtype=np.int64)
     pr = np.ones(1)
     for i, j in enumerate(order):
-        ks = np.array([c[0] for c in cols[j]], dtype=np.int64)
-        ps = np.array([c[1] for c in cols[j]])
-        bound = lo_q - int(rest[i])
-        # vals is sorted: only the rows that can reach the bound with some letter
-        start = int(np.searchsorted(vals, bound - int(ks.max()), side="left"))
-        v = vals[start:]
-        if v.size * ks.size > 4 * cap:
+        vals, pr, status = _nb.classes_step(vals, pr, ks[j], ps[j], int(nk[j]), lo_q - int(rest[i]), int(cap))
+        if status == 1:
             return None
-        p_v = pr[start:]
-        # one sorted run per letter (its part that still reaches the bound); a stable sort
-        # (timsort) merges the runs in linear time, equal partial sums then sit together
-        runs_v, runs_p = [], []
-        for kk, pp in zip(ks.tolist(), ps.tolist()):
-            a0 = int(np.searchsorted(v, bound - kk, side="left"))
-            if a0 < v.size:
-                runs_v.append(v[a0:] + kk)
-                runs_p.append(p_v[a0:] * pp)
-        if not runs_v:
+        if status == 2:
             return _Classes(lo, _empty_f(), _empty_f(), _empty_f(), _empty_f())
-        nv = np.concatenate(runs_v)
-        npr = np.concatenate(runs_p)
-        if len(runs_v) > 1:
-            o = np.argsort(nv, kind="stable")
-            nv = nv[o]
-            npr = npr[o]
-        first = np.empty(nv.size, dtype=bool)
-        first[0] = True
-        np.not_equal(nv[1:], nv[:-1], out=first[1:])
-        idx = np.flatnonzero(first)
-        if idx.size > cap:
-            return None
-        vals = nv[idx]
-        pr = np.add.reduceat(npr, idx)
     tie_q = P.tie / q
     brk = np.flatnonzero(np.diff(vals) > tie_q) + 1
     starts = np.concatenate([[0], brk]).astype(np.int64)
@@ -559,68 +499,13 @@ def _segments(x: np.ndarray, y: np.ndarray, x_first: float, kappa):
         on every step ``i`` inside it ``y[i] <= A(s) <= y[i] + log1p(kappa)``.
     """
     n = x.size
-    H = 4096
-    npad = -(-n // H) * H
-    # padded copies, so that every block of h (a power of 4 dividing H) is a row of a view;
-    # the padding repeats the last step and never fails (log-kappa = inf)
-    xx = np.full(npad, x[-1])
-    xx[:n] = x
-    yy = np.full(npad, y[-1])
-    yy[:n] = y
-    xp = np.full(npad, x[-1])
+    xp = np.empty(n)
     xp[0] = x_first
-    xp[1:n] = x[:-1]
-    lk = np.full(npad, np.inf)
-    lk[:n] = np.log1p(np.asarray(kappa, dtype=np.float64)) * 0.999
-    out_s, out_a, out_b = [], [], []
-    h = H
-    starts = np.arange(0, n, h, dtype=np.int64)
-    while starts.size:
-        if h == 1:
-            out_s.append(starts)
-            out_a.append(y[starts])
-            out_b.append(np.zeros(starts.size))
-            break
-        X, Y, XP, LK = (v.reshape(-1, h) for v in (xx, yy, xp, lk))
-        ok = np.empty(starts.size, dtype=bool)
-        aa = np.empty(starts.size)
-        bb = np.empty(starts.size)
-        per = max(1, _CHUNK // h)       # temporaries stay small (no mmap churn)
-        for c0 in range(0, starts.size, per):
-            st = starts[c0: c0 + per]
-            rows = st // h
-            xr, yr, xpr, lkr = X[rows], Y[rows], XP[rows], LK[rows]
-            en = np.minimum(st + h - 1, n - 1)
-            xs, ys = xr[:, 0], yr[:, 0]
-            dx = x[en] - xs
-            b = np.where(dx > 0, (y[en] - ys) / np.where(dx > 0, dx, 1.0), 0.0)
-            np.minimum(b, 0.0, out=b)
-            dev = xr - xs[:, None]
-            dev *= -b[:, None]
-            dev += yr
-            dev -= ys[:, None]                      # y - (ys + b (x - xs))
-            off = dev.max(axis=1)
-            w = xr - xpr
-            w *= b[:, None]
-            w += dev
-            np.subtract(off[:, None], w, out=w)     # off - dev - b (x - xp)
-            sl = slice(c0, c0 + st.size)
-            ok[sl] = (w <= lkr).all(axis=1)
-            aa[sl] = ys + off + b * (xpr[:, 0] - xs)  # A at the exclusive left edge
-            bb[sl] = b
-        out_s.append(starts[ok])
-        out_a.append(aa[ok])
-        out_b.append(bb[ok])
-        bad = starts[~ok]
-        nh = max(1, h // 4)
-        sub = (bad[:, None] + np.arange(0, h, nh)[None, :]).ravel()
-        starts = np.sort(sub[sub < n])
-        h = nh
-    s = np.concatenate(out_s)
-    o = np.argsort(s, kind="stable")
-    s = s[o]
-    a = np.concatenate(out_a)[o] + 1e-12
-    return xp[s], a, np.concatenate(out_b)[o]
+    xp[1:] = x[:-1]
+    lk = np.log1p(np.broadcast_to(np.asarray(kappa, dtype=np.float64), (n,))) * 0.999
+    st, a, b = _nb.segments(np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64),
+                            xp, np.ascontiguousarray(lk), 4096)
+    return xp[st], a + 1e-12, b
 
 
 def _class_steps(cl: _Classes, tie: float, above: float):
@@ -830,12 +715,11 @@ def _pvalue_to_score(P: _Prep, p: float, rel_tol: float, table: bool, exact: boo
         w = math.ceil(W / eps) + 1
         i0 = c_start - G.lo
         upper = G.g[i0:]                          # G(c) for c = c_start .. top + 1
+        # first cell (at or above alpha) whose bracket G(c) / G(c + w) is too wide
+        ib = _nb.first_loose(upper, w, 1.0 + RHO_TAB * rel_tol, max(0, ku - c_start))
         lower = np.zeros(upper.size)              # G(c + w)
         if upper.size > w:
             lower[: upper.size - w] = upper[w:]
-        bad = upper > lower * (1.0 + RHO_TAB * rel_tol)
-        bad[: max(0, ku - c_start)] = False      # cells below alpha: bounds only
-        ib = int(np.argmax(bad)) if bad.any() else upper.size - 1
         if ib > 0:
             xs.append(eps * np.arange(c_start, c_start + ib) + lat.d_hi)
             ys.append(np.log(upper[:ib]))
