@@ -14,7 +14,7 @@ from pathlib import Path
 
 import dask.config
 
-from pipeline import __version__
+from pipeline import MotifgridError, __version__
 
 EXIT_USAGE = 2
 
@@ -475,19 +475,9 @@ def main(argv=None) -> int:
         return bench_main(argv[1:])
     parser = build_parser()
     a = parser.parse_args(argv)
-    from pipeline.export import ExportError  # noqa: PLC0415
-    from pipeline.genome import GenomeError  # noqa: PLC0415
-    from pipeline.motifs import MotifError  # noqa: PLC0415
-    from pipeline.cluster import ClusterError  # noqa: PLC0415
-    from pipeline.compare import CompareError  # noqa: PLC0415
-    from pipeline.composition import CompositionError  # noqa: PLC0415
-    from pipeline.discover import DiscoverError  # noqa: PLC0415
-    from pipeline.scan import ScanError  # noqa: PLC0415
-
     try:
         return COMMANDS[a.cmd](a) or 0
-    except (GenomeError, MotifError, ScanError, ExportError, ClusterError, CompareError, DiscoverError,
-            CompositionError, UserError) as e:
+    except (MotifgridError, UserError) as e:
         print(f"motifgrid {a.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except FileNotFoundError as e:

@@ -24,6 +24,8 @@ import dask.config
 
 from workers.backend import gpu_available
 
+from pipeline import MotifgridError
+
 
 def _cpu_count() -> int:
     try:
@@ -32,7 +34,7 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-class ClusterError(RuntimeError):
+class ClusterError(MotifgridError, RuntimeError):
     """No usable cluster; one line for the user."""
 
 

@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline import __version__
+from pipeline import MotifgridError, __version__
 from pipeline.dataset import atomic_write_bytes, table_tsv
 from pipeline.storage import write_parquet
 
 
-class CompareError(RuntimeError):
+class CompareError(MotifgridError, RuntimeError):
     pass
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline import __version__
+from pipeline import MotifgridError, __version__
 from pipeline.dataset import (Progress, atomic_write_bytes, check_output, prepare_output, read_manifest,
                               write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
@@ -49,7 +49,7 @@ _DICT_COLUMNS = ["test_id", "strand"]
 _STATS_COLUMNS = ["start", "end", "similarity"]
 
 
-class CompositionError(RuntimeError):
+class CompositionError(MotifgridError, RuntimeError):
     """A composition run that cannot start or go on; ``str(e)`` is one line for the user."""
 
 

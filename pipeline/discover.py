@@ -34,13 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import __version__
+from pipeline import MotifgridError, __version__
 
 ALGORITHMS = ("gibbs", "projection", "both")
 MODELS = ("oops", "zoops")
 
 
-class DiscoverError(RuntimeError):
+class DiscoverError(MotifgridError, RuntimeError):
     """Bad discovery input or settings; ``str(e)`` is one line for the user."""
 
 

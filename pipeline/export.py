@@ -13,13 +13,14 @@ from urllib.parse import quote, unquote
 
 import numpy as np
 
+from pipeline import MotifgridError
 from pipeline import storage
 
 FORMATS = ("bed", "fimo", "gff3")
 _COMP = str.maketrans("ACGTN", "TGCAN")
 
 
-class ExportError(ValueError):
+class ExportError(MotifgridError, ValueError):
     pass
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import MotifgridError
 from pipeline import storage
 from pipeline.schema import STORE_FORMAT_VERSION
 
@@ -48,7 +49,7 @@ _NUCLEOTIDE[list(b"-.")] = True
 MAX_NAME_BYTES = 240   # a contig name becomes one percent-encoded folder name (chrom=...) of a hits dataset
 
 
-class GenomeError(ValueError):
+class GenomeError(MotifgridError, ValueError):
     """Bad genome input or store; ``str(e)`` is one line naming the file and the problem."""
 
 

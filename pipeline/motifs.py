@@ -56,6 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline import MotifgridError
+
 __all__ = [
     "FORMATS",
     "Motif",
@@ -116,7 +118,7 @@ _BIO_NOTES = """Bio.motifs (Biopython 1.88) behaviours that this module guards a
 """
 
 
-class MotifError(ValueError):
+class MotifError(MotifgridError, ValueError):
     """Bad motif input.
 
     ``str(e)`` is one line naming the file (and line number / record where known) and the

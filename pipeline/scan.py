@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import __version__
+from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
 from pipeline.dataset import abspath as _abspath, iter_manifest, remove_temporaries
 from pipeline.dataset import prepare_output as _prepare_output
@@ -40,7 +40,7 @@ from workers.pvalue_table import PvalueTable
 from workers.scan import ScanPlan, make_plan, scan_block
 
 
-class ScanError(RuntimeError):
+class ScanError(MotifgridError, RuntimeError):
     """A scan that cannot start or go on; ``str(e)`` is one line for the user."""
 
 
