@@ -88,8 +88,9 @@ def noop_on(client, store: str, motifs: str, pvalue: float, out: str, n_tasks: i
     pwms, row_motif, row_strand = job.mset.rows()
     thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
     keep = np.flatnonzero(np.isfinite(thr))
-    ctx = ScanContext(store=job.store, plan=make_plan(pwms, thr, row_motif, row_strand), motif_ids=job.mset.ids,
-                      motif_names=job.mset.names, out=out, ptable=PvalueTable.from_thresholds([tables[i] for i in keep]))
+    plan = make_plan(pwms, thr, row_motif, row_strand)
+    plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
+    ctx = ScanContext(store=job.store, plan=plan, motif_ids=job.mset.ids, motif_names=job.mset.names, out=out)
     groups = group_blocks(job.store.blocks(), int(dask.config.get("motifgrid.scan.min-task-positions")))
     like = {"blocks": 1, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
             "block_hits": [["c000000-000000", 1]], "row_hits": np.ones(len(keep), np.int64)}

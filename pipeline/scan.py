@@ -115,14 +115,36 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
 class ScanContext:
     """What every task needs; scattered to each worker once."""
     store: GenomeStore
-    plan: ScanPlan
+    plan: ScanPlan                 # with plan.pvalues, the rows' score -> p-value tables
     motif_ids: list
     motif_names: list
     out: str
-    ptable: PvalueTable
     metadata: dict = field(default_factory=dict)
     device: str = "cpu"
     compression: str = "zstd"      # Parquet codec of the hits files (motifgrid.scan.compression)
+
+    def __post_init__(self):
+        self._columns = None
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_columns"] = None
+        return state
+
+    def columns(self):
+        """Per-row lookups and the Arrow dictionaries of the hits tables (built once per worker)."""
+        if self._columns is None:
+            plan = self.plan
+            names, name_index = np.unique(np.asarray(self.motif_names, dtype=object), return_inverse=True)
+            self._columns = dict(
+                ids=pa.array(list(self.motif_ids), pa.string()),
+                names=pa.array(names, pa.string()),                    # each distinct name once
+                row_motif=plan.row_motif.astype(np.int32),
+                row_name=name_index.astype(np.int32)[plan.row_motif],
+                row_strand=plan.row_strand.astype(np.int32),
+                lengths=plan.lengths.astype(np.int64),
+            )
+        return self._columns
 
 
 _CODECS = ("zstd", "lz4", "snappy", "gzip", "brotli", "none")
@@ -139,21 +161,18 @@ def _compression() -> str:
 
 def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     """Arrow table of one block's hits (without the partition column); strings dictionary-encoded."""
-    plan = ctx.plan
+    c = ctx.columns()
     rows = hits.row
-    motif = plan.row_motif[rows]
     start = hits.pos + block.start
-    pvals = ctx.ptable.lookup(rows, hits.score)
-    ids, names = pa.array(ctx.motif_ids, pa.string()), pa.array(ctx.motif_names, pa.string())
-    midx = pa.array(motif, pa.int32())
+    pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
     return pa.table({
-        "start": pa.array(start, pa.int64()),
-        "end": pa.array(start + plan.lengths[rows], pa.int64()),
-        "strand": pa.DictionaryArray.from_arrays(pa.array(plan.row_strand[rows].astype(np.int32)), _STRANDS),
-        "motif_id": pa.DictionaryArray.from_arrays(midx, ids),
-        "motif_name": pa.DictionaryArray.from_arrays(midx, names),
-        "score": pa.array(hits.score, pa.float64()),
-        "pvalue": pa.array(pvals, pa.float64()),
+        "start": start,
+        "end": start + c["lengths"][rows],
+        "strand": pa.DictionaryArray.from_arrays(c["row_strand"][rows], _STRANDS),
+        "motif_id": pa.DictionaryArray.from_arrays(c["row_motif"][rows], c["ids"]),
+        "motif_name": pa.DictionaryArray.from_arrays(c["row_name"][rows], c["names"]),
+        "score": hits.score,
+        "pvalue": pvals,
     }, schema=HITS_FILE_SCHEMA)
 
 
@@ -355,9 +374,9 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "pvalue": repr(pvalue),
         "device": device,
     }
+    plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
-                      motif_names=mset.names, out=_abspath(out),
-                      ptable=PvalueTable.from_thresholds([tables[i] for i in keep]), metadata=meta, device=device,
+                      motif_names=mset.names, out=_abspath(out), metadata=meta, device=device,
                       compression=_compression())
 
     all_blocks = store.blocks()

@@ -1,8 +1,9 @@
 """Score thresholds of many PWMs at one or several p-values, fanned out on Dask.
 
 Each matrix is independent (``workers.distribution.pvalue_to_score``), so the work is a map over
-matrices.  To keep the task graph small the matrices travel in batches (``batch`` per task);
-batches are dealt round-robin from the matrices sorted by decreasing length so that each batch
+matrices.  To keep the task graph small the matrices travel in batches (at most ``batch`` per task,
+fewer when that gives the cluster's threads at least two batches each: the compiled kernels release the
+GIL, so a worker's threads compute side by side); batches are dealt round-robin from the matrices sorted by decreasing length so that each batch
 gets a similar share of the expensive long matrices, and the results come back in input order.
 
 With a ``distributed.Client`` (given, or the current one) the batches go through ``client.map``;
@@ -159,6 +160,13 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
         client = _current_client()
     if client is None:
         return _threshold_batch(pwms, bg, pvalues, rel_tol, table, method, device)
+    try:
+        threads = sum(client.nthreads().values())
+    except Exception:  # noqa: BLE001 - a client without workers yet: the default batches
+        threads = 0
+    if threads:
+        # about two batches per worker thread (the kernels release the GIL), at least 4 matrices each
+        batch = min(batch, max(4, -(-len(pwms) // (2 * threads))))
     groups = _batches(pwms, batch)
     futures = client.map(_threshold_batch, [[pwms[i] for i in g] for g in groups],
                          background=bg, pvalues=pvalues, rel_tol=rel_tol, table=table,

@@ -130,6 +130,11 @@ def test_layout_schema_and_provenance(genome, finished):
     assert json.loads(md["block"])["chrom"] in ("chrX_a", "contig/b|x=1")
     t = read_hits(str(out))
     assert set(t.column("chrom").to_pylist()) == {"chrX_a", "contig/b|x=1"}
+    from pipeline.motifs import read_motifs
+
+    name_of = {m.id: m.name for m in read_motifs(MOTIFS)}
+    pairs = set(zip(t.column("motif_id").to_pylist(), t.column("motif_name").to_pylist()))
+    assert len(pairs) > 5 and all(name_of[i] == n for i, n in pairs)
     summary = json.loads((out / "_summary.json").read_text())
     ms = pq.read_table(out / "_motif_summary.parquet")
     assert sum(ms.column("hits").to_pylist()) == summary["hits"] == t.num_rows

@@ -2,9 +2,10 @@
 
 The tail tables of :func:`workers.distribution.pvalue_to_score` (log-linear segments per row) are
 flattened once per scan into :class:`PvalueTable`; a hit's p-value is then one binary search in its
-row's segments and one ``exp``, as :func:`workers.distribution.score_to_pvalue` computes it.  It runs on
-the host for GPU scans too (the hits are there anyway to be written), so a GPU run and a CPU run write
-bit-identical p-values.
+row's segments and one ``exp``, as :func:`workers.distribution.score_to_pvalue` computes it.  A GPU scan
+does the search on the device (kernel ``segment_index`` of ``kernels/scan_mma.cu``, the same comparisons)
+and hands over each hit's segment; the ``exp`` always runs here, in the same compiled function, so a GPU
+run and a CPU run write bit-identical p-values.
 """
 from __future__ import annotations
 
@@ -34,38 +35,58 @@ class PvalueTable:
                    top=np.array([t.table_top for t in tables], dtype=np.float64),
                    top_zero=np.array([t.top_zero for t in tables], dtype=np.uint8))
 
-    def lookup(self, rows, scores) -> np.ndarray:
-        """P-values of ``scores`` of plan rows ``rows`` (host arrays)."""
+    def lookup(self, rows, scores, seg=None) -> np.ndarray:
+        """P-values of ``scores`` of plan rows ``rows`` (host arrays).  ``seg``: each score's segment
+        index, when the GPU has already searched for it (:func:`segment_index` semantics)."""
         rows = np.ascontiguousarray(rows, dtype=np.int32)
         scores = np.ascontiguousarray(scores, dtype=np.float64)
         out = np.empty(scores.size, dtype=np.float64)
-        _lookup_cpu(self.x0, self.a, self.b, self.offsets, self.top, self.top_zero, rows, scores, out)
+        if seg is None:
+            _lookup_cpu(self.x0, self.a, self.b, self.offsets, self.top, self.top_zero, rows, scores, out)
+        else:
+            _from_segments(self.x0, self.a, self.b, self.offsets, self.top, self.top_zero, rows, scores,
+                           np.ascontiguousarray(seg, dtype=np.int32), out)
         return out
+
+
+@numba.njit(cache=True, nogil=True)
+def segment_index(x0, lo, hi, s):  # pragma: no cover - compiled
+    """Last segment ``j`` in ``[lo, hi)`` whose lower edge ``x0[j] < s`` (``lo - 1`` when none): a
+    binary search for the first ``x0 >= s`` ("left"), then the segment before it.  The GPU kernel
+    ``segment_index`` of ``kernels/scan_mma.cu`` is the same search."""
+    L, H = lo, hi
+    while L < H:
+        mid = (L + H) >> 1
+        if x0[mid] < s:
+            L = mid + 1
+        else:
+            H = mid
+    return L - 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _pvalue_at(s, x0, a, b, top, top_zero):  # pragma: no cover - compiled
+    """The p-value of score ``s`` in the segment ``(x0, a, b)`` of a row with ``top``/``top_zero``."""
+    sc = s if s < top else top
+    v = np.exp(a + b * (sc - x0))
+    if v > 1.0:
+        v = 1.0
+    if top_zero and s > top:
+        v = 0.0
+    return v
 
 
 @numba.njit(cache=True, nogil=True)
 def _lookup_cpu(x0, a, b, offsets, top, top_zero, rows, scores, out):  # pragma: no cover - compiled
     for i in range(scores.size):
         r = rows[i]
-        s = scores[i]
-        lo = offsets[r]
-        hi = offsets[r + 1]
-        # first j in [lo, hi) with x0[j] >= s  (searchsorted 'left'), then the segment before it
-        L, H = lo, hi
-        while L < H:
-            mid = (L + H) >> 1
-            if x0[mid] < s:
-                L = mid + 1
-            else:
-                H = mid
-        j = L - 1
-        if j < lo:
-            out[i] = np.nan
-            continue
-        sc = s if s < top[r] else top[r]
-        v = np.exp(a[j] + b[j] * (sc - x0[j]))
-        if v > 1.0:
-            v = 1.0
-        if top_zero[r] and s > top[r]:
-            v = 0.0
-        out[i] = v
+        j = segment_index(x0, offsets[r], offsets[r + 1], scores[i])
+        out[i] = np.nan if j < offsets[r] else _pvalue_at(scores[i], x0[j], a[j], b[j], top[r], top_zero[r])
+
+
+@numba.njit(cache=True, nogil=True)
+def _from_segments(x0, a, b, offsets, top, top_zero, rows, scores, seg, out):  # pragma: no cover - compiled
+    for i in range(scores.size):
+        r = rows[i]
+        j = seg[i]
+        out[i] = np.nan if j < offsets[r] else _pvalue_at(scores[i], x0[j], a[j], b[j], top[r], top_zero[r])

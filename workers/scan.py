@@ -48,6 +48,8 @@ class ScanPlan:
     lengths: np.ndarray             # (R,) int32
     tiles: list = field(default_factory=list)
     max_length: int = 0
+    pvalues: object = None          # optional workers.pvalue_table.PvalueTable of the rows: a GPU scan then
+                                    # also returns each hit's p-value segment (BlockHits.seg)
     _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
     _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables (built on first use)
 
@@ -104,6 +106,7 @@ class BlockHits:
     pos: np.ndarray      # (n,) int64
     row: np.ndarray      # (n,) int32 ScanPlan row
     score: np.ndarray    # (n,) float64, exact (column-order float64 sum)
+    seg: np.ndarray | None = None   # (n,) int32 p-value segment (PvalueTable.lookup), where already found
 
     @classmethod
     def empty(cls) -> "BlockHits":

@@ -47,7 +47,8 @@ def _kernels(nch: int):
         if k is None:
             name = f"scan_mma<{nch},{PG}>"
             mod = cp.RawModule(code=_SRC, options=("-std=c++17",), name_expressions=(name,))
-            k = _COMPILED[key] = (mod.get_function(name), mod.get_function("rescore_f64"))
+            k = _COMPILED[key] = (mod.get_function(name), mod.get_function("rescore_f64"),
+                                  mod.get_function("segment_index"))
     return k
 
 
@@ -121,6 +122,9 @@ class _DeviceTables:
         dev = cp.cuda.Device()
         self.grid = dev.attributes["MultiProcessorCount"] * 8
         self.lock = threading.Lock()
+        pt = plan.pvalues
+        self.seg_x0 = cp.asarray(pt.x0) if pt is not None else None
+        self.seg_offsets = cp.asarray(pt.offsets) if pt is not None else None
 
     def grow(self, need: int) -> None:
         cp = _cupy()
@@ -152,7 +156,7 @@ def candidates(codes_d, n: int, plan: ScanPlan):
     while True:
         T.counter.fill(0)
         for tile in T.tiles:
-            kern, _ = _kernels(tile["nch"])
+            kern = _kernels(tile["nch"])[0]
             per_iter = 16 * PG
             need_warps = -(-n // per_iter)
             blocks = max(1, min(T.grid, -(-need_warps // (THREADS // 32))))
@@ -181,7 +185,7 @@ def _scan_locked(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
     pos, row = candidates(codes_d, n, plan)
     if pos.size == 0:
         return BlockHits.empty()
-    _, rescore = _kernels(1)
+    _, rescore, segment_index = _kernels(1)
     score = cp.empty(pos.size, dtype=np.float64)
     hit = cp.empty(pos.size, dtype=np.uint8)
     rescore(((pos.size + 255) // 256,), (256,), (codes_d, np.int64(codes_d.size), pos, row, np.uint32(pos.size),
@@ -189,5 +193,11 @@ def _scan_locked(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
     keep = cp.flatnonzero(hit)
     pos, row, score = pos[keep], row[keep], score[keep]
     order = cp.lexsort(cp.stack([row, pos]))
-    return BlockHits(cp.asnumpy(pos[order]).astype(np.int64), cp.asnumpy(row[order]).astype(np.int32),
-                     cp.asnumpy(score[order]))
+    pos, row, score = pos[order], row[order], score[order]
+    seg = None
+    if T.seg_x0 is not None and pos.size:
+        seg = cp.empty(pos.size, dtype=np.int32)
+        segment_index(((pos.size + 255) // 256,), (256,), (row, score, np.uint32(pos.size), T.seg_x0,
+                                                            T.seg_offsets, seg))
+        seg = cp.asnumpy(seg)
+    return BlockHits(cp.asnumpy(pos.astype(np.int64)), cp.asnumpy(row), cp.asnumpy(score), seg)
