@@ -192,7 +192,8 @@ def _scan_locked(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
                                                  T.pwm, T.pwm_off, T.lengths, T.thresholds, score, hit))
     keep = cp.flatnonzero(hit)
     pos, row, score = pos[keep], row[keep], score[keep]
-    order = cp.lexsort(cp.stack([row, pos]))
+    # (position, row) order through one 64-bit radix argsort (pos, row >= 0; cupy.lexsort compares tuples)
+    order = cp.argsort((pos.astype(np.int64) << 32) | row.astype(np.int64))
     pos, row, score = pos[order], row[order], score[order]
     seg = None
     if T.seg_x0 is not None and pos.size:
