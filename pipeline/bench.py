@@ -83,17 +83,18 @@ def part_kernel(codes, plan, sink, reps=5):
         return None
     import cupy as cp
 
-    from workers.scan_gpu import candidates, scan_gpu
+    from workers.scan_gpu import _tables, candidates, scan_gpu
 
     codes_d = cp.asarray(codes)
     candidates(codes_d, n, plan)              # compile + upload
     scan_gpu(codes, n, plan)
     cp.cuda.Device().synchronize()
     start, end = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
-    for _ in range(reps):
-        pos, _ = candidates(codes_d, n, plan)
-    end.record()
+    with _tables(plan).state().stream:        # the events on the stream the candidate pass runs on
+        start.record()
+        for _ in range(reps):
+            pos, _ = candidates(codes_d, n, plan)
+        end.record()
     end.synchronize()
     t = cp.cuda.get_elapsed_time(start, end) / 1e3 / reps
     t0 = time.perf_counter()

@@ -224,7 +224,11 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
 
 
 def group_blocks(blocks: list, min_positions: int) -> list:
-    """One task per block; consecutive small blocks (small contigs) batched up to ``min_positions``."""
+    """One task per block; consecutive small blocks (small contigs) batched up to ``min_positions``.
+
+    The groups come largest first (stable): tasks are submitted in this order, so the contigs' short last
+    blocks run at the end, where they fill the threads instead of leaving a full block to finish alone
+    (longest-processing-time-first scheduling)."""
     groups, cur, size = [], [], 0
     for b in blocks:
         n = b.core_end - b.start
@@ -238,7 +242,8 @@ def group_blocks(blocks: list, min_positions: int) -> list:
             cur, size = [], 0
     if cur:
         groups.append(cur)
-    return groups
+    size_of = {id(g): sum(b.core_end - b.start for b in g) for g in groups}
+    return sorted(groups, key=lambda g: -size_of[id(g)])
 
 
 # ------------------------------------------------------------------------------------ run

@@ -5,12 +5,12 @@ rows of the tile, thresholded in registers; only candidates (a few per thousand 
 written, compacted through an atomic counter.  A second kernel rescores the candidates in float64 in
 column order, so hits are identical to the CPU path.  The full score matrix never exists in memory.
 
-Per device, the plan's tables (fp16 fragments of every tile, float64 matrices, thresholds) are
-uploaded once and cached on the plan object, which the worker keeps for the whole scan.  A worker runs
-several tasks at once (so that reading and writing overlap the GPU); the device section of a block —
-candidate pass, rescoring, copy of the hits to the host — holds that device's lock, since the
-candidate buffers and counter are shared.  The GPU part of a block takes milliseconds; the host I/O
-of the other tasks goes on meanwhile.
+Per device, the plan's tables (fp16 fragments of every tile, float64 matrices, thresholds, p-value
+segment edges) are uploaded once and cached on the plan object, which the worker keeps for the whole
+scan; they are read-only.  A worker runs several tasks at once (so that reading and writing overlap the
+GPU): each thread has its own CUDA stream, candidate buffers and counter on each device, so the blocks of
+different threads overlap on the GPU too (one block's copies with another's kernels) and no lock is held
+around the device work.
 """
 from __future__ import annotations
 
@@ -115,22 +115,38 @@ class _DeviceTables:
         self.pwm_off = cp.asarray(offs)
         self.lengths = cp.asarray(plan.lengths.astype(np.int32))
         self.thresholds = cp.asarray(plan.thresholds.astype(np.float64))
-        self.capacity = 1 << 20
-        self.cand_pos = cp.empty(self.capacity, dtype=np.int32)
-        self.cand_row = cp.empty(self.capacity, dtype=np.int32)
-        self.counter = cp.zeros(1, dtype=np.uint32)
         dev = cp.cuda.Device()
         self.grid = dev.attributes["MultiProcessorCount"] * 8
-        self.lock = threading.Lock()
         pt = plan.pvalues
         self.seg_x0 = cp.asarray(pt.x0) if pt is not None else None
         self.seg_offsets = cp.asarray(pt.offsets) if pt is not None else None
+        cp.cuda.Stream.null.synchronize()     # uploaded before any thread's stream reads them
+        self._local = threading.local()
+
+    def state(self) -> "_ThreadState":
+        """This thread's stream and candidate buffers on this device."""
+        st = getattr(self._local, "state", None)
+        if st is None:
+            st = self._local.state = _ThreadState()
+        return st
+
+
+class _ThreadState:
+    """One thread's CUDA stream, candidate buffers and counter (on the current device)."""
+
+    def __init__(self):
+        cp = _cupy()
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        with self.stream:
+            self.counter = cp.zeros(1, dtype=np.uint32)
+            self.grow(1 << 20)
 
     def grow(self, need: int) -> None:
         cp = _cupy()
         self.capacity = int(need * 1.25) + 1024
-        self.cand_pos = cp.empty(self.capacity, dtype=np.int32)
-        self.cand_row = cp.empty(self.capacity, dtype=np.int32)
+        with self.stream:
+            self.cand_pos = cp.empty(self.capacity, dtype=np.int32)
+            self.cand_row = cp.empty(self.capacity, dtype=np.int32)
 
 
 _BUILD_LOCK = threading.Lock()
@@ -149,24 +165,26 @@ def _tables(plan: ScanPlan) -> _DeviceTables:
 
 
 def candidates(codes_d, n: int, plan: ScanPlan):
-    """Run the tensor-core pass; return device arrays (pos, row) of candidates (views of shared buffers:
-    call under the device lock, as :func:`scan_gpu` does, when other threads may scan)."""
+    """Run the tensor-core pass on this thread's stream; return device arrays (pos, row) of candidates
+    (views of this thread's buffers, valid until its next call)."""
     T = _tables(plan)
+    S = T.state()
     L = np.int64(codes_d.size)
-    while True:
-        T.counter.fill(0)
-        for tile in T.tiles:
-            kern = _kernels(tile["nch"])[0]
-            per_iter = 16 * PG
-            need_warps = -(-n // per_iter)
-            blocks = max(1, min(T.grid, -(-need_warps // (THREADS // 32))))
-            kern((blocks,), (THREADS,), (codes_d, L, np.int64(n), tile["bfrag"], np.int32(tile["ntiles"]),
-                                         tile["cand_thr"], tile["rows"], np.int32(tile["ncols"]),
-                                         T.cand_pos, T.cand_row, T.counter, np.uint32(T.capacity)))
-        count = int(T.counter.get()[0])
-        if count <= T.capacity:
-            return T.cand_pos[:count], T.cand_row[:count]
-        T.grow(count)
+    with S.stream:
+        while True:
+            S.counter.fill(0)
+            for tile in T.tiles:
+                kern = _kernels(tile["nch"])[0]
+                per_iter = 16 * PG
+                need_warps = -(-n // per_iter)
+                blocks = max(1, min(T.grid, -(-need_warps // (THREADS // 32))))
+                kern((blocks,), (THREADS,), (codes_d, L, np.int64(n), tile["bfrag"], np.int32(tile["ntiles"]),
+                                             tile["cand_thr"], tile["rows"], np.int32(tile["ncols"]),
+                                             S.cand_pos, S.cand_row, S.counter, np.uint32(S.capacity)))
+            count = int(S.counter.get()[0])
+            if count <= S.capacity:
+                return S.cand_pos[:count], S.cand_row[:count]
+            S.grow(count)
 
 
 def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
@@ -175,11 +193,11 @@ def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
     if n <= 0 or not plan.tiles:
         return BlockHits.empty()
     T = _tables(plan)
-    with T.lock:
-        return _scan_locked(codes, n, plan, T)
+    with T.state().stream:
+        return _scan(codes, n, plan, T)
 
 
-def _scan_locked(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
+def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
     cp = _cupy()
     codes_d = cp.asarray(codes) if not isinstance(codes, cp.ndarray) else codes
     pos, row = candidates(codes_d, n, plan)
@@ -201,4 +219,4 @@ def _scan_locked(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
         segment_index(((pos.size + 255) // 256,), (256,), (row, score, np.uint32(pos.size), T.seg_x0,
                                                             T.seg_offsets, seg))
         seg = cp.asnumpy(seg)
-    return BlockHits(cp.asnumpy(pos.astype(np.int64)), cp.asnumpy(row), cp.asnumpy(score), seg)
+    return BlockHits(cp.asnumpy(pos).astype(np.int64), cp.asnumpy(row), cp.asnumpy(score), seg)
