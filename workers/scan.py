@@ -49,7 +49,7 @@ class ScanPlan:
     tiles: list = field(default_factory=list)
     max_length: int = 0
     _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
-    _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables (built on first use)
+    _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables, stacked weights (built on first use)
 
     @property
     def n_rows(self) -> int:
@@ -201,7 +201,7 @@ def _scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: i
 
 
 SLICE_ELL = 4            # ℓ: 256-entry tables, about 3 reads per JASPAR window instead of 4m multiply-adds
-SLICE_WIDTH = 256        # rows per slice tile at most: an int16 tile's tables (S x 257 x 256 x 2 B) stay in L2
+SLICE_WIDTH = 128        # rows per slice tile at most: an int16 tile's tables (S x 257 x 128 x 2 B) stay in L2
 #: per-position cost of one slice of a tile, in row-slice reads (ℓ-mer lookup, loop set-up, remainder)
 SLICE_OVERHEAD = 40
 #: coarsest int16 resolution (units per bit) worth scanning: coarser rows keep float32 tables, since
@@ -334,8 +334,19 @@ def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
     return tiles
 
 
+def stacked_weights(plan: ScanPlan) -> tuple:
+    """All rows' matrices stacked, ``(weights (sum m, 4), starts (R,), lengths (R,))``; cached on the plan."""
+    cached = plan._slices.get("weights")
+    if cached is None:
+        starts = np.zeros(plan.n_rows, dtype=np.int64)
+        np.cumsum(plan.lengths[:-1], out=starts[1:])
+        weights = np.concatenate(plan.pwms) if plan.n_rows else np.zeros((0, 4))
+        cached = plan._slices["weights"] = (weights, starts, plan.lengths.astype(np.int64))
+    return cached
+
+
 def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: int = SLICE_ELL) -> BlockHits:
-    from workers.slices_numba import kmer_codes, scan_tile  # noqa: PLC0415
+    from workers.slices_numba import kmer_codes, rescore_windows, scan_tile  # noqa: PLC0415
 
     n = int(n_positions)
     if n <= 0 or not plan.n_rows:
@@ -359,7 +370,11 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     padded = np.full(n + plan.max_length + 1, 4, dtype=np.uint8)
     take = min(codes.size, padded.size)
     padded[:take] = codes[:take]
-    return rescore(padded, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
+    pos, row = np.concatenate(cand_pos), np.concatenate(cand_row)
+    score, hit = rescore_windows(padded, n_prefix(padded), pos, row, *stacked_weights(plan), plan.thresholds)
+    pos, row, score = pos[hit], row[hit], score[hit]
+    o = np.argsort(pos * plan.n_rows + row)
+    return BlockHits(pos[o], row[o], score[o])
 
 
 def cpu_methods() -> tuple:

@@ -74,3 +74,31 @@ def scan_tile(kmer, n, tables, ell, cand_thr, out_pos, out_col):  # pragma: no c
                         out_col[count] = k
                     count += 1
     return count
+
+
+@numba.njit(cache=True, nogil=True)
+def rescore_windows(codes, npref, pos, rows, weights, starts, lengths, alpha):  # pragma: no cover - compiled
+    """Exact float64 score of each candidate window, and whether it is a hit.
+
+    codes : (>= max pos + m,) uint8; npref : prefix count of codes > 3 (``workers.scan.n_prefix``);
+    pos, rows : (n,) candidates; weights : (sum of m, 4) float64 matrices of all rows stacked, row r at
+    ``starts[r] .. starts[r] + lengths[r]``; alpha : (R,) thresholds.  Columns are added in order from
+    0.0, exactly as a plain float64 loop does (no fast-math: LLVM keeps the order), so scores are
+    bit-identical to it.  A window holding a code > 3 is never a hit.
+    """
+    n = pos.shape[0]
+    score = np.empty(n, dtype=np.float64)
+    hit = np.zeros(n, dtype=np.bool_)
+    for i in range(n):
+        p = pos[i]
+        r = rows[i]
+        m = lengths[r]
+        if npref[p + m] != npref[p]:
+            continue
+        acc = 0.0
+        w0 = starts[r]
+        for j in range(m):
+            acc += weights[w0 + j, codes[p + j]]
+        score[i] = acc
+        hit[i] = acc >= alpha[r]
+    return score, hit
