@@ -202,7 +202,7 @@ def _scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: i
 
 SLICE_ELL = 4            # ℓ: 256-entry tables, about 3 reads per JASPAR window instead of 4m multiply-adds
 SLICE_WIDTH = 128        # rows per slice tile at most: an int16 tile's tables (S x 257 x 128 x 2 B) stay in L2
-#: per-position cost of one slice of a tile, in row-slice reads (ℓ-mer lookup, loop set-up, remainder)
+#: fixed per-position cost of one slice of a tile, in row reads (ℓ-mer lookup, loop set-up, remainder)
 SLICE_OVERHEAD = 40
 #: coarsest int16 resolution (units per bit) worth scanning: coarser rows keep float32 tables, since
 #: their candidate margin (about S/2 units) would let many more near-threshold windows be rescored
@@ -248,7 +248,7 @@ def _quantise(T: np.ndarray) -> tuple | None:
     Entries under ``F = thr - 1 - sum_s max(max_u Q[s], 0)`` are raised to ``F`` (so is the N entry
     inside the motif): a window holding one can never reach ``thr``, whatever its other slices, and
     raising entries only raises sums, so no hit is lost.  ``scale`` is chosen per row so that
-    ``S * |F| < 32768``: every partial sum (between ``S*F`` and the sum of the maxima) fits int16,
+    ``S * F >= -32768`` (asserted): every partial sum (between ``S*F`` and the sum of the maxima) fits int16,
     which the kernel's wrapping int16 adds therefore never leave.
     """
     S, K1 = T.shape
@@ -270,7 +270,7 @@ def _quantise(T: np.ndarray) -> tuple | None:
 
 
 def _tile_bounds(nsl: np.ndarray) -> list:
-    """Cut rows sorted by slice count into tiles of at most ``SLICE_WIDTH`` rows, cheapest first.
+    """Cut rows sorted by slice count into tiles of at most ``SLICE_WIDTH`` rows: ``[(lo, hi), ...]``.
 
     A tile of c rows scans its longest row's S slices: about ``S * (SLICE_OVERHEAD + c)`` per
     position (shorter rows read zero slices).  Dynamic programming over the cut points minimises the
@@ -340,8 +340,7 @@ def stacked_weights(plan: ScanPlan) -> tuple:
     if cached is None:
         starts = np.zeros(plan.n_rows, dtype=np.int64)
         np.cumsum(plan.lengths[:-1], out=starts[1:])
-        weights = np.concatenate(plan.pwms) if plan.n_rows else np.zeros((0, 4))
-        cached = plan._slices["weights"] = (weights, starts, plan.lengths.astype(np.int64))
+        cached = plan._slices["weights"] = (np.concatenate(plan.pwms), starts, plan.lengths.astype(np.int64))
     return cached
 
 
