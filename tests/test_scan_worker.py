@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pipeline.genome import encode
 from tests.reference import naive_scan
-from workers.scan import make_plan, plan_tiles, scan_block
+from workers.scan import make_plan, plan_tiles, scan_block, slice_tiles
 
 # Two real JASPAR 2024 count matrices (MA0139.2 CTCF, 15 columns; MA0079.5 SP1, 11 columns), rows A C G T
 CTCF = np.array([
@@ -131,3 +132,122 @@ def test_n_right_after_a_site_does_not_hide_it(backend):
         seq = "CCCC" + best + "N" + "GGGG" + best + "NNNNNNNN"
         got, _ = run_block(seq, [w], np.array([w.max(1).sum() - 1e-9]), [0], [0], backend)
         assert [p for p, _, _ in got] == [4, 4 + len(best) + 5]
+
+
+def extreme_panel():
+    """Matrices whose int16 slice tables need clamping, or whose ranges are too wide for int16 (float32)."""
+    c, s = pwm(CTCF), pwm(SP1)
+    rng = np.random.default_rng(11)
+    impossible = c.copy()
+    impossible[impossible < -3] = -200.0                 # "never this base": entries far below the floor
+    lows = np.vstack([c, s, c[:9]])
+    lows[::3, 0] = -500.0                                # 35 columns, ordinary maxima, extreme minima
+    tiny = np.array([[20, -1e3, -1e3, -1e3], [-1e3, 20, -1e3, -1e3], [5, 5, -1e3, 5], [-1e3, -1e3, -1e3, 20.]])
+    mats = [impossible, lows, tiny, rng.normal(0, 3, (33, 4)),
+            np.vstack([c, s, c[:9]]) * 8,                # 35 columns, about 100 bits per column
+            rng.normal(0, 40, (35, 4))]                  # so wide that an int16 scale is under MIN_SCALE
+    rows, mi, st = [], [], []
+    for i, w in enumerate(mats):
+        for strand, ww in ((0, w), (1, w[::-1, ::-1].copy())):
+            rows.append(ww)
+            mi.append(i)
+            st.append(strand)
+    return rows, np.array(mi), np.array(st)
+
+
+def plant(seq: str, mats: list, rng, copies: int = 8) -> str:
+    """``seq`` with best words of each matrix written in, 0-2 random substitutions each, both strands."""
+    s = list(seq)
+    for w in mats:
+        for j in range(copies):
+            word = w.argmax(1)
+            word[rng.integers(0, len(word), j % 3)] = rng.integers(0, 4, j % 3)
+            text = "".join("ACGT"[x] for x in (word if j % 2 else 3 - word[::-1]))
+            a = int(rng.integers(0, len(s) - len(text)))
+            s[a:a + len(text)] = text
+    return "".join(s)
+
+
+def window_scores(seq: str, w: np.ndarray) -> np.ndarray:
+    """Scores of the N-free windows (any summation order: only used to pick thresholds)."""
+    codes = encode(seq)
+    m = w.shape[0]
+    win = np.lib.stride_tricks.sliding_window_view(codes, m)
+    ok = (win < 4).all(axis=1)
+    return w[np.arange(m), np.minimum(win[ok], 3)].sum(axis=1)
+
+
+def test_extreme_weights_match_naive(chrx_slice, backend):
+    """Very negative entries (clamped to the row floor), 35-column rows with wide ranges (coarse int16
+    scale) and rows too wide for int16 (float32 tables), next to N runs: same hits as the naive loop."""
+    rng = np.random.default_rng(5)
+    rows, mi, st = extreme_panel()
+    seq = with_ambiguity(plant(chrx_slice[100_000:104_000], rows[::2], rng), rng)
+    thr = np.array([np.sort(window_scores(seq, w))[-4] for w in rows])   # attained: ties at ">=" too
+    got, plan = run_block(seq, rows, thr, mi, st, backend)
+    ref = naive_scan(seq, rows, thr)
+    assert {r for _, r, _ in ref} == set(range(len(rows)))
+    assert got == ref
+    if backend[1] == "slices":
+        kinds = {t.T.dtype for t in slice_tiles(plan)}
+        assert kinds == {np.dtype(np.int16), np.dtype(np.float32)}, "both table types should be exercised"
+
+
+def test_scores_at_and_near_the_threshold(chrx_slice, backend):
+    """Thresholds at an attained score and up to 1e-3 bits either side: the site is a hit exactly when
+    its float64 score reaches the threshold, whatever the int16 rounding of the tables."""
+    seq = chrx_slice[200_000:202_000]
+    c, s = pwm(CTCF), pwm(SP1)
+    base = [c, s, np.vstack([c, s, c[:9]]), c[:4], np.random.default_rng(2).normal(0, 1.5, (19, 4))]
+    base += [w[::-1, ::-1].copy() for w in base]
+    scored = naive_scan(seq, base, [-1e9] * len(base))
+    deltas = (-1e-3, -2e-4, -1e-12, 0.0, 1e-12, 2e-4, 1e-3)
+    rows, thr, ref, sites = [], [], [], []
+    for b, w in enumerate(base):
+        pos, site = sorted(((x[2], x[0]) for x in scored if x[1] == b), reverse=True)[9][::-1]
+        for d in deltas:
+            r = len(rows)
+            rows.append(w)
+            thr.append(site + d)
+            sites.append((pos, r, site, d <= 0))
+            ref += [(p, r, sc) for p, rb, sc in scored if rb == b and sc >= site + d]
+    got, _ = run_block(seq, rows, np.array(thr), np.arange(len(rows)), np.zeros(len(rows)), backend)
+    assert got == sorted(ref)
+    hits = set(got)
+    assert all(((p, r, sc) in hits) == hit for p, r, sc, hit in sites)
+
+
+def test_int16_candidates_are_near_the_threshold(chrx_slice):
+    """The clamp and per-row scale of the int16 tables: sums cannot wrap, and a candidate of the int16
+    kernel is an N-free window within the rounding margin (S/2 units + slack, < 0.1 bit) of alpha, or
+    a window with an N in its last, partly padded, slice (rescored), never a window far below alpha."""
+    pytest.importorskip("numba")
+    from workers.slices_numba import kmer_codes, scan_tile
+
+    rng = np.random.default_rng(9)
+    rows, mi, st = extreme_panel()
+    seq = with_ambiguity(plant(chrx_slice[120_000:130_000], rows[::2], rng), rng)
+    thr = np.array([np.sort(window_scores(seq, w))[-4] for w in rows])
+    plan = make_plan(rows, thr, mi, st)
+    codes = np.full(len(seq) + 64, 4, np.uint8)
+    codes[:len(seq)] = encode(seq)
+    kmer = kmer_codes(codes, len(seq) + 40, 4)
+    n_int16 = 0
+    for t in slice_tiles(plan):
+        if t.T.dtype != np.int16:
+            continue
+        n_int16 += len(t.rows)
+        T = t.T.astype(np.int64)
+        assert (T.min(axis=1).sum(axis=0) >= -32768).all() and (T.max(axis=1).sum(axis=0) <= 32767).all()
+        pos, col = np.empty(1 << 16, np.int64), np.empty(1 << 16, np.int32)
+        cnt = scan_tile(kmer, len(seq), tuple(t.T), 4, t.cand_thr, pos, col)
+        assert cnt <= pos.size
+        for p, k in zip(pos[:cnt], col[:cnt]):
+            r = t.rows[k]
+            w, m = plan.pwms[r], plan.lengths[r]
+            span = codes[p:p + -(-m // 4) * 4]            # the ℓ-mers the tables read
+            if (span > 3).any():
+                assert (span[:m // 4 * 4] <= 3).all(), "an N in a slice inside the motif is impossible"
+                continue
+            assert w[np.arange(m), span[:m]].sum() >= plan.thresholds[r] - 0.1
+    assert n_int16 >= 6

@@ -51,7 +51,7 @@ class ScanPlan:
     pvalues: object = None          # optional workers.pvalue_table.PvalueTable of the rows: a GPU scan then
                                     # also returns each hit's p-value segment (BlockHits.seg)
     _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
-    _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables (built on first use)
+    _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables, stacked weights (built on first use)
 
     @property
     def n_rows(self) -> int:
@@ -204,24 +204,108 @@ def _scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: i
 
 
 SLICE_ELL = 4            # ℓ: 256-entry tables, about 3 reads per JASPAR window instead of 4m multiply-adds
-SLICE_WIDTH = 256        # rows per slice tile: a tile's tables stay near L2 size
+SLICE_WIDTH = 128        # rows per slice tile at most: an int16 tile's tables (S x 257 x 128 x 2 B) stay in L2
+#: fixed per-position cost of one slice of a tile, in row reads (ℓ-mer lookup, loop set-up, remainder)
+SLICE_OVERHEAD = 40
+#: coarsest int16 resolution (units per bit) worth scanning: coarser rows keep float32 tables, since
+#: their candidate margin (about S/2 units) would let many more near-threshold windows be rescored
+MIN_SCALE = 64.0
+#: bits by which a table sum may fall short of the column-order float64 score and still be a
+#: candidate: far above float64 and float32 accumulation error, far below a score gap that matters
+SLICE_SLACK = 1e-3
 
 
 @dataclass
 class SliceTile:
     rows: np.ndarray         # (c,) int32 plan rows
-    T: np.ndarray            # (S, 4**ℓ + 1, c) float32: score of every ℓ-mer for every slice, alpha folded in
-    cand_thr: np.ndarray     # (c,) float32: -(float32 rounding bound + slack)
+    T: np.ndarray            # (S, 4**ℓ + 1, c) int16 (quantised) or float32: each ℓ-mer's slice score - alpha share
+    cand_thr: np.ndarray     # (c,) T's dtype: lowest table sum a hit can have (rounding bound + slack below 0)
+
+
+def _row_slices(w: np.ndarray, alpha: float, S: int, ell: int, digits: np.ndarray) -> np.ndarray:
+    """(S, 4**ℓ + 1) float64 slice table of one row, ``-alpha/m`` folded into every column.
+
+    Entry ``[s, u]`` sums columns ``s*ℓ .. s*ℓ+ℓ-1`` (zero past the motif) for the ℓ-mer ``u``, first
+    base most significant; entry ``[s, 4**ℓ]`` (an ℓ-mer containing a code > 3) is ``-inf`` for slices
+    inside the motif and the slice maximum for the last, partly padded, one (its N may lie past the
+    motif; the float64 rescoring decides).
+    """
+    m = w.shape[0]
+    K = 1 << (2 * ell)
+    W = np.zeros((S * ell, 4))
+    W[:m] = w - alpha / m
+    T = np.zeros((S, K + 1))
+    for i in range(ell):
+        T[:, :K] += W[i::ell][:, digits[:, i]]
+    inside = (np.arange(S) + 1) * ell <= m
+    T[:, K] = np.where(inside, -np.inf, T[:, :K].max(axis=1))
+    return T
+
+
+def _quantise(T: np.ndarray) -> tuple | None:
+    """int16 version of one row's slice table, or None where it would be coarser than ``MIN_SCALE``.
+
+    With ``scale`` units per bit, ``Q = rint(T * scale)`` is off by at most ``e_s`` units in slice s,
+    so a window scoring >= alpha (table sum >= 0 up to float64 error) has ``sum Q >= -sum_s e_s``; the
+    candidate bound ``thr = -(floor(sum_s e_s + SLICE_SLACK * scale) + 1)`` lies strictly below that.
+    Entries under ``F = thr - 1 - sum_s max(max_u Q[s], 0)`` are raised to ``F`` (so is the N entry
+    inside the motif): a window holding one can never reach ``thr``, whatever its other slices, and
+    raising entries only raises sums, so no hit is lost.  ``scale`` is chosen per row so that
+    ``S * F >= -32768`` (asserted): every partial sum (between ``S*F`` and the sum of the maxima) fits int16,
+    which the kernel's wrapping int16 adds therefore never leave.
+    """
+    S, K1 = T.shape
+    body = T[:, :-1]
+    top = np.maximum(body.max(axis=1), 0).sum()
+    scale = (32768 // S - S - 4) / (max(top, 1.0) + SLICE_SLACK)
+    if scale < MIN_SCALE:
+        return None
+    Q = np.rint(body * scale)
+    err = np.abs(Q - body * scale).max(axis=1).sum()
+    thr = -(np.floor(err + SLICE_SLACK * scale) + 1)
+    qmax = Q.max(axis=1)
+    floor = thr - 1 - np.maximum(qmax, 0).sum()
+    assert S * floor >= -32768 and np.maximum(qmax, 0).sum() <= 32767, "int16 slice sums could wrap"
+    out = np.empty((S, K1), dtype=np.int16)
+    out[:, :-1] = np.maximum(Q, floor)
+    out[:, -1] = np.where(np.isfinite(T[:, -1]), qmax, floor)
+    return out, np.int16(thr)
+
+
+def _tile_bounds(nsl: np.ndarray) -> list:
+    """Cut rows sorted by slice count into tiles of at most ``SLICE_WIDTH`` rows: ``[(lo, hi), ...]``.
+
+    A tile of c rows scans its longest row's S slices: about ``S * (SLICE_OVERHEAD + c)`` per
+    position (shorter rows read zero slices).  Dynamic programming over the cut points minimises the
+    sum, so a few long rows join a tile of shorter ones instead of paying for a tile of their own.
+    """
+    R = nsl.size
+    best = np.zeros(R + 1)
+    prev = np.zeros(R + 1, dtype=np.intp)
+    for j in range(1, R + 1):
+        i = np.arange(max(0, j - SLICE_WIDTH), j)
+        cost = best[i] + nsl[j - 1] * (SLICE_OVERHEAD + j - i)
+        b = int(np.argmin(cost))
+        best[j], prev[j] = cost[b], i[b]
+    bounds, j = [], R
+    while j:
+        bounds.append((int(prev[j]), j))
+        j = int(prev[j])
+    return bounds[::-1]
 
 
 def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
-    """The Slices Strategy tables (Giraud & Varré 2011, §3.1; Liefooghe et al.): rows grouped by slice count.
+    """The Slices Strategy tables (Giraud & Varré 2011, §3.1; Liefooghe et al.), quantised to int16.
 
-    ``T[s, u, k]`` is the summed score of ℓ-mer ``u`` (first base most significant) over columns
-    ``s*ℓ .. s*ℓ+ℓ-1`` of row k, each column carrying ``-alpha/m``.  Index ``4**ℓ`` stands for an
-    ℓ-mer containing a code > 3: ``-1e30`` for slices inside the motif (the window can never be a
-    hit), and the slice's maximum for the last, partly padded, slice (its N may lie past the motif;
-    the float64 rescoring decides).  Cached on the plan.
+    ``T[s, u, k]`` is the summed score of ℓ-mer ``u`` over columns ``s*ℓ .. s*ℓ+ℓ-1`` of row k, each
+    column carrying ``-alpha/m`` (:func:`_row_slices`), times a per-row scale, rounded and clamped
+    (:func:`_quantise`): half the bytes of float32 tables, twice the SIMD lanes, and a candidate bound
+    that provably covers the rounding, so the float64 rescoring still sees every hit.  Rows whose
+    int16 resolution would be under ``MIN_SCALE`` units per bit keep float32 tables (bound: the sum of
+    the slices' float32 rounding plus ``SLICE_SLACK``; ``-1e30`` for an N inside the motif).  Rows of one
+    table type are sorted by slice count and cut into tiles (:func:`_tile_bounds`); a tile has its
+    longest row's slice count S, shorter rows get zero tables for their missing slices (ℓ-mers past
+    the motif).  Cached on the plan.
     """
     cached = plan._slices.get(ell)
     if cached is not None:
@@ -229,33 +313,42 @@ def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
     K = 1 << (2 * ell)
     digits = np.array([[(u >> (2 * (ell - 1 - i))) & 3 for i in range(ell)] for u in range(K)], dtype=np.intp)
     nsl = -(-plan.lengths // ell)
+    groups: dict = {}
+    for r in range(plan.n_rows):
+        T = _row_slices(plan.pwms[r], float(plan.thresholds[r]), int(nsl[r]), ell, digits)
+        q = _quantise(T)
+        if q is None:
+            T32 = np.maximum(T, -1e30).astype(np.float32)
+            err = np.abs(T32[:, :K].astype(np.float64) - T[:, :K]).max(axis=1).sum()
+            q = T32, np.float32(-(err + SLICE_SLACK))
+        groups.setdefault(q[0].dtype, []).append((int(nsl[r]), r, *q))
     tiles = []
-    for S in np.unique(nsl):
-        rows_s = np.flatnonzero(nsl == S).astype(np.int32)
-        for lo in range(0, rows_s.size, SLICE_WIDTH):
-            rows = rows_s[lo:lo + SLICE_WIDTH]
-            c = rows.size
-            T = np.zeros((int(S), K + 1, c), dtype=np.float64)
-            for k, r in enumerate(rows):
-                m = int(plan.lengths[r])
-                W = np.zeros((int(S) * ell, 4))
-                W[:m] = plan.pwms[r] - plan.thresholds[r] / m
-                for sl in range(int(S)):
-                    tab = np.zeros(K)
-                    for i in range(ell):
-                        tab += W[sl * ell + i, digits[:, i]]
-                    T[sl, :K, k] = tab
-                    T[sl, K, k] = -1e30 if (sl + 1) * ell <= m else tab.max()
-            T32 = T.astype(np.float32)
-            err = np.abs(T32[:, :K].astype(np.float64) - T[:, :K]).max(axis=1).sum(axis=0)
-            tiles.append(SliceTile(rows=rows, T=np.ascontiguousarray(T32),
-                                   cand_thr=(-(err + 1e-3)).astype(np.float32)))
+    for dtype, members in groups.items():
+        members.sort(key=lambda x: x[0])
+        for lo, hi in _tile_bounds(np.array([m[0] for m in members])):
+            part = members[lo:hi]
+            S = part[-1][0]
+            T = np.zeros((S, K + 1, len(part)), dtype=dtype)
+            for k, (s, _, t, _) in enumerate(part):
+                T[:s, :, k] = t
+            tiles.append(SliceTile(rows=np.array([m[1] for m in part], dtype=np.int32), T=T,
+                                   cand_thr=np.array([m[3] for m in part], dtype=dtype)))
     plan._slices[ell] = tiles
     return tiles
 
 
+def stacked_weights(plan: ScanPlan) -> tuple:
+    """All rows' matrices stacked, ``(weights (sum m, 4), starts (R,), lengths (R,))``; cached on the plan."""
+    cached = plan._slices.get("weights")
+    if cached is None:
+        starts = np.zeros(plan.n_rows, dtype=np.int64)
+        np.cumsum(plan.lengths[:-1], out=starts[1:])
+        cached = plan._slices["weights"] = (np.concatenate(plan.pwms), starts, plan.lengths.astype(np.int64))
+    return cached
+
+
 def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: int = SLICE_ELL) -> BlockHits:
-    from workers.slices_numba import kmer_codes, scan_tile  # noqa: PLC0415
+    from workers.slices_numba import kmer_codes, rescore_windows, scan_tile  # noqa: PLC0415
 
     n = int(n_positions)
     if n <= 0 or not plan.n_rows:
@@ -269,7 +362,7 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     cand_pos, cand_row = [], []
     for t in tiles:
         while True:
-            cnt = scan_tile(kmer, n, t.T, ell, t.cand_thr, pos_buf, col_buf)
+            cnt = scan_tile(kmer, n, tuple(t.T), ell, t.cand_thr, pos_buf, col_buf)
             if cnt <= pos_buf.size:
                 break
             pos_buf = np.empty(int(cnt * 1.25), dtype=np.int64)
@@ -279,7 +372,11 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     padded = np.full(n + plan.max_length + 1, 4, dtype=np.uint8)
     take = min(codes.size, padded.size)
     padded[:take] = codes[:take]
-    return rescore(padded, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
+    pos, row = np.concatenate(cand_pos), np.concatenate(cand_row)
+    score, hit = rescore_windows(padded, n_prefix(padded), pos, row, *stacked_weights(plan), plan.thresholds)
+    pos, row, score = pos[hit], row[hit], score[hit]
+    o = np.argsort(pos * plan.n_rows + row)
+    return BlockHits(pos[o], row[o], score[o])
 
 
 def cpu_methods() -> tuple:
