@@ -3,7 +3,8 @@
 BED is BED6+2: chrom, start, end, motif_id, score, strand, p-value, motif_name.
 Coordinates inside motifgrid are 0-based half-open on the forward strand.  BED keeps them; FIMO TSV
 and GFF3 are 1-based inclusive (start + 1, end).  Files are visited in genome order (contig order of
-the store, then block order), so each output is sorted by contig and start.
+the store, then block order) and each file's rows are put in start order (a stable sort: motifs of one start
+keep the motif file's order), so each output is sorted by contig and start.
 """
 from __future__ import annotations
 
@@ -86,6 +87,8 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
                 if store is None and with_sequence and fmt == "fimo":
                     store = _store_for(path) or False
                 c = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names}
+                o = np.argsort(c["start"], kind="stable")        # files are grouped by motif row
+                c = {k: v[o] for k, v in c.items()}
                 start, end = c["start"].astype(np.int64), c["end"].astype(np.int64)
                 if fmt == "bed":
                     for s, e, mid, name, sc, st, pv in zip(start, end, c["motif_id"], c["motif_name"], c["score"],

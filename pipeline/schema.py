@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 STORE_FORMAT_VERSION = 1
-HITS_FORMAT_VERSION = 1
+HITS_FORMAT_VERSION = 2
 
 #: strings repeated on every row are dictionary-encoded (pandas reads them as categoricals)
 _CAT = pa.dictionary(pa.int32(), pa.string())

@@ -135,6 +135,12 @@ def test_layout_schema_and_provenance(genome, finished):
     name_of = {m.id: m.name for m in read_motifs(MOTIFS)}
     pairs = set(zip(t.column("motif_id").to_pylist(), t.column("motif_name").to_pylist()))
     assert len(pairs) > 5 and all(name_of[i] == n for i, n in pairs)
+    for path in files:                           # hits format 2: grouped by motif/strand row, by start inside
+        rows = pq.read_table(path, columns=["start", "motif_id", "strand"]).to_pydict()
+        keys = list(zip(rows["motif_id"], rows["strand"]))
+        runs = [k for i, k in enumerate(keys) if i == 0 or k != keys[i - 1]]
+        assert len(runs) == len(set(runs)) > 1
+        assert all(keys[i] != keys[i + 1] or rows["start"][i] < rows["start"][i + 1] for i in range(len(keys) - 1))
     summary = json.loads((out / "_summary.json").read_text())
     ms = pq.read_table(out / "_motif_summary.parquet")
     assert sum(ms.column("hits").to_pylist()) == summary["hits"] == t.num_rows
@@ -216,6 +222,11 @@ def test_exports_round_trip(finished, tmp_path, fmt):
     key = lambda r: (r[0], r[1], r[4], r[3])  # noqa: E731
     for a, b in zip(sorted(back, key=key), sorted(want, key=key)):
         assert a[:5] == b[:5] and a[5] == pytest.approx(b[5], abs=1e-4)
+    chroms = [r[0] for r in back]
+    for ch in set(chroms):                       # by contig, then start (files are grouped by motif)
+        starts = [r[1] for r in back if r[0] == ch]
+        assert starts == sorted(starts)
+    assert chroms == sorted(chroms, key=chroms.index)
     if fmt == "fimo":
         line = dest.read_text().splitlines()[1].split("\t")
         start, stop, seq = int(line[3]), int(line[4]), line[9]

@@ -102,7 +102,9 @@ def make_plan(pwms: list, thresholds: np.ndarray, row_motif: np.ndarray, row_str
 
 @dataclass
 class BlockHits:
-    """Hits of one block, sorted by (position, row).  ``pos`` is relative to the block row start."""
+    """Hits of one block, sorted by (row, position): each motif/strand row's hits together, in genome order
+    (the order of the Parquet files: long runs of one motif compress 2-2.4x better and encode 40 % faster
+    than position order).  ``pos`` is relative to the block row start."""
     pos: np.ndarray      # (n,) int64
     row: np.ndarray      # (n,) int32 ScanPlan row
     score: np.ndarray    # (n,) float64, exact (column-order float64 sum)
@@ -152,7 +154,7 @@ def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndar
     pos = np.concatenate(keep_pos)
     row = np.concatenate(keep_row)
     score = np.concatenate(keep_score)
-    o = np.lexsort((row, pos))
+    o = np.lexsort((pos, row))
     return BlockHits(pos[o], row[o], score[o])
 
 
@@ -375,7 +377,7 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     pos, row = np.concatenate(cand_pos), np.concatenate(cand_row)
     score, hit = rescore_windows(padded, n_prefix(padded), pos, row, *stacked_weights(plan), plan.thresholds)
     pos, row, score = pos[hit], row[hit], score[hit]
-    o = np.argsort(pos * plan.n_rows + row)
+    o = np.argsort((row.astype(np.int64) << 32) | pos)
     return BlockHits(pos[o], row[o], score[o])
 
 
@@ -408,7 +410,7 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
     Returns
     -------
     BlockHits
-        Host arrays, sorted by (position, row); identical on every device.
+        Host arrays, sorted by (row, position); identical on every device.
     """
     dev = resolve_device(device)
     if plan.max_length and codes.size < n_positions + plan.max_length - 1:

@@ -188,7 +188,7 @@ def candidates(codes_d, n: int, plan: ScanPlan):
 
 
 def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
-    """GPU twin of :func:`workers.scan._scan_cpu`; same result, sorted by (position, row)."""
+    """GPU twin of :func:`workers.scan._scan_cpu`; same result, sorted by (row, position)."""
     n = int(n_positions)
     if n <= 0 or not plan.tiles:
         return BlockHits.empty()
@@ -210,8 +210,8 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
                                                  T.pwm, T.pwm_off, T.lengths, T.thresholds, score, hit))
     keep = cp.flatnonzero(hit)
     pos, row, score = pos[keep], row[keep], score[keep]
-    # (position, row) order through one 64-bit radix argsort (pos, row >= 0; cupy.lexsort compares tuples)
-    order = cp.argsort((pos.astype(np.int64) << 32) | row.astype(np.int64))
+    # (row, position) order through one 64-bit radix argsort (pos, row >= 0; cupy.lexsort compares tuples)
+    order = cp.argsort((row.astype(np.int64) << 32) | pos.astype(np.int64))
     pos, row, score = pos[order], row[order], score[order]
     seg = None
     if T.seg_x0 is not None and pos.size:
