@@ -1,0 +1,121 @@
+"""The peers of benchmarks/cpu_scan.py end to end to files, as a user would run them: one fresh process that
+imports the tool, reads the FASTA and the motifs, scans both strands and writes the hits as Parquet.
+
+    python benchmarks/peers.py moods|memelite FASTA MOTIFS PVALUE OUT.parquet [--length BP] [--threads N]
+
+Same probability matrices as motifgrid (``pipeline.motifs``: FIMO-style pseudocount 0.1, uniform background).
+Parquet (pyarrow) is the cheapest common output; each tool's native text output would cost more.  Prints one
+JSON line: hits and the seconds spent scanning (the rest of the process's wall time is start-up and I/O).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _sequence(fasta: str, length: int | None):
+    import pyfaidx
+
+    fa = pyfaidx.Fasta(fasta, as_raw=True)
+    name = next(iter(fa.keys()))
+    n = len(fa[name]) if not length else min(length, len(fa[name]))
+    return name, fa[name][0:n].upper()
+
+
+def _ppms(motifs: str):
+    from pipeline.motifs import motif_probabilities, read_motifs
+
+    ms = read_motifs(motifs)
+    return ms, [motif_probabilities(m, np.full(4, 0.25), 0.1) for m in ms]
+
+
+def _write(out: str, cols: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(cols), out, compression="zstd")
+
+
+def run_moods(a) -> dict:
+    import MOODS.scan
+    import MOODS.tools
+
+    chrom, seq = _sequence(a.fasta, a.length)
+    ms, ppms = _ppms(a.motifs)
+    bg = [0.25] * 4
+    mats, ids, strands = [], [], []
+    for m, p in zip(ms, ppms):
+        lo = tuple(tuple(float(x) for x in row) for row in np.log2(p / 0.25).T)
+        mats += [lo, MOODS.tools.reverse_complement(lo)]
+        ids += [m.id, m.id]
+        strands += ["+", "-"]
+    t0 = time.perf_counter()
+    thr = [MOODS.tools.threshold_from_p(mat, bg, a.pvalue) for mat in mats]
+    scanner = MOODS.scan.Scanner(7)
+    scanner.set_motifs(mats, bg, thr)
+    results = scanner.scan(seq)
+    t_scan = time.perf_counter() - t0
+    start, length, mid, strand, score = [], [], [], [], []
+    for i, res in enumerate(results):
+        m = len(mats[i][0])
+        for r in res:
+            start.append(r.pos)
+            score.append(r.score)
+        k = len(res)
+        length += [m] * k
+        mid += [i // 2] * k
+        strand += [i % 2] * k
+    start = np.asarray(start, dtype=np.int64)
+    _write(a.out, {"chrom": [chrom] * start.size, "start": start, "end": start + np.asarray(length, np.int64),
+                   "strand": np.where(np.asarray(strand) == 0, "+", "-"),
+                   "motif_id": np.asarray([m.id for m in ms], dtype=object)[np.asarray(mid, dtype=np.int64)],
+                   "score": np.asarray(score)})
+    return {"hits": int(start.size), "seconds_scan": t_scan}
+
+
+def run_memelite(a) -> dict:
+    import pandas as pd
+    from memelite import fimo
+
+    from pipeline.genome import encode
+
+    chrom, seq = _sequence(a.fasta, a.length)
+    ms, ppms = _ppms(a.motifs)
+    codes = encode(seq)
+    onehot = np.zeros((1, 4, codes.size), dtype=np.float32)
+    ok = codes < 4
+    onehot[0, codes[ok], np.flatnonzero(ok)] = 1
+    t0 = time.perf_counter()
+    res = fimo({m.id: p.T.copy() for m, p in zip(ms, ppms)}, onehot, threshold=a.pvalue, eps=0.0,
+               reverse_complement=True)
+    t_scan = time.perf_counter() - t0
+    df = pd.concat([d for d in res if len(d)], ignore_index=True)
+    _write(a.out, {"chrom": [chrom] * len(df), "start": df["start"].to_numpy(np.int64),
+                   "end": df["end"].to_numpy(np.int64), "strand": df["strand"].to_numpy(),
+                   "motif_id": df["motif_name"].to_numpy(), "score": df["score"].to_numpy(),
+                   "pvalue": df["p-value"].to_numpy()})
+    return {"hits": int(len(df)), "seconds_scan": t_scan}
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("tool", choices=["moods", "memelite"])
+    ap.add_argument("fasta")
+    ap.add_argument("motifs")
+    ap.add_argument("pvalue", type=float)
+    ap.add_argument("out")
+    ap.add_argument("--length", type=int, default=0)
+    a = ap.parse_args(argv)
+    a.length = a.length or None
+    print(json.dumps((run_moods if a.tool == "moods" else run_memelite)(a)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
