@@ -393,14 +393,16 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
 
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0}
     t_thresholds = time.perf_counter() - t_thr0
-    pub.running(plan, all_blocks, todo, list(iter_manifest(out, "block")) if done else [])
     t_tasks0 = time.perf_counter()
+    futures = {}
     if groups:
         ctx_f = client.scatter(ctx, broadcast=True, hash=False)
-        futures = {}
         for g in groups:
             f = client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-{g[0].block_id}-{uuid.uuid4().hex[:6]}")
             futures[f.key] = f
+    # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
+    pub.running(plan, all_blocks, todo, list(iter_manifest(out, "block")) if done else [])
+    if groups:
         bar = _progress(console, len(todo), progress)
         try:
             for fut, res in as_completed(list(futures.values()), with_results=True, raise_errors=False):
