@@ -1,4 +1,4 @@
-"""Exact score distributions, p-values and score thresholds of PWMs (NumPy; inner loops in numba, see distribution_numba.py).
+"""Exact score distributions, p-values and score thresholds of PWMs (NumPy; inner loops in numba).
 
 Definitions
 -----------
