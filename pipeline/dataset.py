@@ -45,15 +45,16 @@ def table_tsv(table: pa.Table) -> bytes:
 
 
 def write_part(out: str, chrom: str, part_id: str, table: pa.Table, metadata: dict, dict_columns: list,
-               stats_columns: list, compression: str = "zstd") -> str:
+               stats_columns: list, compression: str = "zstd", column_encoding: dict | None = None) -> str:
     """Write ``table`` (without the partition column) as ``OUT/chrom=<chrom>/part-<part_id>.parquet``,
-    atomically, with ``metadata`` added to its key-value metadata; return the path relative to ``out``."""
+    atomically, with ``metadata`` added to its key-value metadata; return the path relative to ``out``.
+    ``column_encoding``: Parquet encodings of non-dictionary columns (``pyarrow.parquet.write_table``)."""
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
     pdir = partition_dir(out, chrom)
     storage.makedirs(pdir)
     name = f"part-{part_id}.parquet"
     storage.write_parquet(table, storage.join(pdir, name), compression=compression, use_dictionary=dict_columns,
-                          write_statistics=stats_columns)
+                          write_statistics=stats_columns, column_encoding=column_encoding)
     return f"{pdir[len(out.rstrip('/')) + 1:]}/{name}"
 
 

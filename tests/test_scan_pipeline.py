@@ -123,6 +123,8 @@ def test_layout_schema_and_provenance(genome, finished):
     files = sorted(out.glob("chrom=*/part-*.parquet"))
     f = pq.ParquetFile(files[0])
     assert f.schema_arrow.names == ["start", "end", "strand", "motif_id", "motif_name", "score", "pvalue"]
+    rg = f.metadata.row_group(0)
+    assert all("DELTA_BINARY_PACKED" in rg.column(i).encodings for i in (0, 1))     # start, end
     md = {k.decode(): v.decode() for k, v in f.schema_arrow.metadata.items()}
     assert md["genome.checksum"] == store.checksum
     assert md["motifs.checksum"].startswith("sha256:") or len(md["motifs.checksum"]) == 64
