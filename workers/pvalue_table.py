@@ -37,56 +37,50 @@ class PvalueTable:
 
     def lookup(self, rows, scores, seg=None) -> np.ndarray:
         """P-values of ``scores`` of plan rows ``rows`` (host arrays).  ``seg``: each score's segment
-        index, when the GPU has already searched for it (:func:`segment_index` semantics)."""
+        index, when the GPU has already searched for it (:func:`_search` semantics)."""
         rows = np.ascontiguousarray(rows, dtype=np.int32)
         scores = np.ascontiguousarray(scores, dtype=np.float64)
-        out = np.empty(scores.size, dtype=np.float64)
         if seg is None:
-            _lookup_cpu(self.x0, self.a, self.b, self.offsets, self.top, self.top_zero, rows, scores, out)
-        else:
-            _from_segments(self.x0, self.a, self.b, self.offsets, self.top, self.top_zero, rows, scores,
-                           np.ascontiguousarray(seg, dtype=np.int32), out)
+            seg = np.empty(scores.size, dtype=np.int32)
+            _search(self.x0, self.offsets, rows, scores, seg)
+        out = np.empty(scores.size, dtype=np.float64)
+        _evaluate(self.x0, self.a, self.b, self.offsets, self.top, self.top_zero, rows, scores,
+                  np.ascontiguousarray(seg, dtype=np.int32), out)
         return out
 
 
 @numba.njit(cache=True, nogil=True)
-def segment_index(x0, lo, hi, s):  # pragma: no cover - compiled
-    """Last segment ``j`` in ``[lo, hi)`` whose lower edge ``x0[j] < s`` (``lo - 1`` when none): a
-    binary search for the first ``x0 >= s`` ("left"), then the segment before it.  The GPU kernel
-    ``segment_index`` of ``kernels/scan_mma.cu`` is the same search."""
-    L, H = lo, hi
-    while L < H:
-        mid = (L + H) >> 1
-        if x0[mid] < s:
-            L = mid + 1
-        else:
-            H = mid
-    return L - 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _pvalue_at(s, x0, a, b, top, top_zero):  # pragma: no cover - compiled
-    """The p-value of score ``s`` in the segment ``(x0, a, b)`` of a row with ``top``/``top_zero``."""
-    sc = s if s < top else top
-    v = np.exp(a + b * (sc - x0))
-    if v > 1.0:
-        v = 1.0
-    if top_zero and s > top:
-        v = 0.0
-    return v
-
-
-@numba.njit(cache=True, nogil=True)
-def _lookup_cpu(x0, a, b, offsets, top, top_zero, rows, scores, out):  # pragma: no cover - compiled
+def _search(x0, offsets, rows, scores, seg):  # pragma: no cover - compiled
+    """Each score's segment in its row: the last ``j`` in ``[lo, hi)`` with ``x0[j] < s`` (``lo - 1``
+    when none), i.e. a binary search for the first ``x0 >= s`` ("left"), then the segment before it.
+    The GPU kernel ``segment_index`` of ``kernels/scan_mma.cu`` is the same search."""
     for i in range(scores.size):
         r = rows[i]
-        j = segment_index(x0, offsets[r], offsets[r + 1], scores[i])
-        out[i] = np.nan if j < offsets[r] else _pvalue_at(scores[i], x0[j], a[j], b[j], top[r], top_zero[r])
+        s = scores[i]
+        L, H = offsets[r], offsets[r + 1]
+        while L < H:
+            mid = (L + H) >> 1
+            if x0[mid] < s:
+                L = mid + 1
+            else:
+                H = mid
+        seg[i] = L - 1
 
 
 @numba.njit(cache=True, nogil=True)
-def _from_segments(x0, a, b, offsets, top, top_zero, rows, scores, seg, out):  # pragma: no cover - compiled
+def _evaluate(x0, a, b, offsets, top, top_zero, rows, scores, seg, out):  # pragma: no cover - compiled
+    """P-value of each score in its segment: one ``exp`` (NaN below the row's table)."""
     for i in range(scores.size):
         r = rows[i]
         j = seg[i]
-        out[i] = np.nan if j < offsets[r] else _pvalue_at(scores[i], x0[j], a[j], b[j], top[r], top_zero[r])
+        s = scores[i]
+        if j < offsets[r]:
+            out[i] = np.nan
+            continue
+        sc = s if s < top[r] else top[r]
+        v = np.exp(a[j] + b[j] * (sc - x0[j]))
+        if v > 1.0:
+            v = 1.0
+        if top_zero[r] and s > top[r]:
+            v = 0.0
+        out[i] = v
