@@ -126,35 +126,16 @@ def n_prefix(codes: np.ndarray) -> np.ndarray:
 
 
 def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndarray, plan: ScanPlan) -> BlockHits:
-    """Exact float64 scores of candidate windows; keep those >= alpha with no N.  Host arrays."""
-    keep_pos, keep_row, keep_score = [], [], []
+    """Exact float64 scores of candidate windows (``slices_numba.rescore_windows``: column order, as a plain
+    loop); keep those >= alpha with no N, sorted by (row, position).  Host arrays; ``codes`` must reach
+    ``max(pos) + max_length``."""
+    from workers.slices_numba import rescore_windows  # noqa: PLC0415
+
     if pos.size == 0:
         return BlockHits.empty()
-    order = np.argsort(rows, kind="stable")
-    pos, rows = pos[order], rows[order]
-    bounds = np.flatnonzero(np.diff(rows)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, rows.size]):
-        r = int(rows[lo])
-        w = plan.pwms[r]
-        m = w.shape[0]
-        p = pos[lo:hi]
-        ok = npref[p + m] == npref[p]
-        p = p[ok]
-        if p.size == 0:
-            continue
-        acc = np.zeros(p.size, dtype=np.float64)
-        for j in range(m):               # column order: bit-identical to a plain loop
-            acc += w[j, np.minimum(codes[p + j], 3)]
-        hit = acc >= plan.thresholds[r]
-        keep_pos.append(p[hit])
-        keep_row.append(np.full(int(hit.sum()), r, dtype=np.int32))
-        keep_score.append(acc[hit])
-    if not keep_pos:
-        return BlockHits.empty()
-    pos = np.concatenate(keep_pos)
-    row = np.concatenate(keep_row)
-    score = np.concatenate(keep_score)
-    o = np.lexsort((pos, row))
+    score, hit = rescore_windows(codes, npref, pos, rows, *stacked_weights(plan), plan.thresholds)
+    pos, row, score = pos[hit], rows[hit], score[hit]
+    o = np.argsort((row.astype(np.int64) << 32) | pos)
     return BlockHits(pos[o], row[o], score[o])
 
 
@@ -350,7 +331,7 @@ def stacked_weights(plan: ScanPlan) -> tuple:
 
 
 def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: int = SLICE_ELL) -> BlockHits:
-    from workers.slices_numba import kmer_codes, rescore_windows, scan_tile  # noqa: PLC0415
+    from workers.slices_numba import kmer_codes, scan_tile  # noqa: PLC0415
 
     n = int(n_positions)
     if n <= 0 or not plan.n_rows:
@@ -374,21 +355,7 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     padded = np.full(n + plan.max_length + 1, 4, dtype=np.uint8)
     take = min(codes.size, padded.size)
     padded[:take] = codes[:take]
-    pos, row = np.concatenate(cand_pos), np.concatenate(cand_row)
-    score, hit = rescore_windows(padded, n_prefix(padded), pos, row, *stacked_weights(plan), plan.thresholds)
-    pos, row, score = pos[hit], row[hit], score[hit]
-    o = np.argsort((row.astype(np.int64) << 32) | pos)
-    return BlockHits(pos[o], row[o], score[o])
-
-
-def cpu_methods() -> tuple:
-    """CPU scan methods available here: "slices" needs numba; "blas" always works."""
-    try:
-        import numba  # noqa: F401, PLC0415
-
-        return ("slices", "blas")
-    except ImportError:
-        return ("blas",)
+    return rescore(padded, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
 
 
 def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str | None = None,
@@ -404,7 +371,7 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
     plan : ScanPlan
     device : {"cpu", "gpu", None}
     method : {"slices", "blas", None}
-        CPU algorithm: the Slices Strategy (ℓ-mer tables, default when numba is present) or
+        CPU algorithm: the Slices Strategy (ℓ-mer tables, the default) or
         BLAMM's BLAS products.  Both give the same hits.
 
     Returns
@@ -420,7 +387,7 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
         from workers.scan_gpu import scan_gpu  # noqa: PLC0415
 
         return scan_gpu(codes, n_positions, plan)
-    method = method or cpu_methods()[0]
+    method = method or "slices"
     if method == "slices":
         return _scan_cpu_slices(np.asarray(codes, dtype=np.uint8), n_positions, plan)
     if method != "blas":
