@@ -17,6 +17,7 @@ Output layout::
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -123,28 +124,19 @@ class ScanContext:
     device: str = "cpu"
     compression: str = "zstd"      # Parquet codec of the hits files (motifgrid.scan.compression)
 
-    def __post_init__(self):
-        self._columns = None
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_columns"] = None
-        return state
-
-    def columns(self):
-        """Per-row lookups and the Arrow dictionaries of the hits tables (built once per worker)."""
-        if self._columns is None:
-            plan = self.plan
-            names, name_index = np.unique(np.asarray(self.motif_names, dtype=object), return_inverse=True)
-            self._columns = dict(
-                ids=pa.array(list(self.motif_ids), pa.string()),
-                names=pa.array(names, pa.string()),                    # each distinct name once
-                row_motif=plan.row_motif.astype(np.int32),
-                row_name=name_index.astype(np.int32)[plan.row_motif],
-                row_strand=plan.row_strand.astype(np.int32),
-                lengths=plan.lengths.astype(np.int64),
-            )
-        return self._columns
+    @functools.cached_property
+    def columns(self) -> dict:
+        """Per-row lookups and the Arrow dictionaries of the hits tables (built on first use, per worker)."""
+        plan = self.plan
+        names, name_index = np.unique(np.asarray(self.motif_names, dtype=object), return_inverse=True)
+        return dict(
+            ids=pa.array(list(self.motif_ids), pa.string()),
+            names=pa.array(names, pa.string()),                    # each distinct name once
+            row_motif=plan.row_motif.astype(np.int32),
+            row_name=name_index.astype(np.int32)[plan.row_motif],
+            row_strand=plan.row_strand.astype(np.int32),
+            lengths=plan.lengths.astype(np.int64),
+        )
 
 
 _CODECS = ("zstd", "lz4", "snappy", "gzip", "brotli", "none")
@@ -161,7 +153,7 @@ def _compression() -> str:
 
 def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     """Arrow table of one block's hits (without the partition column); strings dictionary-encoded."""
-    c = ctx.columns()
+    c = ctx.columns
     rows = hits.row
     start = hits.pos + block.start
     pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
@@ -245,8 +237,7 @@ def group_blocks(blocks: list, min_positions: int) -> list:
             cur, size = [], 0
     if cur:
         groups.append(cur)
-    size_of = {id(g): sum(b.core_end - b.start for b in g) for g in groups}
-    return sorted(groups, key=lambda g: -size_of[id(g)])
+    return sorted(groups, key=lambda g: -sum(b.core_end - b.start for b in g))
 
 
 # ------------------------------------------------------------------------------------ run
@@ -405,7 +396,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
             futures[f.key] = f
     # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
     pub.running(plan, all_blocks, todo, list(iter_manifest(out, "block")) if done else [])
-    if groups:
+    if futures:
         bar = _progress(console, len(todo), progress)
         try:
             for fut, res in as_completed(list(futures.values()), with_results=True, raise_errors=False):

@@ -3,8 +3,9 @@
 Each matrix is independent (``workers.distribution.pvalue_to_score``), so the work is a map over
 matrices.  To keep the task graph small the matrices travel in batches (at most ``batch`` per task,
 fewer when that gives the cluster's threads at least two batches each: the compiled kernels release the
-GIL, so a worker's threads compute side by side); batches are dealt round-robin from the matrices sorted by decreasing length so that each batch
-gets a similar share of the expensive long matrices, and the results come back in input order.
+GIL, so a worker's threads compute side by side); batches are dealt round-robin from the matrices
+sorted by decreasing length so that each batch gets a similar share of the expensive long matrices,
+and the results come back in input order.
 
 With a ``distributed.Client`` (given, or the current one) the batches go through ``client.map``;
 without one, a plain loop runs in this process.  Nothing here touches the command line.
@@ -12,8 +13,9 @@ without one, a plain loop runs in this process.  Nothing here touches the comman
 Results are cached on disk, one ``.npy`` per matrix (``motifgrid.thresholds.cache-dir``, by default
 ``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1`` turns it off).  The key is the
 SHA-256 of the matrix bytes, the background, the p-value, the precision, whether a table is kept and the
-source of :mod:`workers.distribution`, so any change of input or algorithm misses.  Files are plain
-NumPy arrays read with ``allow_pickle=False`` and written atomically.
+source of :mod:`workers.distribution`, its numba kernels and :mod:`workers.bucket`, so any change of
+input or algorithm misses.  Files are plain NumPy arrays read with ``allow_pickle=False`` and written
+atomically.
 """
 from __future__ import annotations
 
@@ -160,10 +162,7 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
         client = _current_client()
     if client is None:
         return _threshold_batch(pwms, bg, pvalues, rel_tol, table, method, device)
-    try:
-        threads = sum(client.nthreads().values())
-    except Exception:  # noqa: BLE001 - a client without workers yet: the default batches
-        threads = 0
+    threads = sum(client.nthreads().values())
     if threads:
         # about two batches per worker thread (the kernels release the GIL), at least 4 matrices each
         batch = min(batch, max(4, -(-len(pwms) // (2 * threads))))

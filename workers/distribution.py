@@ -717,9 +717,9 @@ def _pvalue_to_score(P: _Prep, p: float, rel_tol: float, table: bool, exact: boo
         upper = G.g[i0:]                          # G(c) for c = c_start .. top + 1
         # first cell (at or above alpha) whose bracket G(c) / G(c + w) is too wide
         ib = _nb.first_loose(upper, w, 1.0 + RHO_TAB * rel_tol, max(0, ku - c_start))
-        lower = np.zeros(upper.size)              # G(c + w)
-        if upper.size > w:
-            lower[: upper.size - w] = upper[w:]
+        lower = np.zeros(ib + 1)                  # G(c + w) for the cells used: c_start .. c_start + ib
+        tail = upper[w: w + ib + 1]
+        lower[: tail.size] = tail
         if ib > 0:
             xs.append(eps * np.arange(c_start, c_start + ib) + lat.d_hi)
             ys.append(np.log(upper[:ib]))
