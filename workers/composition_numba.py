@@ -20,6 +20,18 @@ def _g_interval(da, dc, dmax):  # pragma: no cover - compiled
     return -((r + s) // 2), (r - s) // 2
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _cell_span(ha, hc, hg, da, dc, dmax, a0, c0, g0, d0, d1, d2):  # pragma: no cover - compiled
+    """One (Δa, Δc) row of a test's L1 ball inside the box: cells ``base + glo .. base + ghi`` (empty:
+    glo > ghi)."""
+    a = ha + da - a0
+    c = hc + dc - c0
+    if a < 0 or a >= d0 or c < 0 or c >= d1:
+        return 0, 1, 0
+    glo, ghi = _g_interval(da, dc, dmax)
+    return (a * d1 + c) * d2, max(hg + glo - g0, 0), min(hg + ghi - g0, d2 - 1)
+
+
 @numba.njit(cache=True, nogil=True)
 def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no cover - compiled
     """Compare the windows of length ``L`` with the test rows of that length.
@@ -68,20 +80,10 @@ def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no 
         ha, hc, hg = rows[j, 0], rows[j, 1], rows[j, 2]
         tot = 0
         for da in range(-k, k + 1):
-            a = ha + da - a0
-            if a < 0 or a >= d0:
-                continue
             for dc in range(-k, k + 1):
-                c = hc + dc - c0
-                if c < 0 or c >= d1:
-                    continue
-                glo, ghi = _g_interval(da, dc, dmax)
-                glo = max(hg + glo - g0, 0)
-                ghi = min(hg + ghi - g0, d2 - 1)
-                if glo > ghi:
-                    continue
-                base = (a * d1 + c) * d2
-                tot += off[base + ghi + 1] - off[base + glo]
+                base, glo, ghi = _cell_span(ha, hc, hg, da, dc, dmax, a0, c0, g0, d0, d1, d2)
+                if glo <= ghi:
+                    tot += off[base + ghi + 1] - off[base + glo]
         counts[j] = tot
     if not hits:
         return counts, np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int32)
@@ -101,17 +103,8 @@ def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no 
     for j in range(r):
         ha, hc, hg = rows[j, 0], rows[j, 1], rows[j, 2]
         for da in range(-k, k + 1):
-            a = ha + da - a0
-            if a < 0 or a >= d0:
-                continue
             for dc in range(-k, k + 1):
-                c = hc + dc - c0
-                if c < 0 or c >= d1:
-                    continue
-                glo, ghi = _g_interval(da, dc, dmax)
-                glo = max(hg + glo - g0, 0)
-                ghi = min(hg + ghi - g0, d2 - 1)
-                base = (a * d1 + c) * d2
+                base, glo, ghi = _cell_span(ha, hc, hg, da, dc, dmax, a0, c0, g0, d0, d1, d2)
                 s = da + dc
                 for gg in range(glo, ghi + 1):
                     dg = gg + g0 - hg

@@ -63,6 +63,22 @@ __device__ __forceinline__ bool g_interval(int da, int dc, int dmax, int* lo, in
     return true;
 }
 
+// One (da, dc) row of a test's L1 ball inside its length's box b: cells [*base + *glo, *base + *ghi];
+// false when that row is empty.
+__device__ __forceinline__ bool cell_span(int ha, int hc, int hg, int da, int dc, int dmax,
+                                          const int* __restrict__ b, long long box_base,
+                                          long long* base, int* glo, int* ghi)
+{
+    const int a = ha + da - b[0], c = hc + dc - b[1];
+    if (a < 0 || a >= b[3] || c < 0 || c >= b[4]) return false;
+    int lo, hi;
+    if (!g_interval(da, dc, dmax, &lo, &hi)) return false;
+    *glo = max(hg + lo - b[2], 0);
+    *ghi = min(hg + hi - b[2], b[5] - 1);
+    *base = box_base + ((long long)a * b[4] + c) * b[5];
+    return *glo <= *ghi;
+}
+
 // One thread per test row: windows in its L1 ball, one (da, dc) row of cells at a time.
 __global__ void comp_rows(const int* __restrict__ row_hist, const int* __restrict__ row_li, int R,
                           const int* __restrict__ dmaxs, const int* __restrict__ box,
@@ -79,18 +95,11 @@ __global__ void comp_rows(const int* __restrict__ row_hist, const int* __restric
         const int ha = row_hist[3 * j], hc = row_hist[3 * j + 1], hg = row_hist[3 * j + 2];
         const int k = dmax / 2;
         for (int da = -k; da <= k; ++da) {
-            const int a = ha + da - b[0];
-            if (a < 0 || a >= b[3]) continue;
             for (int dc = -k; dc <= k; ++dc) {
-                const int c = hc + dc - b[1];
-                if (c < 0 || c >= b[4]) continue;
+                long long base;
                 int glo, ghi;
-                if (!g_interval(da, dc, dmax, &glo, &ghi)) continue;
-                glo = max(hg + glo - b[2], 0);
-                ghi = min(hg + ghi - b[2], b[5] - 1);
-                if (glo > ghi) continue;
-                const long long base = box_off[li] + ((long long)a * b[4] + c) * b[5];
-                tot += off[base + ghi + 1] - off[base + glo];
+                if (cell_span(ha, hc, hg, da, dc, dmax, b, box_off[li], &base, &glo, &ghi))
+                    tot += off[base + ghi + 1] - off[base + glo];
             }
         }
     }
@@ -117,17 +126,10 @@ __global__ void comp_emit(const int4* __restrict__ pre, const int* __restrict__ 
     const int k = dmax / 2;
     long long o = row_out[j];
     for (int da = -k; da <= k; ++da) {
-        const int a = ha + da - b[0];
-        if (a < 0 || a >= b[3]) continue;
         for (int dc = -k; dc <= k; ++dc) {
-            const int c = hc + dc - b[1];
-            if (c < 0 || c >= b[4]) continue;
+            long long base;
             int glo, ghi;
-            if (!g_interval(da, dc, dmax, &glo, &ghi)) continue;
-            glo = max(hg + glo - b[2], 0);
-            ghi = min(hg + ghi - b[2], b[5] - 1);
-            if (glo > ghi) continue;
-            const long long base = box_off[li] + ((long long)a * b[4] + c) * b[5];
+            if (!cell_span(ha, hc, hg, da, dc, dmax, b, box_off[li], &base, &glo, &ghi)) continue;
             const long long q0 = off[base + glo], q1 = off[base + ghi + 1];
             for (long long q = q0 + lane; q < q1; q += 32) {
                 const int p = order[q];
