@@ -495,5 +495,28 @@ def main(argv=None) -> int:
         return 130
 
 
+def entry() -> None:
+    """The console script: ``main``, then a quick exit.
+
+    Tearing down the interpreter (every module of dask, distributed, numba, pyarrow, zarr) takes ~0.6 s
+    after a scan has finished and reported.  The exit handlers still run (they close clusters and
+    temporary folders, flush logs); then the standard streams are flushed and the process ends with
+    ``os._exit``, skipping only the module teardown.  Every output file is closed (and renamed into
+    place) by then.  ``MOTIFGRID_SLOW_EXIT=1`` keeps the normal exit (debugging, leak checkers).
+    """
+    rc = main()
+    if os.environ.get("MOTIFGRID_SLOW_EXIT"):
+        sys.exit(rc)
+    import atexit  # noqa: PLC0415
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):      # a closed pipe: nothing more can be said
+            pass
+    os._exit(rc if isinstance(rc, int) else 1)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -83,19 +83,22 @@ class MotifSet:
         return pwms, np.asarray(mi, np.int32), np.asarray(st, np.int8)
 
 
-def row_thresholds(mset: MotifSet, pvalue: float, client=None):
+def row_thresholds(mset: MotifSet, pvalue: float, client=None, store_later: bool = False):
     """Per-row ScoreThreshold: forward matrices, and the reverse-complement ones under the same background
-    (the complemented background for the motif); computed once when the background is strand-symmetric."""
-    return row_thresholds_many(mset, [pvalue], client)[0]
+    (the complemented background for the motif); computed once when the background is strand-symmetric.
+    ``store_later``: new threshold-cache entries are written in the background
+    (``pipeline.thresholds.wait_for_cache_writes``)."""
+    return row_thresholds_many(mset, [pvalue], client, store_later=store_later)[0]
 
 
 def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "exact",
-                        table: bool = True, rel_tol: float = 1e-3, device: str = "cpu"):
+                        table: bool = True, rel_tol: float = 1e-3, device: str = "cpu",
+                        store_later: bool = False):
     """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list."""
     from pipeline.thresholds import compute_thresholds_many  # noqa: PLC0415
 
     bg = mset.background
-    kw = dict(client=client, method=method, table=table, rel_tol=rel_tol, device=device)
+    kw = dict(client=client, method=method, table=table, rel_tol=rel_tol, device=device, store_later=store_later)
     fwd = compute_thresholds_many(mset.pwms, bg, pvalues, **kw)
     if np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
         rev = fwd
@@ -350,7 +353,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
     bg, pseudocount = mset.background, mset.pseudocount
     t_thr0 = time.perf_counter()
-    tables = row_thresholds(mset, pvalue, client=client)
+    tables = row_thresholds(mset, pvalue, client=client, store_later=True)   # cache written while blocks scan
     pwms, row_motif, row_strand = mset.rows()
     thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
     plan = make_plan(pwms, thr, row_motif, row_strand)
@@ -415,6 +418,9 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         finally:
             bar.close()
         remove_temporaries(out)       # left by a worker killed mid-write (its task ran again elsewhere)
+    from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
+
+    wait_for_cache_writes()
     # totals over every finished block (this run and earlier ones)
     total_hits, row_hits_all = _totals_from_manifest(out, ctx)
     seconds = time.perf_counter() - t_start

@@ -19,10 +19,12 @@ atomically.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import hashlib
 import os
+import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -123,11 +125,14 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
 def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pvalues: Sequence[float],
                             client=None, batch: int = 64, *, rel_tol: float = 1e-3, table: bool = True,
                             cache=True, method: str = "exact",
-                            device: str = "cpu") -> list[list[ScoreThreshold]]:
+                            device: str = "cpu", store_later: bool = False) -> list[list[ScoreThreshold]]:
     """``compute_thresholds`` at several p-values at once: ``result[i_pvalue][i_matrix]``.
 
     One task computes all p-values of its matrices (the bucket method reads them all from one
-    distribution).  ``device`` is where the bucket method enumerates its slices.
+    distribution).  ``device`` is where the bucket method enumerates its slices.  ``store_later``: the
+    new cache entries are written by a background thread (a scan goes on with its blocks meanwhile; 879
+    entries take ~0.25 s to write); :func:`wait_for_cache_writes` waits for it, and so does the exit of
+    the process.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, not {method!r}")
@@ -149,12 +154,47 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
     todo = [i for i in range(len(pwms)) if any(out[j][i] is None for j in range(len(pvalues)))]
     if todo:
         done = _compute([pwms[i] for i in todo], bg, pvalues, client, batch, rel_tol, table, method, device)
+        new = []
         for i, res in zip(todo, done):
             for j, t in enumerate(res):
                 out[j][i] = t
-                if cache:
-                    _store(cache, keys[j][i], t)
+                new.append((keys[j][i], t) if cache else None)
+        if cache:
+            if store_later:
+                _store_in_background(cache, new)
+            else:
+                _store_all(cache, new)
     return out  # type: ignore[return-value]
+
+
+_writers: list = []
+_writers_lock = threading.Lock()
+_writers_atexit = []              # registered once: the process waits for its writers at exit
+
+
+def _store_all(cache: Path, entries) -> None:
+    for key, t in entries:
+        _store(cache, key, t)
+
+
+def _store_in_background(cache: Path, entries) -> None:
+    t = threading.Thread(target=_store_all, args=(cache, entries), name="motifgrid-threshold-cache", daemon=True)
+    with _writers_lock:
+        if not _writers_atexit:
+            atexit.register(wait_for_cache_writes)
+            _writers_atexit.append(True)
+        _writers.append(t)
+    t.start()
+
+
+def wait_for_cache_writes() -> None:
+    """Wait until the cache entries handed to background writers (``store_later``) are on disk."""
+    while True:
+        with _writers_lock:
+            if not _writers:
+                return
+            t = _writers.pop()
+        t.join()
 
 
 def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -> list[list[ScoreThreshold]]:

@@ -14,6 +14,7 @@ The GPU path lives in :mod:`workers.scan_gpu` and returns the same arrays.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -293,6 +294,17 @@ def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
     cached = plan._slices.get(ell)
     if cached is not None:
         return cached
+    with _SLICES_LOCK:         # a worker's threads start their first blocks together: build once
+        cached = plan._slices.get(ell)
+        if cached is None:
+            cached = plan._slices[ell] = _build_slice_tiles(plan, ell)
+    return cached
+
+
+_SLICES_LOCK = threading.Lock()
+
+
+def _build_slice_tiles(plan: ScanPlan, ell: int) -> list:
     K = 1 << (2 * ell)
     digits = np.array([[(u >> (2 * (ell - 1 - i))) & 3 for i in range(ell)] for u in range(K)], dtype=np.intp)
     nsl = -(-plan.lengths // ell)
@@ -316,7 +328,6 @@ def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
                 T[:s, :, k] = t
             tiles.append(SliceTile(rows=np.array([m[1] for m in part], dtype=np.int32), T=T,
                                    cand_thr=np.array([m[3] for m in part], dtype=dtype)))
-    plan._slices[ell] = tiles
     return tiles
 
 
