@@ -431,14 +431,11 @@ def _exact_classes(P: _Prep, lo: float, cap: int) -> _Classes | None:
     qmax_o = qmax[order]
     rest = np.concatenate([np.cumsum(qmax_o[::-1])[::-1][1:], [0]]).astype(np.int64)
     ks, ps, nk = _nb.columns(P.allowed, P.prob, Q)
-    vals = np.zeros(1, dtype=np.int64)
-    pr = np.ones(1)
-    for i, j in enumerate(order):
-        vals, pr, status = _nb.classes_step(vals, pr, ks[j], ps[j], int(nk[j]), lo_q - int(rest[i]), int(cap))
-        if status == 1:
-            return None
-        if status == 2:
-            return _Classes(lo, _empty_f(), _empty_f(), _empty_f(), _empty_f())
+    vals, pr, status = _nb.classes(order.astype(np.int64), rest, ks, ps, nk, np.int64(lo_q), np.int64(cap))
+    if status == 1:
+        return None
+    if status == 2:
+        return _Classes(lo, _empty_f(), _empty_f(), _empty_f(), _empty_f())
     tie_q = P.tie / q
     brk = np.flatnonzero(np.diff(vals) > tie_q) + 1
     starts = np.concatenate([[0], brk]).astype(np.int64)

@@ -172,6 +172,21 @@ def classes_step(vals, pr, ks, ps, nk, bound, cap):  # pragma: no cover - compil
 
 
 @numba.njit(cache=True, nogil=True)
+def classes(order, rest, ks, ps, nk, lo_q, cap):  # pragma: no cover - compiled
+    """The whole exact enumeration: ``classes_step`` over the columns in ``order``, the partial sums
+    kept ``>= lo_q - rest[i]`` after step ``i``.  Returns ``(vals, pr, status)`` as the last step did
+    (status 1: past ``cap``, 2: nothing left)."""
+    vals = np.zeros(1, dtype=np.int64)
+    pr = np.ones(1)
+    for i in range(order.size):
+        j = order[i]
+        vals, pr, status = classes_step(vals, pr, ks[j], ps[j], nk[j], lo_q - rest[i], cap)
+        if status != 0:
+            return vals, pr, status
+    return vals, pr, 0
+
+
+@numba.njit(cache=True, nogil=True)
 def _block_fit(x, y, xp, lk, n, st, h):  # pragma: no cover - compiled
     """Fit one log-linear upper envelope to steps ``st .. st+h-1`` (padded past ``n`` with the last
     step); returns ``(ok, a, b)``."""
