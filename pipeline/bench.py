@@ -171,7 +171,33 @@ def synthesize_store(path: str, size: float, background, block_size: int, halo: 
     return synthesize(path, list(zip(HG38_NAMES, lengths)), background, block_size=block_size, halo=halo, seed=seed)
 
 
+def task_timeline(records, t0: float, threads: int) -> dict:
+    """Where the scan tasks' wall time went, from the task stream (``distributed.get_task_stream``).
+
+    ``first_task_s``: from ``t0`` (job start, wall clock) to the first scan task; ``busy_thread_s``: summed
+    compute time of the scan tasks; ``utilisation``: busy / (threads × span of the scan tasks); ``tail_s``:
+    from the median thread's last task end to the last task end (threads idle at the end)."""
+    spans, per_thread = [], {}
+    for r in records:
+        if not str(r.get("key", "")).startswith("scan-"):
+            continue
+        for ss in r.get("startstops", []):
+            if ss.get("action") == "compute":
+                spans.append((ss["start"], ss["stop"]))
+                k = (r.get("worker"), r.get("thread"))
+                per_thread[k] = max(per_thread.get(k, 0.0), ss["stop"])
+    if not spans:
+        return {}
+    first, last = min(s for s, _ in spans), max(e for _, e in spans)
+    busy = sum(e - s for s, e in spans)
+    return {"first_task_s": round(first - t0, 3), "tasks_span_s": round(last - first, 3),
+            "busy_thread_s": round(busy, 2), "utilisation": round(busy / (threads * (last - first)), 3),
+            "tail_s": round(last - float(np.median(list(per_thread.values()))), 3)}
+
+
 def part_e2e(args, sink):
+    from distributed import get_task_stream
+
     from pipeline.cluster import get_client
     from pipeline.genome import GenomeStore
     from pipeline.scan import execute_scan, plan_scan
@@ -196,12 +222,15 @@ def part_e2e(args, sink):
             out = work / f"hits-{p:g}"
             shutil.rmtree(out, ignore_errors=True)
             job = plan_scan(str(store), args.motifs, str(out), pvalue=p)
+            w0 = time.time()
             t0 = time.perf_counter()
-            res = execute_scan(job, client, device=device, progress=False, command="motifgrid bench e2e")
+            with get_task_stream(client) as ts:
+                res = execute_scan(job, client, device=device, progress=False, command="motifgrid bench e2e")
             t = time.perf_counter() - t0
             summ = json.loads((out / "_summary.json").read_text())
+            threads = sum(client.nthreads().values())
             _emit({"part": "e2e", "thresholds": mode, "device": device, "workers": res.workers,
-                   "threads": args.threads, "pvalue": p,
+                   "threads": threads, "pvalue": p, **task_timeline(ts.data, w0, threads),
                    "bp": res.positions, "seconds": t, "hits": res.hits, "column_scores_per_s": res.column_scores / t,
                    "blocks": res.blocks, "bytes_written": sum(f.stat().st_size for f in out.rglob("*.parquet")),
                    **{k: summ[k] for k in ("seconds_thresholds", "seconds_tasks_wall", "task_seconds_scan",
@@ -225,7 +254,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pvalues", type=float, nargs="+", default=[1e-4, 1e-5])
     ap.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     ap.add_argument("--workers", type=int)
-    ap.add_argument("--threads", type=int, default=8, help="threads per worker (I/O overlaps the GPU)")
+    ap.add_argument("--threads", type=int, help="threads per worker (default: motifgrid scan's; I/O overlaps the GPU)")
     ap.add_argument("--work", help="folder for the e2e store and hits (kept)")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--warm", action="store_true", help="e2e: also rerun each p-value with the threshold cache filled")

@@ -49,6 +49,9 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scheduler-file", metavar="FILE", help="use the scheduler described in this file")
     g.add_argument("--workers", type=_posint, metavar="N",
                    help="local cluster: worker threads (CPU) or GPU workers (default: one per core / GPU)")
+    g.add_argument("--threads", type=_posint, metavar="N",
+                   help="local cluster: threads per GPU worker (default: the cores shared among the GPU workers), "
+                        "per CPU worker process (--processes; default 1), or of the CPU worker (as --workers)")
     g.add_argument("--processes", action="store_true",
                    help="local CPU cluster of N single-threaded worker processes instead of threads in one process")
     g.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
@@ -243,7 +246,7 @@ def _client_kwargs(a):
 
     dev = None if a.device == "auto" else a.device
     return dict(scheduler=scheduler_address(a.scheduler, a.scheduler_file), n_workers=a.workers, device=dev,
-                processes=a.processes, security=_security(a))
+                threads_per_worker=a.threads, processes=a.processes, security=_security(a))
 
 
 def cmd_scan(a, console=None) -> int:

@@ -34,6 +34,17 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def gpu_worker_threads(n_gpu_workers: int) -> int:
+    """Threads of each local GPU worker: ``motifgrid.cluster.gpu-threads`` when set, else the cores shared
+    among the GPU workers (at least 2).  A worker's threads each take one block at a time (read, GPU scan,
+    p-values and Parquet encoding of its hits), so the host work of one block overlaps the GPU work of
+    the others; at p = 1e-4 the host work per block is several times the GPU's, hence many threads."""
+    cfg = dask.config.get("motifgrid.cluster.gpu-threads", default=None)
+    if cfg:
+        return int(cfg)
+    return max(2, _cpu_count() // max(1, int(n_gpu_workers)))
+
+
 class ClusterError(MotifgridError, RuntimeError):
     """No usable cluster; one line for the user."""
 
@@ -121,16 +132,17 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     if want_gpu:
         from dask_cuda import LocalCUDACluster  # noqa: PLC0415
 
-        kw = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")} if os.environ.get("CUDA_VISIBLE_DEVICES") else {}
-        if n_workers:
-            import cupy  # noqa: PLC0415
+        import cupy  # noqa: PLC0415
 
-            visible = cupy.cuda.runtime.getDeviceCount()
+        kw = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")} if os.environ.get("CUDA_VISIBLE_DEVICES") else {}
+        visible = cupy.cuda.runtime.getDeviceCount()
+        if n_workers:
             if n_workers > visible:
                 raise ClusterError(f"--workers {n_workers} asks for more GPU workers than the {visible} GPU(s) visible "
                                    "(one worker per GPU; --device cpu for CPU threads)")
             kw["n_workers"] = n_workers
-        cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads_per_worker or 4,
+        threads = threads_per_worker or gpu_worker_threads(n_workers or visible)
+        cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads,
                                    worker_dashboard_address=f"{host}:0",
                                    silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "gpu"
@@ -139,7 +151,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         if processes:
             kw = dict(n_workers=n, threads_per_worker=threads_per_worker or 1, processes=True, host=host)
         else:   # in-process transport: the scheduler listens on no network address at all
-            kw = dict(n_workers=1, threads_per_worker=n, processes=False)
+            kw = dict(n_workers=1, threads_per_worker=threads_per_worker or n, processes=False)
         cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=f"{host}:0",
                                silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "cpu"

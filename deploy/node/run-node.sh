@@ -7,8 +7,8 @@
 #   MOTIFGRID_RUN_DIR   folder for scheduler.json and the logs (default: ./motifgrid-node)
 #   DASK_WORKER         worker command (default: "dask cuda worker": one worker process per visible GPU;
 #                       "dask worker --nworkers 4 --nthreads 1" gives CPU workers)
-#   WORKER_THREADS      threads per worker (default 4: the GPU section of a block is serialised per device,
-#                       the other threads read and write blocks meanwhile)
+#   WORKER_THREADS      threads per worker (default: the node's cores shared among the GPUs; each thread takes
+#                       one block at a time, so one block's host work (p-values, Parquet) overlaps the others' GPU work)
 #   CUDA_VISIBLE_DEVICES  which GPUs (dask cuda worker starts one worker for each)
 #   DASHBOARD           scheduler dashboard address (default 127.0.0.1:8787; reach it with ssh -L 8787:127.0.0.1:8787)
 #   MOTIFGRID           the motifgrid command (default: motifgrid)
@@ -67,7 +67,16 @@ done
 [ -s "$sched_file" ] || { echo "run-node: no scheduler file after 60 s; see $run_dir/scheduler.log" >&2; exit 1; }
 
 read -r -a worker_cmd <<<"${DASK_WORKER:-dask cuda worker}"
-start "${worker_cmd[@]}" --scheduler-file "$sched_file" --host 127.0.0.1 --nthreads "${WORKER_THREADS:-4}" \
+if [ -z "${WORKER_THREADS:-}" ]; then
+    if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+        ngpu=$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .)
+    else
+        ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    fi
+    WORKER_THREADS=$(( $(nproc) / (ngpu > 0 ? ngpu : 1) ))
+    [ "$WORKER_THREADS" -ge 2 ] || WORKER_THREADS=2
+fi
+start "${worker_cmd[@]}" --scheduler-file "$sched_file" --host 127.0.0.1 --nthreads "$WORKER_THREADS" \
     --dashboard-address 127.0.0.1:0 --local-directory "$run_dir/workers" "${tls_dask[@]}" \
     >"$run_dir/workers.log" 2>&1
 
