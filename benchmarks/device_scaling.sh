@@ -20,7 +20,7 @@ for codec in ${CODECS:-zstd}; do
       | python3 -c "import sys,json
 for l in sys.stdin:
     r=json.loads(l)
-    if r.get('part')=='e2e': print('$codec', 'p', r['pvalue'], 'gpus', r['workers'], 'threads', r['threads'], r['thresholds'], round(r['seconds'],2), 's', r['hits'], 'hits', round(r['bytes_written']/1e9,2), 'GB', 'thr', round(r['seconds_thresholds'],2), 'tasks', round(r['seconds_tasks_wall'],2), 'scan', round(r['task_seconds_scan'],1), 'io', round(r['task_seconds_io'],1), 'first', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'), 'busy', r.get('busy_thread_s'))
+    if r.get('part')=='e2e': print('$codec', 'p', r['pvalue'], 'gpus', r['workers'], 'threads', r['threads'], r['thresholds'], round(r['seconds'],2), 's', r['hits'], 'hits', round(r['bytes_written']/1e9,2), 'GB', 'thr', round(r['seconds_thresholds'],2), 'tasks', round(r['seconds_tasks_wall'],2), 'scan', round(r['task_seconds_scan'],1), 'io', round(r['task_seconds_io'],1), 'task', round(r['task_seconds_total'],1), 'first', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'), 'busy', r.get('busy_thread_s'))
     else: print(r)"
   done
 done

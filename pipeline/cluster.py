@@ -104,6 +104,16 @@ def worker_device(client) -> str:
     return "gpu" if res and all(res.values()) else "cpu"
 
 
+def _register_warmup(client, device: str) -> None:
+    """Each worker loads its kernels in the background as it joins (``workers.warmup``)."""
+    from workers.warmup import WarmupPlugin  # noqa: PLC0415
+
+    try:
+        client.register_plugin(WarmupPlugin(device))
+    except Exception:          # noqa: BLE001 - an optimisation only: never refuse a cluster over it
+        pass
+
+
 @contextlib.contextmanager
 def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
                device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
@@ -122,6 +132,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
                 raise ClusterError(f"no worker joined the scheduler at {scheduler or scheduler_file} "
                                    f"within {wait:g}s") from None
             dev = device or worker_device(client)
+            _register_warmup(client, dev)
             yield client, dev
         finally:
             client.close()
@@ -156,6 +167,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
                                silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "cpu"
     client = Client(cluster)
+    _register_warmup(client, dev)
     try:
         yield client, dev
     finally:

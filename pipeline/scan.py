@@ -183,6 +183,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
     """Scan ``blocks`` and write each one's hits and manifest entry.  Returns small statistics."""
     from workers.backend import limit_blas_threads  # noqa: PLC0415
 
+    t_task = time.perf_counter()
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
              "block_hits": [], "row_hits": None}      # for the live progress: hits per block, per row (array)
@@ -218,6 +219,7 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
         stats["seconds_scan"] += t2 - t1
         stats["seconds_io"] += (t1 - t0) + (t3 - t2)
         stats["block_hits"].append([block.block_id, len(hits)])
+    stats["seconds_task"] = time.perf_counter() - t_task
     return stats
 
 
@@ -388,7 +390,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     total_rows = plan.n_rows
     col_per_pos = int(plan.lengths.sum())
 
-    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0}
+    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0, "seconds_task": 0.0}
     t_thresholds = time.perf_counter() - t_thr0
     t_tasks0 = time.perf_counter()
     futures = {}
@@ -411,7 +413,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                 # its blocks are on disk: let the scheduler forget the task, so that a worker lost later
                 # does not make it recompute (and rewrite) finished blocks
                 futures.pop(fut.key).release()
-                for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io"):
+                for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
                     stats[k] += res[k]
                 bar.update(res["blocks"], stats["hits"])
                 pub.task_done(res)
@@ -431,6 +433,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
         "seconds_thresholds": t_thresholds, "seconds_tasks_wall": time.perf_counter() - t_tasks0,
         "task_seconds_scan": stats["seconds_scan"], "task_seconds_io": stats["seconds_io"],
+        "task_seconds_total": stats["seconds_task"],
         "scan_id": pub.scan_id,
     }
     try:

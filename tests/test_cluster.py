@@ -1,0 +1,64 @@
+"""Local clusters: thread defaults, the worker warm-up plugin, the once-per-process BLAS pin."""
+from __future__ import annotations
+
+import threading
+import time
+
+import dask.config
+import pytest
+
+from pipeline.cluster import _cpu_count, get_client, gpu_worker_threads
+
+
+def test_gpu_worker_threads_share_the_cores():
+    with dask.config.set({"motifgrid.cluster.gpu-threads": None}):
+        assert gpu_worker_threads(1) == max(2, _cpu_count())
+        assert gpu_worker_threads(10 ** 6) == 2                      # never fewer than 2
+        assert gpu_worker_threads(2) == max(2, _cpu_count() // 2)
+    with dask.config.set({"motifgrid.cluster.gpu-threads": 12}):
+        assert gpu_worker_threads(4) == 12
+
+
+def test_cpu_threads_option():
+    with get_client(device="cpu", threads_per_worker=3, quiet=True) as (client, dev):
+        assert dev == "cpu"
+        assert sum(client.nthreads().values()) == 3
+
+
+def test_workers_warm_up_when_they_join(tmp_path):
+    """Every worker of a cluster from get_client runs workers.warmup.warm (thresholds + scan kernels) once."""
+    from distributed import Client, LocalCluster
+
+    def done():
+        import workers.warmup as w
+        return bool(w._done.get("cpu"))
+
+    # separate worker processes: their state starts empty, so the plugin must be what warms them
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as cl, Client(cl) as c:
+        assert not any(c.run(done).values())
+        from pipeline.cluster import _register_warmup
+        _register_warmup(c, "cpu")
+        deadline = time.time() + 60
+        while not all(c.run(done).values()) and time.time() < deadline:
+            time.sleep(0.2)
+        assert all(c.run(done).values())
+
+
+def test_blas_pin_once_per_process(monkeypatch):
+    """limit_blas_threads does its (slow, GIL-hungry) library walk once; later calls return at once."""
+    import workers.backend as b
+
+    calls = []
+    monkeypatch.setattr(b, "_blas_limit", {"n": None})
+    tp = pytest.importorskip("threadpoolctl")
+    real = tp.threadpool_limits
+    monkeypatch.setattr(tp, "threadpool_limits", lambda n: (calls.append(n), real(n))[1])
+    ts = [threading.Thread(target=b.limit_blas_threads, args=(1,)) for _ in range(8)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    b.limit_blas_threads(1)
+    assert calls == [1]
+    b.limit_blas_threads(2)
+    assert calls == [1, 2]
+    b.limit_blas_threads(1)

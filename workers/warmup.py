@@ -1,0 +1,66 @@
+"""Worker warm-up: what every worker process pays once, done when it joins the cluster.
+
+A fresh worker process pays, on its first tasks: numba's start (its typing and lowering registries, then
+each cached kernel; ~0.3-0.5 s), the BLAS thread limit (threadpoolctl walks every loaded library; with the
+other threads busy that walk waits on the GIL for up to a second), and on a GPU the CUDA context and the
+rescoring kernels (from CuPy's disk cache).  :class:`WarmupPlugin` starts a thread in each worker
+when it joins that does all of it on a tiny motif, so a scan's first tasks find the kernels loaded; the
+worker serves tasks meanwhile (a task that needs a kernel still being loaded waits for it, as it would
+have anyway).  Registered by :func:`pipeline.cluster.get_client` on every cluster it yields.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+_done: dict = {}
+_lock = threading.Lock()
+
+
+def warm(device: str = "cpu") -> None:
+    """Load what the scan and threshold tasks of this process will use (once per process and device)."""
+    with _lock:
+        if _done.get(device):
+            return
+        from workers.backend import limit_blas_threads  # noqa: PLC0415
+        from workers.distribution import pvalue_to_score  # noqa: PLC0415
+        from workers.scan import make_plan, scan_block  # noqa: PLC0415
+
+        limit_blas_threads(1)
+        rng = np.random.default_rng(0)
+        pwm = rng.normal(0.0, 1.0, (10, 4))
+        t = pvalue_to_score(pwm, np.full(4, 0.25), 1e-3)            # numba: DP, classes, segments
+        plan = make_plan([pwm, pwm[::-1, ::-1].copy()], np.array([t.threshold] * 2), np.zeros(2, np.int32),
+                         np.array([0, 1], np.int8))
+        codes = rng.integers(0, 4, 4096 + 16).astype(np.uint8)
+        scan_block(codes, 4096, plan, device="cpu")                  # slices kernels, float64 rescoring
+        if device == "gpu":
+            # CUDA context, the rescoring and p-value segment kernels; each tile width's scan kernel is loaded
+            # by the first block that needs it (compiling all 16 widths ahead would hold the compile lock)
+            scan_block(codes, 4096, plan, device="gpu")
+        _done[device] = True
+
+
+try:
+    from distributed.diagnostics.plugin import WorkerPlugin
+except ImportError:  # pragma: no cover - distributed is a dependency
+    WorkerPlugin = object
+
+
+class WarmupPlugin(WorkerPlugin):
+    """Runs :func:`warm` in a background thread of each worker as it joins."""
+
+    name = "motifgrid-warmup"
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+
+    def setup(self, worker) -> None:
+        threading.Thread(target=self._run, name="motifgrid-warmup", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            warm(self.device)
+        except Exception:          # noqa: BLE001 - a warm-up never fails a worker; the tasks will say what is wrong
+            pass
