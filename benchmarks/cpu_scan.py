@@ -198,6 +198,32 @@ def run_peer_end_to_end(tool: str, fasta: Path, motifs: str, pvalue: float, work
             "hits": info["hits"], "seconds_scan_inside": info["seconds_scan"]}
 
 
+def repeated(a, work: Path, first: dict) -> None:
+    """``--repeat N``: motifgrid (cold and warm threshold cache) and the peers end to end, N rounds
+    interleaved so that drift of the machine hits every tool alike; median and range of each."""
+    import statistics
+
+    peers = [p for p in ("moods", "memelite") if p in a.peers.split(",")]
+    times = {"motifgrid cold": [first["seconds"]], "motifgrid warm": [first["seconds_warm_threshold_cache"]]}
+    for r in range(a.repeat):
+        if r:
+            d = work / f"round{r}"
+            d.mkdir()
+            mg = run_motifgrid(Path(a.fasta), a.motifs, a.pvalue, a.workers, d, a.length or None)
+            times["motifgrid cold"].append(mg["seconds"])
+            times["motifgrid warm"].append(mg["seconds_warm_threshold_cache"])
+        for tool in peers:
+            res = run_peer_end_to_end(tool, Path(a.fasta), a.motifs, a.pvalue, work, a.length or None)
+            times.setdefault(res["tool"], []).append(res["seconds"])
+        print(json.dumps({"round": r, **{k: v[-1] for k, v in times.items()}}), flush=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"\n{a.repeat} rounds, median (min-max):")
+    for k, v in times.items():
+        ratio = "".join(f"; motifgrid cold {med[k] / med['motifgrid cold']:.2f}x, warm {med[k] / med['motifgrid warm']:.2f}x "
+                        "faster" for _ in [0] if not k.startswith("motifgrid"))
+        print(f"| {k} | {med[k]:.2f} s ({min(v):.2f}-{max(v):.2f}){ratio} |")
+
+
 def jaccard(a: set, b: set) -> float:
     return len(a & b) / max(1, len(a | b))
 
@@ -211,6 +237,9 @@ def main(argv=None):
     ap.add_argument("--length", type=int, default=0, help="scan only the first BP of the first record")
     ap.add_argument("--peers", default="moods,memelite")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="end-to-end runs of motifgrid and of each peer, interleaved; medians reported (this VM's "
+                         "timings drift by 10-20 %% between minutes)")
     a = ap.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="motifgrid-bench-"))
@@ -219,6 +248,8 @@ def main(argv=None):
         mg = run_motifgrid(Path(a.fasta), a.motifs, a.pvalue, a.workers, work, a.length or None)
         rows.append(mg)
         print(json.dumps({k: v for k, v in mg.items() if k != "hits_dir"}), flush=True)
+        if a.repeat > 1:
+            return repeated(a, work, mg)
         peers = [p for p in a.peers.split(",") if p]
         if peers:
             _, seq = read_sequence(Path(a.fasta), a.length or None)
