@@ -247,41 +247,45 @@ class _Prep:
     dead: bool             # some column has no allowed letter: every word scores -inf
 
 
-def _prepare(pwm, background) -> _Prep:
-    w = np.asarray(pwm, dtype=np.float64)
-    if w.ndim != 2 or w.shape[1] != 4 or w.shape[0] < 1:
-        raise ValueError(f"pwm must have shape (m, 4), m >= 1, not {w.shape}")
-    if np.isnan(w).any() or np.isposinf(w).any():
-        raise ValueError("pwm holds NaN or +inf")
+_BG_CACHE: dict = {}
+
+
+def _background(background) -> tuple[np.ndarray, float]:
+    """Validated, normalised background and its entropy (nats), cached: a batch shares one background."""
     bg = np.asarray(background, dtype=np.float64).reshape(-1)
+    key = bg.tobytes()
+    hit = _BG_CACHE.get(key)
+    if hit is not None:
+        return hit
     if bg.shape != (4,) or not np.isfinite(bg).all() or (bg < 0).any():
         raise ValueError("background must be 4 finite non-negative probabilities")
     tot = bg.sum()
     if not abs(tot - 1.0) < 1e-6:
         raise ValueError(f"background must sum to 1 (sums to {tot})")
     bg = bg / tot
+    nz = bg[bg > 0]
+    hit = (bg, float(-(nz * np.log(nz)).sum()))
+    if len(_BG_CACHE) > 64:
+        _BG_CACHE.clear()
+    _BG_CACHE[key] = hit
+    return hit
+
+
+def _prepare(pwm, background) -> _Prep:
+    w = np.ascontiguousarray(pwm, dtype=np.float64)
+    if w.ndim != 2 or w.shape[1] != 4 or w.shape[0] < 1:
+        raise ValueError(f"pwm must have shape (m, 4), m >= 1, not {w.shape}")
+    bg, entropy = _background(background)
     m = w.shape[0]
-    allowed = np.isfinite(w) & (bg > 0)[None, :]
-    wz = np.where(allowed, w, 0.0)
-    prob = np.where(allowed, bg[None, :], 0.0)
-    dead = bool((~allowed.any(axis=1)).any())
-    cmax = np.where(allowed, wz, -np.inf).max(axis=1)
-    cmin = np.where(allowed, wz, np.inf).min(axis=1)
-    if dead:
-        max_score = min_score = -math.inf
-        abs_sum = float(np.abs(wz).max(axis=1).sum())
-    else:
-        max_score = 0.0
-        min_score = 0.0
-        for j in range(m):  # column order, like the scan
-            max_score += float(cmax[j])
-            min_score += float(cmin[j])
-        abs_sum = float(np.maximum(np.abs(cmax), np.abs(cmin)).sum())
+    # column maxima/minima, scores in column order (like the scan) and abs_sum as NumPy adds it
+    wz, prob, allowed, dead, max_score, min_score, abs_sum, bad = _nb.prepare(w, bg)
+    if bad:
+        raise ValueError("pwm holds NaN or +inf")
     fe = 8.0 * (m + 2) * _U * (abs_sum + 1.0)
     tie = max(TIE_MIN, 64.0 * fe)
-    nz = bg[bg > 0]
-    log_words = float(m * -(nz * np.log(nz)).sum())
-    return _Prep(wz, prob, allowed, m, max_score, min_score, abs_sum, fe, tie, log_words, dead)
+    log_words = float(m * entropy)
+    return _Prep(wz, prob, allowed, m, float(max_score), float(min_score), float(abs_sum), fe, tie, log_words,
+                 bool(dead))
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,32 +303,9 @@ class _Lattice:
 
 
 def _lattice(P: _Prep, eps: float, nearest: bool = False) -> _Lattice:
-    y = P.pwm / eps
-    if nearest:
-        k = np.rint(y)
-    else:
-        f = y - np.floor(y)
-        f = np.where(P.allowed, f, np.nan)
-        fs = np.sort(f, axis=1)                      # NaN last
-        n = P.allowed.sum(axis=1)
-        rows = np.arange(P.m)
-        last = fs[rows, np.maximum(n - 1, 0)]
-        inner = np.nan_to_num(np.diff(fs, axis=1), nan=-1.0)   # gap between i and i+1
-        wrap = fs[:, 0] + 1.0 - last
-        gaps = np.concatenate([inner, wrap[:, None]], axis=1)
-        gi = np.argmax(gaps, axis=1)
-        arc = 1.0 - gaps[rows, gi]
-        start = np.where(gi == 3, fs[:, 0], fs[rows, np.minimum(gi + 1, 3)])
-        center = start + 0.5 * arc
-        k = np.rint(y - center[:, None])
-    k = np.where(P.allowed, k, 0.0).astype(np.int64)
-    d = P.pwm - eps * k
-    dlo = float(np.where(P.allowed, d, np.inf).min(axis=1).sum())
-    dhi = float(np.where(P.allowed, d, -np.inf).max(axis=1).sum())
+    k, dlo, dhi, kmin, kmax = _nb.lattice(P.pwm, P.allowed, float(eps), bool(nearest))
     slack = P.fe + 0.5 * P.tie
-    kmin = np.where(P.allowed, k, np.iinfo(np.int64).max).min(axis=1)
-    kmax = np.where(P.allowed, k, np.iinfo(np.int64).min).max(axis=1)
-    return _Lattice(eps, k, dlo - slack, dhi + slack, kmin, kmax)
+    return _Lattice(eps, k, float(dlo) - slack, float(dhi) + slack, kmin, kmax)
 
 
 def _dp(P: _Prep, lat: _Lattice, k_cut: int | None):
@@ -425,27 +406,17 @@ def _exact_classes(P: _Prep, lo: float, cap: int) -> _Classes | None:
     """Enumerate the distinct scores ``>= lo`` exactly (None past ``cap`` states)."""
     e = math.ceil(math.log2(P.abs_sum + 1.0))
     q = 2.0 ** (e - 56)
-    Q = np.where(P.allowed, np.rint(P.pwm / q), 0.0).astype(np.int64)
     eq = P.fe + P.m * q
     lo_q = math.floor((lo - eq) / q)
-    qmax = np.where(P.allowed, Q, np.iinfo(np.int64).min).max(axis=1)
-    qmin = np.where(P.allowed, Q, np.iinfo(np.int64).max).min(axis=1)
-    order = np.argsort(-(qmax - qmin), kind="stable")
-    qmax_o = qmax[order]
-    rest = np.concatenate([np.cumsum(qmax_o[::-1])[::-1][1:], [0]]).astype(np.int64)
+    Q, order, rest = _nb.classes_setup(P.pwm, P.allowed, q)
     ks, ps, nk = _nb.columns(P.allowed, P.prob, Q)
-    vals, pr, status = _nb.classes(order.astype(np.int64), rest, ks, ps, nk, np.int64(lo_q), np.int64(cap))
+    vals, pr, status = _nb.classes(order, rest, ks, ps, nk, np.int64(lo_q), np.int64(cap))
     if status == 1:
         return None
     if status == 2:
         return _Classes(lo, _empty_f(), _empty_f(), _empty_f(), _empty_f())
-    tie_q = P.tie / q
-    brk = np.flatnonzero(np.diff(vals) > tie_q) + 1
-    starts = np.concatenate([[0], brk]).astype(np.int64)
-    ends = np.concatenate([brk - 1, [vals.size - 1]]).astype(np.int64)
-    mass = np.add.reduceat(pr, starts)
-    tail = np.cumsum(mass[::-1])[::-1]
-    return _Classes(lo, vals[starts] * q, vals[ends] * q, mass, tail)
+    vmin, vmax, mass, rtail = _nb.classes_finish(vals, pr, P.tie / q, q)
+    return _Classes(lo, vmin, vmax, mass, rtail[::-1])
 
 
 def score_classes(pwm, background, lo: float, cap: int = 2_000_000):

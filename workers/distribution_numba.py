@@ -14,6 +14,202 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
+def _pairwise_block(a, lo, n):  # pragma: no cover - compiled
+    """NumPy's pairwise sum of ``a[lo:lo+n]`` for ``n <= 128``: sequential below 8, else 8 accumulators."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - (n % 8):
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@numba.njit(cache=True, nogil=True)
+def pairwise_sum(a, lo, n):  # pragma: no cover - compiled
+    """``a[lo:lo+n].sum()`` exactly as NumPy adds a contiguous float64 array: blocks of at most 128 summed by
+    ``_pairwise_block``, halves (cut at a multiple of 8) added as NumPy's recursion adds them.  The recursion
+    runs on an explicit stack: numba's on-disk cache of self-recursive functions can crash when loaded."""
+    if n <= 128:
+        return _pairwise_block(a, lo, n)
+    st_lo = np.empty(64, dtype=np.int64)
+    st_n = np.empty(64, dtype=np.int64)
+    st_stage = np.zeros(64, dtype=np.int64)
+    vals = np.empty(64)
+    nv = 0
+    st_lo[0] = lo
+    st_n[0] = n
+    sp = 1
+    while sp:
+        t = sp - 1
+        L = st_lo[t]
+        N = st_n[t]
+        if N <= 128:
+            vals[nv] = _pairwise_block(a, L, N)
+            nv += 1
+            sp -= 1
+            continue
+        n2 = N // 2
+        n2 -= n2 % 8
+        if st_stage[t] == 0:            # left half first
+            st_stage[t] = 1
+            st_lo[sp] = L
+            st_n[sp] = n2
+            st_stage[sp] = 0
+            sp += 1
+        elif st_stage[t] == 1:          # then the right half
+            st_stage[t] = 2
+            st_lo[sp] = L + n2
+            st_n[sp] = N - n2
+            st_stage[sp] = 0
+            sp += 1
+        else:                           # both done: left + right
+            vals[nv - 2] = vals[nv - 2] + vals[nv - 1]
+            nv -= 1
+            sp -= 1
+    return vals[0]
+
+
+@numba.njit(cache=True, nogil=True)
+def prepare(w, bg):  # pragma: no cover - compiled
+    """The per-matrix part of ``workers.distribution._prepare`` (``bg`` normalised, validated).
+
+    Returns ``(wz, prob, allowed, dead, max_score, min_score, abs_sum, bad)``; ``bad`` when ``w`` holds NaN
+    or +inf.  Column maxima and minima are exact; the scores add them in column order and ``abs_sum`` adds
+    as NumPy's ``sum`` does, so the result equals the NumPy formulation bit for bit.
+    """
+    m = w.shape[0]
+    wz = np.zeros((m, 4))
+    prob = np.zeros((m, 4))
+    allowed = np.zeros((m, 4), dtype=np.bool_)
+    cmax = np.empty(m)
+    cmin = np.empty(m)
+    amax = np.empty(m)
+    dead = False
+    bad = False
+    for j in range(m):
+        hi = -np.inf
+        lo = np.inf
+        ab = 0.0
+        anyok = False
+        for x in range(4):
+            v = w[j, x]
+            if np.isnan(v) or v == np.inf:
+                bad = True
+            ok = (v > -np.inf) and (v < np.inf) and bg[x] > 0
+            allowed[j, x] = ok
+            if ok:
+                wz[j, x] = v
+                prob[j, x] = bg[x]
+                anyok = True
+                if v > hi:
+                    hi = v
+                if v < lo:
+                    lo = v
+            a = abs(wz[j, x])
+            if a > ab:
+                ab = a
+        cmax[j] = hi
+        cmin[j] = lo
+        amax[j] = ab
+        if not anyok:
+            dead = True
+    if dead:
+        return wz, prob, allowed, True, -np.inf, -np.inf, pairwise_sum(amax, 0, m), bad
+    max_score = 0.0
+    min_score = 0.0
+    for j in range(m):
+        max_score += cmax[j]
+        min_score += cmin[j]
+        amax[j] = max(abs(cmax[j]), abs(cmin[j]))
+    return wz, prob, allowed, False, max_score, min_score, pairwise_sum(amax, 0, m), bad
+
+
+@numba.njit(cache=True, nogil=True)
+def lattice(pwm, allowed, eps, nearest):  # pragma: no cover - compiled
+    """``workers.distribution._lattice`` without the widening: ``(k, d_lo, d_hi, kmin, kmax)``.
+
+    Per column the integer shifts ``k = rint(pwm/eps - centre)``, the centre of the shortest arc covering
+    the fractional parts of the allowed letters (``nearest``: plain rounding); ``d_lo``/``d_hi`` add the
+    row minima/maxima of ``pwm - eps*k`` as NumPy's ``sum`` does.  Same operations, same order as the
+    NumPy formulation (sort of at most 4 parts, first largest gap), so the same bits.
+    """
+    m = pwm.shape[0]
+    k = np.zeros((m, 4), dtype=np.int64)
+    dmin = np.empty(m)
+    dmax = np.empty(m)
+    kmin = np.empty(m, dtype=np.int64)
+    kmax = np.empty(m, dtype=np.int64)
+    fs = np.empty(4)
+    y = np.empty(4)
+    for j in range(m):
+        for x in range(4):
+            y[x] = pwm[j, x] / eps
+        center = 0.0
+        if not nearest:
+            n = 0
+            for x in range(4):
+                if allowed[j, x]:
+                    f = y[x] - np.floor(y[x])
+                    b = n                          # insertion sort, ascending
+                    while b > 0 and fs[b - 1] > f:
+                        fs[b] = fs[b - 1]
+                        b -= 1
+                    fs[b] = f
+                    n += 1
+            last = fs[max(n - 1, 0)]
+            best = -np.inf
+            gi = 0
+            for i in range(3):                      # gaps between neighbours (-1 past the allowed ones)
+                g = fs[i + 1] - fs[i] if i + 1 < n else -1.0
+                if g > best:
+                    best = g
+                    gi = i
+            wrap = fs[0] + 1.0 - last
+            if wrap > best:
+                best = wrap
+                gi = 3
+            arc = 1.0 - best
+            start = fs[0] if gi == 3 else fs[gi + 1]
+            center = start + 0.5 * arc
+        lo_d = np.inf
+        hi_d = -np.inf
+        lo_k = np.iinfo(np.int64).max
+        hi_k = np.iinfo(np.int64).min
+        for x in range(4):
+            if not allowed[j, x]:
+                continue
+            kk = np.int64(np.rint(y[x] if nearest else y[x] - center))
+            k[j, x] = kk
+            d = pwm[j, x] - eps * kk
+            lo_d = min(lo_d, d)
+            hi_d = max(hi_d, d)
+            lo_k = min(lo_k, kk)
+            hi_k = max(hi_k, kk)
+        dmin[j] = lo_d
+        dmax[j] = hi_d
+        kmin[j] = lo_k
+        kmax[j] = hi_k
+    return k, pairwise_sum(dmin, 0, m), pairwise_sum(dmax, 0, m), kmin, kmax
+
+
+@numba.njit(cache=True, nogil=True)
 def columns(allowed, prob, k):  # pragma: no cover - compiled
     """Per column, the distinct integer shifts (ascending) and their summed probabilities.
 
@@ -184,6 +380,76 @@ def classes(order, rest, ks, ps, nk, lo_q, cap):  # pragma: no cover - compiled
         if status != 0:
             return vals, pr, status
     return vals, pr, 0
+
+
+@numba.njit(cache=True, nogil=True)
+def classes_setup(pwm, allowed, q):  # pragma: no cover - compiled
+    """Integer grid of the exact enumeration: ``Q = rint(pwm/q)`` (0 where disallowed), the columns by
+    decreasing range ``qmax - qmin`` (stable, as ``np.argsort(kind="stable")``) and ``rest[i]``, the sum of
+    the maxima of the columns after step ``i``."""
+    m = pwm.shape[0]
+    Q = np.zeros((m, 4), dtype=np.int64)
+    qmax = np.empty(m, dtype=np.int64)
+    rng = np.empty(m, dtype=np.int64)
+    for j in range(m):
+        hi = np.iinfo(np.int64).min
+        lo = np.iinfo(np.int64).max
+        for x in range(4):
+            if allowed[j, x]:
+                v = np.int64(np.rint(pwm[j, x] / q))
+                Q[j, x] = v
+                hi = max(hi, v)
+                lo = min(lo, v)
+        qmax[j] = hi
+        rng[j] = hi - lo
+    order = np.empty(m, dtype=np.int64)
+    for j in range(m):                       # stable insertion sort by decreasing range
+        b = j
+        while b > 0 and rng[order[b - 1]] < rng[j]:
+            order[b] = order[b - 1]
+            b -= 1
+        order[b] = j
+    rest = np.zeros(m, dtype=np.int64)
+    for i in range(m - 2, -1, -1):
+        rest[i] = rest[i + 1] + qmax[order[i + 1]]
+    return Q, order, rest
+
+
+@numba.njit(cache=True, nogil=True)
+def classes_finish(vals, pr, tie_q, q):  # pragma: no cover - compiled
+    """Tie classes of the enumerated scores ``vals`` (ascending): a class breaks where consecutive values
+    differ by more than ``tie_q``.  Returns ``(vmin, vmax, mass, rtail)`` as the NumPy formulation computes
+    them (class mass = first + pairwise sum of the others, as ``np.add.reduceat``; the tail summed from the top
+    and returned top first, ``rtail``)."""
+    n = vals.size
+    nc = 1
+    for i in range(1, n):
+        if vals[i] - vals[i - 1] > tie_q:
+            nc += 1
+    starts = np.empty(nc, dtype=np.int64)
+    starts[0] = 0
+    c = 1
+    for i in range(1, n):
+        if vals[i] - vals[i - 1] > tie_q:
+            starts[c] = i
+            c += 1
+    vmin = np.empty(nc)
+    vmax = np.empty(nc)
+    mass = np.empty(nc)
+    for k in range(nc):
+        s = starts[k]
+        e = starts[k + 1] if k + 1 < nc else n
+        vmin[k] = vals[s] * q
+        vmax[k] = vals[e - 1] * q
+        mass[k] = pr[s] + pairwise_sum(pr, s + 1, e - s - 1)
+    # the tail from the top, stored top first: the caller takes it reversed (``[::-1]``), the layout of the
+    # NumPy formulation's ``cumsum(mass[::-1])[::-1]``, because NumPy's ``log`` rounds differently (by an ulp,
+    # now and then) on strided and contiguous arrays and the tables are logs of these tails
+    rtail = np.empty(nc)
+    rtail[0] = mass[nc - 1]
+    for k in range(1, nc):
+        rtail[k] = rtail[k - 1] + mass[nc - 1 - k]
+    return vmin, vmax, mass, rtail
 
 
 @numba.njit(cache=True, nogil=True)
