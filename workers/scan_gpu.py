@@ -218,5 +218,27 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
         seg = cp.empty(pos.size, dtype=np.int32)
         segment_index(((pos.size + 255) // 256,), (256,), (row, score, np.uint32(pos.size), T.seg_x0,
                                                             T.seg_offsets, seg))
-        seg = cp.asnumpy(seg)
-    return BlockHits(cp.asnumpy(pos).astype(np.int64), cp.asnumpy(row), cp.asnumpy(score), seg)
+    # to the host through page-locked buffers (CuPy's pinned pool): one async copy each on this thread's
+    # stream, then one wait.  Pageable copies took 12 ms for a block's 2.8 M hits on an H100 (plus 4.5 ms to
+    # widen the positions on the host), pinned ones 1.2 ms.  The buffers go back to the pool when the arrays
+    # (and the Arrow table built on them) are freed, so nothing is reused while a caller holds it.
+    dev = [pos.astype(np.int64), row, score] + ([seg] if seg is not None else [])
+    out = [_to_host(x) for x in dev]
+    cp.cuda.get_current_stream().synchronize()       # the device arrays stay referenced until here
+    return BlockHits(out[0], out[1], out[2], out[3] if seg is not None else None)
+
+
+def _to_host(x):
+    """Start an asynchronous copy of 1-D device array ``x`` (current stream) into a new pinned host array.
+
+    The pinned buffer's size is rounded up to 1/8 of a power of two (at least 64 KiB): CuPy's pinned pool
+    reuses only freed blocks of the same size, and the hit counts of blocks differ, so exact sizes would
+    leave a new buffer in the pool for nearly every block; rounded, a worker keeps a few per thread."""
+    import cupyx  # noqa: PLC0415
+
+    nbytes = max(int(x.nbytes), 1)
+    q = 1 << max(16, (nbytes - 1).bit_length() - 3)
+    cap = -(-nbytes // q) * q
+    h = cupyx.empty_pinned(cap // x.itemsize, dtype=x.dtype)[: x.size]
+    _cupy().asnumpy(x, out=h, blocking=False)
+    return h
