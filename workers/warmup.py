@@ -57,6 +57,15 @@ class WarmupPlugin(WorkerPlugin):
         self.device = device
 
     def setup(self, worker) -> None:
+        import sys  # noqa: PLC0415
+
+        import dask.config  # noqa: PLC0415
+
+        # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
+        # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
+        iv = dask.config.get("motifgrid.cluster.switch-interval", default=None)
+        if iv:
+            sys.setswitchinterval(float(iv))
         threading.Thread(target=self._run, name="motifgrid-warmup", daemon=True).start()
 
     def _run(self) -> None:
