@@ -119,9 +119,14 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
                device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
                security=None, quiet: bool = False):
     """Yield ``(client, device)`` where device is what the workers will compute on.  ``quiet``: local clusters
-    log nothing below CRITICAL (the caller reports failed tasks itself, in one line)."""
+    log nothing below CRITICAL, nor does tornado in this process (the caller reports failed tasks itself, in
+    one line)."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
+    if quiet:
+        # a failed scan cancels its futures and closes the client while as_completed still gathers results in the
+        # background; tornado would log those gathers' CommClosedError as a traceback after our one-line error
+        logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
     if scheduler or scheduler_file:
         client = _connect(scheduler_address(scheduler, scheduler_file), security)
         try:

@@ -400,7 +400,9 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
             f = client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-{g[0].block_id}-{uuid.uuid4().hex[:6]}")
             futures[f.key] = f
     # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
-    pub.running(plan, all_blocks, todo, list(iter_manifest(out, "block")) if done else [])
+    # the blocks this run skips are those of ``done``: a task of an interrupted client may still finish a block
+    # (its manifest entry appears now) that this run has just resubmitted and will count itself
+    pub.running(plan, all_blocks, todo, [e for e in iter_manifest(out, "block") if e["block"] in done] if done else [])
     if futures:
         bar = _progress(console, len(todo), progress)
         try:
