@@ -212,7 +212,6 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
                  "row_hits": row_hits}
         write_manifest_entry(ctx.out, block.block_id, entry)
         t3 = time.perf_counter()
-        stats["seconds_write"] = stats.get("seconds_write", 0.0) + (t3 - t2)
         stats["blocks"] += 1
         stats["hits"] += len(hits)
         stats["positions"] += n

@@ -156,12 +156,11 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
     todo = [i for i in range(len(pwms)) if any(out[j][i] is None for j in range(len(pvalues)))]
     if todo:
         done = _compute([pwms[i] for i in todo], bg, pvalues, client, batch, rel_tol, table, method, device)
-        new = []
         for i, res in zip(todo, done):
             for j, t in enumerate(res):
                 out[j][i] = t
-                new.append((keys[j][i], t) if cache else None)
         if cache:
+            new = [(keys[j][i], out[j][i]) for i in todo for j in range(len(pvalues))]
             if store_later:
                 _store_in_background(cache, new)
             else:
@@ -169,9 +168,8 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
     return out  # type: ignore[return-value]
 
 
-_writers: list = []
+_writers: list = []               # background cache writers not yet joined (the process waits for them at exit)
 _writers_lock = threading.Lock()
-_writers_atexit = []              # registered once: the process waits for its writers at exit
 
 
 def _store_all(cache: Path, entries) -> None:
@@ -182,9 +180,6 @@ def _store_all(cache: Path, entries) -> None:
 def _store_in_background(cache: Path, entries) -> None:
     t = threading.Thread(target=_store_all, args=(cache, entries), name="motifgrid-threshold-cache", daemon=True)
     with _writers_lock:
-        if not _writers_atexit:
-            atexit.register(wait_for_cache_writes)
-            _writers_atexit.append(True)
         _writers.append(t)
     t.start()
 
@@ -197,6 +192,9 @@ def wait_for_cache_writes() -> None:
                 return
             t = _writers.pop()
         t.join()
+
+
+atexit.register(wait_for_cache_writes)
 
 
 def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -> list[list[ScoreThreshold]]:

@@ -89,6 +89,7 @@ bounds, without the ``rel_tol`` guarantee.
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass, field, fields
@@ -247,16 +248,14 @@ class _Prep:
     dead: bool             # some column has no allowed letter: every word scores -inf
 
 
-_BG_CACHE: dict = {}
-
-
 def _background(background) -> tuple[np.ndarray, float]:
     """Validated, normalised background and its entropy (nats), cached: a batch shares one background."""
-    bg = np.asarray(background, dtype=np.float64).reshape(-1)
-    key = bg.tobytes()
-    hit = _BG_CACHE.get(key)
-    if hit is not None:
-        return hit
+    return _checked_background(np.asarray(background, dtype=np.float64).reshape(-1).tobytes())
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_background(raw: bytes) -> tuple[np.ndarray, float]:
+    bg = np.frombuffer(raw, dtype=np.float64)
     if bg.shape != (4,) or not np.isfinite(bg).all() or (bg < 0).any():
         raise ValueError("background must be 4 finite non-negative probabilities")
     tot = bg.sum()
@@ -264,11 +263,7 @@ def _background(background) -> tuple[np.ndarray, float]:
         raise ValueError(f"background must sum to 1 (sums to {tot})")
     bg = bg / tot
     nz = bg[bg > 0]
-    hit = (bg, float(-(nz * np.log(nz)).sum()))
-    if len(_BG_CACHE) > 64:
-        _BG_CACHE.clear()
-    _BG_CACHE[key] = hit
-    return hit
+    return bg, float(-(nz * np.log(nz)).sum())
 
 
 def _prepare(pwm, background) -> _Prep:

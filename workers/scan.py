@@ -192,19 +192,21 @@ SLICE_WIDTH = 128        # rows per slice tile at most: an int16 tile's tables (
 #: fixed per-position cost of one slice of a tile, in row reads (ℓ-mer lookup, loop set-up, remainder)
 SLICE_OVERHEAD = 40
 
-
-def _padded_width(c: int) -> int:
-    """Rows an int16 tile of ``c`` rows is scanned with: LLVM's vector loop over rows handles 128 rows per
-    iteration (16 lanes, unrolled 8 times on AVX2) and leaves the rest to slower epilogues, so 118 rows cost
-    twice 128 (AMD EPYC, 1 Mi positions, 5 slices: 23.2 vs 11.7 ms; 64 rows 11.5 ms).  Tiles above 32 rows
-    are padded to 128 with rows that can never be candidates; narrower ones to a multiple of 16."""
-    return SLICE_WIDTH if c > 32 else -(-c // 16) * 16
 #: coarsest int16 resolution (units per bit) worth scanning: coarser rows keep float32 tables, since
 #: their candidate margin (about S/2 units) would let many more near-threshold windows be rescored
 MIN_SCALE = 64.0
 #: bits by which a table sum may fall short of the column-order float64 score and still be a
 #: candidate: far above float64 and float32 accumulation error, far below a score gap that matters
 SLICE_SLACK = 1e-3
+
+
+def _padded_width(c):
+    """Rows an int16 tile of ``c`` rows (an int or an array of them) is scanned with: LLVM's vector loop over
+    rows handles 128 rows per iteration (16 lanes, unrolled 8 times on AVX2) and leaves the rest to slower
+    epilogues, so 118 rows cost twice 128 (AMD EPYC, 1 Mi positions, 5 slices: 23.2 vs 11.7 ms; 64 rows
+    11.5 ms).  Tiles above 32 rows are padded to 128 with rows that can never be candidates; narrower ones to
+    a multiple of 16."""
+    return np.where(np.asarray(c) > 32, SLICE_WIDTH, -(-np.asarray(c) // 16) * 16)
 
 
 @dataclass
@@ -278,7 +280,7 @@ def _tile_bounds(nsl: np.ndarray) -> list:
     prev = np.zeros(R + 1, dtype=np.intp)
     for j in range(1, R + 1):
         i = np.arange(max(0, j - SLICE_WIDTH), j)
-        cost = best[i] + nsl[j - 1] * (SLICE_OVERHEAD + np.where(j - i > 32, SLICE_WIDTH, -(-(j - i) // 16) * 16))
+        cost = best[i] + nsl[j - 1] * (SLICE_OVERHEAD + _padded_width(j - i))
         b = int(np.argmin(cost))
         best[j], prev[j] = cost[b], i[b]
     bounds, j = [], R
@@ -333,7 +335,7 @@ def _build_slice_tiles(plan: ScanPlan, ell: int) -> list:
         for lo, hi in _tile_bounds(np.array([m[0] for m in members])):
             part = members[lo:hi]
             S = part[-1][0]
-            width = _padded_width(len(part)) if dtype == np.int16 else len(part)
+            width = int(_padded_width(len(part))) if dtype == np.int16 else len(part)
             T = np.zeros((S, K + 1, width), dtype=dtype)
             for k, (s, _, t, _) in enumerate(part):
                 T[:s, :, k] = t
