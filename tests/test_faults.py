@@ -199,6 +199,21 @@ def test_client_killed_mid_run_resumes(genome, cluster, reference, tmp_path, rep
 
 
 # ------------------------------------------------------------------------------------ unwritable output
+def test_local_cluster_killed_with_its_client_resumes(genome, reference, tmp_path):
+    """SIGKILL of `motifgrid scan` together with the local cluster it started (one process group):
+    `motifgrid scan --resume` on a new local cluster completes the dataset identically."""
+    out = tmp_path / "hits"
+    p = _scan(genome, out, None, "--workers", "1")
+    _wait_blocks(out, 2, p, timeout=120)
+    os.killpg(p.pid, signal.SIGKILL)
+    _finish(p)
+    assert _assert_partial_usable(out, reference) >= 2
+    p = _scan(genome, out, None, "--workers", "1", "--resume")
+    rc, log = _finish(p, timeout=300)
+    assert rc == 0, log
+    _assert_identical(out, reference)
+
+
 def _can_chattr(d: Path) -> bool:
     probe = d / "probe"
     probe.mkdir()

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -188,27 +186,6 @@ def _cli(*args, **kw):
     env = subprocess_env()
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env,
                           cwd=kw.get("cwd", ROOT), timeout=kw.get("timeout", 180))
-
-
-def test_killed_run_resumes_identically(genome, finished, tmp_path):
-    store, _ = genome
-    out, _ = finished
-    hits = tmp_path / "killed"
-    env = subprocess_env(DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="1")
-    p = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "scan", store.path, MOTIFS, "--pvalue", "1e-3",
-                          "--out", str(hits), "--workers", "1", "--no-progress"], env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list((hits / "_manifest").glob("*.json"))) < 2:
-        time.sleep(0.05)
-    os.killpg(p.pid, signal.SIGKILL)
-    p.wait()
-    n_done = len(list((hits / "_manifest").glob("*.json")))
-    assert n_done >= 2 and not (hits / "_summary.json").exists()
-    r = _cli("scan", store.path, MOTIFS, "--pvalue", "1e-3", "--out", str(hits), "--workers", "1", "--resume",
-             "--no-progress")
-    assert r.returncode == 0, r.stderr
-    assert table_rows(read_hits(str(hits))) == table_rows(read_hits(str(out)))
 
 
 @pytest.mark.parametrize("fmt", ["bed", "fimo", "gff3"])
