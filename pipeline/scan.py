@@ -34,7 +34,7 @@ from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
 from pipeline.dataset import abspath as _abspath, iter_manifest, remove_temporaries
 from pipeline.dataset import prepare_output as _prepare_output
-from pipeline import storage
+from pipeline import arrow, storage
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
 from workers.pvalue_table import PvalueTable
@@ -133,8 +133,8 @@ class ScanContext:
         plan = self.plan
         names, name_index = np.unique(np.asarray(self.motif_names, dtype=object), return_inverse=True)
         return dict(
-            ids=pa.array(list(self.motif_ids), pa.string()),
-            names=pa.array(names, pa.string()),                    # each distinct name once
+            ids=arrow.strings(self.motif_ids),
+            names=arrow.strings(names),                             # each distinct name once
             row_motif=plan.row_motif.astype(np.int32),
             row_name=name_index.astype(np.int32)[plan.row_motif],
             row_strand=plan.row_strand.astype(np.int32),
@@ -160,18 +160,18 @@ def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     rows = hits.row
     start = hits.pos + block.start
     pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
-    return pa.table({
+    return arrow.table({
         "start": start,
         "end": start + c["lengths"][rows],
-        "strand": pa.DictionaryArray.from_arrays(c["row_strand"][rows], _STRANDS),
-        "motif_id": pa.DictionaryArray.from_arrays(c["row_motif"][rows], c["ids"]),
-        "motif_name": pa.DictionaryArray.from_arrays(c["row_name"][rows], c["names"]),
+        "strand": arrow.dictionary(c["row_strand"][rows], _STRANDS),
+        "motif_id": arrow.dictionary(c["row_motif"][rows], c["ids"]),
+        "motif_name": arrow.dictionary(c["row_name"][rows], c["names"]),
         "score": hits.score,
         "pvalue": pvals,
     }, schema=HITS_FILE_SCHEMA)
 
 
-_STRANDS = pa.array(["+", "-"], pa.string())
+_STRANDS = arrow.strings(["+", "-"])
 _DICT_COLUMNS = ["strand", "motif_id", "motif_name"]     # dictionary pages only where values repeat
 _STATS_COLUMNS = ["start", "end", "score", "pvalue"]     # row-group statistics for range / p-value filters
 #: coordinates ascend within each motif row's run (hits format 2): delta encoding stores them in a few bits and
@@ -477,7 +477,7 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
     np.add.at(minus, plan.row_motif[plan.row_strand == 1], row_hits[plan.row_strand == 1])
     reach = np.zeros(n, bool)
     reach[plan.row_motif] = True
-    storage.write_parquet(pa.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
+    storage.write_parquet(arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
                                     "hits_minus": minus, "hits": plus + minus, "reachable": reach},
                                    schema=MOTIF_SUMMARY_SCHEMA), storage.join(out, "_motif_summary.parquet"))
     _atomic_write_bytes(storage.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())

@@ -346,6 +346,8 @@ def thresholds_table(ids: Sequence[str], names: Sequence[str], strands: Sequence
     """
     import pyarrow as pa  # noqa: PLC0415
 
+    from pipeline import arrow  # noqa: PLC0415
+
     n = len(tables)
     if not (len(ids) == len(names) == len(strands) == n):
         raise ValueError("ids, names, strands and tables must have the same length")
@@ -358,26 +360,26 @@ def thresholds_table(ids: Sequence[str], names: Sequence[str], strands: Sequence
         raise ValueError(f"strand must be '+', '-', 0 or 1, not {s!r}")
 
     cols = {
-        "motif_id": pa.array([str(x) for x in ids], pa.string()),
-        "motif_name": pa.array([str(x) for x in names], pa.string()),
-        "strand": pa.array([strand(s) for s in strands], pa.string()),
+        "motif_id": arrow.strings(ids),
+        "motif_name": arrow.strings(names),
+        "strand": arrow.strings([strand(s) for s in strands]),
     }
     if lengths is not None:
         if len(lengths) != n:
             raise ValueError("lengths must have one entry per row")
-        cols["length"] = pa.array([int(x) for x in lengths], pa.int32())
+        cols["length"] = arrow.column([int(x) for x in lengths], pa.int32())
     cols.update({
-        "threshold": pa.array([float(t.threshold) for t in tables], pa.float64()),
-        "pvalue": pa.array([float(t.pvalue) for t in tables], pa.float64()),
-        "pvalue_low": pa.array([float(t.pvalue_bounds[0]) for t in tables], pa.float64()),
-        "pvalue_high": pa.array([float(t.pvalue_bounds[1]) for t in tables], pa.float64()),
-        "reachable": pa.array([bool(t.reachable) for t in tables], pa.bool_()),
-        "requested_pvalue": pa.array([float(t.requested_pvalue) for t in tables], pa.float64()),
-        "method": pa.array([str(t.method) for t in tables], pa.string()),
-        "score_error": pa.array([float(t.score_error) for t in tables], pa.float64()),
-        "n_slices": pa.array([int(t.n_slices) for t in tables], pa.int32()),
-        "n_buckets": pa.array([int(t.n_buckets) for t in tables], pa.int32()),
-        "seed_bound": pa.array([float(t.seed_bound) for t in tables], pa.float64()),
+        "threshold": arrow.column([float(t.threshold) for t in tables], pa.float64()),
+        "pvalue": arrow.column([float(t.pvalue) for t in tables], pa.float64()),
+        "pvalue_low": arrow.column([float(t.pvalue_bounds[0]) for t in tables], pa.float64()),
+        "pvalue_high": arrow.column([float(t.pvalue_bounds[1]) for t in tables], pa.float64()),
+        "reachable": arrow.column([bool(t.reachable) for t in tables], pa.bool_()),
+        "requested_pvalue": arrow.column([float(t.requested_pvalue) for t in tables], pa.float64()),
+        "method": arrow.strings([t.method for t in tables]),
+        "score_error": arrow.column([float(t.score_error) for t in tables], pa.float64()),
+        "n_slices": arrow.column([int(t.n_slices) for t in tables], pa.int32()),
+        "n_buckets": arrow.column([int(t.n_buckets) for t in tables], pa.int32()),
+        "seed_bound": arrow.column([float(t.seed_bound) for t in tables], pa.float64()),
     })
     if lengths is not None:
         from pipeline.schema import THRESHOLDS_SCHEMA  # noqa: PLC0415

@@ -1,0 +1,64 @@
+"""Arrow arrays from NumPy arrays and Python lists, without pyarrow's pandas probe.
+
+The first ``pa.array`` / ``pa.table`` of plain values in a process imports pandas (pyarrow's lazy pandas shim
+checks every input for pandas objects; apache/arrow#34994).  Nothing here ever converts a pandas object, and in
+a cold CPU scan of 10 Mb × 879 motifs on 2 cores that import was 0.3 s of GIL-held time, 0.5 s of a 3.7 s run
+(measured: 3.74 → 3.21 s, medians of 4).  These helpers build the same arrays from buffers
+(``pa.Array.from_buffers``), which never look for pandas; numeric data is not copied.  Outputs are plain Arrow
+arrays: equal to ``pa.array`` of the same values and type (tests/test_arrow.py checks that).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["column", "strings", "dictionary", "table"]
+
+
+def strings(values) -> pa.Array:
+    """A ``string`` (``large_string`` past 2 GiB of text) array of ``values`` (an iterable of ``str``)."""
+    encoded = [str(v).encode() for v in values]
+    lengths = np.fromiter((len(b) for b in encoded), dtype=np.int64, count=len(encoded))
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    large = offsets[-1] > np.iinfo(np.int32).max
+    typ = pa.large_string() if large else pa.string()
+    offsets = offsets if large else offsets.astype(np.int32)
+    return pa.Array.from_buffers(typ, len(encoded), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+
+
+def column(values, type: pa.DataType | None = None) -> pa.Array:
+    """An Arrow array of ``values``: a NumPy array or a list of numbers, bools or strings, without nulls.
+    ``type`` (an Arrow type) converts the values to it; without it the NumPy dtype decides."""
+    if isinstance(values, pa.Array):
+        return values if type is None or values.type == type else values.cast(type)
+    if type is not None and (pa.types.is_string(type) or pa.types.is_large_string(type)):
+        arr = strings(values)
+        return arr if arr.type == type else arr.cast(type)
+    arr = np.asarray(values) if type is None else np.asarray(values, dtype=type.to_pandas_dtype())
+    if arr.dtype.kind in "UO":
+        return strings(arr.tolist())
+    if arr.ndim != 1:
+        raise ValueError(f"column: a 1-d array is needed, got shape {arr.shape}")
+    typ = pa.from_numpy_dtype(arr.dtype)
+    if arr.dtype == np.bool_:
+        data = np.packbits(arr, bitorder="little")
+    else:
+        data = np.ascontiguousarray(arr)
+    return pa.Array.from_buffers(typ, len(arr), [None, pa.py_buffer(data)])
+
+
+def dictionary(indices, values: pa.Array) -> pa.DictionaryArray:
+    """Dictionary-encoded array: ``values[indices]`` (``indices`` integer, as a NumPy array)."""
+    return pa.DictionaryArray.from_arrays(column(indices), values)
+
+
+def table(columns: dict, schema: pa.Schema | None = None) -> pa.Table:
+    """A table of ``{name: values}``; values as :func:`column` takes them (typed by ``schema`` where given)."""
+    arrays = {}
+    for k, v in columns.items():
+        t = schema.field(k).type if schema is not None else None
+        if t is not None and pa.types.is_dictionary(t) and not isinstance(v, pa.Array):
+            raise TypeError(f"table: column {k!r} is dictionary-typed; build it with dictionary()")
+        arrays[k] = column(v, t)
+    return pa.table(arrays, schema=schema)
