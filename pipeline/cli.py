@@ -506,7 +506,15 @@ def entry() -> None:
     temporary folders, flush logs); then the standard streams are flushed and the process ends with
     ``os._exit``, skipping only the module teardown.  Every output file is closed (and renamed into
     place) by then.  ``MOTIFGRID_SLOW_EXIT=1`` keeps the normal exit (debugging, leak checkers).
+    The garbage collector's thresholds are raised first (:func:`workers.backend.set_gc_threshold`).
     """
+    from workers.backend import set_gc_threshold  # noqa: PLC0415
+
+    try:
+        set_gc_threshold()           # before the commands' imports (motifgrid.cluster.gc-threshold)
+    except ValueError as e:
+        print(f"motifgrid: error: {e}", file=sys.stderr)
+        os._exit(EXIT_USAGE)
     rc = main()
     if os.environ.get("MOTIFGRID_SLOW_EXIT"):
         sys.exit(rc)

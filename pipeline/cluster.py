@@ -105,11 +105,19 @@ def worker_device(client) -> str:
 
 
 def _register_warmup(client, device: str) -> None:
-    """Each worker loads its kernels in the background as it joins (``workers.warmup``)."""
+    """Each worker loads its kernels in the background as it joins (``workers.warmup``), and takes this process's
+    ``motifgrid.cluster.switch-interval`` and ``gc-threshold``."""
     from workers.warmup import WarmupPlugin  # noqa: PLC0415
 
+    from workers.backend import gc_threshold_setting  # noqa: PLC0415
+
     try:
-        client.register_plugin(WarmupPlugin(device))
+        gc = gc_threshold_setting()
+    except ValueError:
+        gc = None                  # refused by get_client before any cluster was started
+    try:
+        client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),
+                                            gc))
     except Exception:          # noqa: BLE001 - an optimisation only: never refuse a cluster over it
         pass
 
@@ -123,6 +131,12 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     one line)."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
+    from workers.backend import gc_threshold_setting  # noqa: PLC0415
+
+    try:
+        gc_threshold_setting()     # the workers' setting (the warm-up plugin applies it), checked before any start
+    except ValueError as e:
+        raise ClusterError(str(e)) from None
     if quiet:
         # a failed scan cancels its futures and closes the client while as_completed still gathers results in the
         # background; tornado would log those gathers' CommClosedError as a traceback after our one-line error

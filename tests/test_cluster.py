@@ -62,3 +62,42 @@ def test_blas_pin_once_per_process(monkeypatch):
     b.limit_blas_threads(2)
     assert calls == [1, 2]
     b.limit_blas_threads(1)
+
+
+def test_gc_threshold_setting():
+    import gc
+
+    from pipeline.cluster import ClusterError
+    from workers.backend import gc_threshold_setting, set_gc_threshold
+
+    assert gc_threshold_setting([50000, 20, 100]) == (50000, 20, 100)
+    assert gc_threshold_setting(0) is None and gc_threshold_setting([]) is None
+    for bad in ("abc", [1, 2, 3, 4], [-1], [10, -2], ["x"]):
+        with pytest.raises(ValueError, match="gc-threshold"):
+            gc_threshold_setting(bad)
+    with dask.config.set({"motifgrid.cluster.gc-threshold": [9000, 7]}):
+        before = gc.get_threshold()
+        try:
+            assert set_gc_threshold() == (9000, 7) and gc.get_threshold()[:2] == (9000, 7)
+        finally:
+            gc.set_threshold(*before)
+    with dask.config.set({"motifgrid.cluster.gc-threshold": "nonsense"}):
+        with pytest.raises(ClusterError, match="gc-threshold"), get_client(device="cpu", quiet=True):
+            pass
+
+
+def test_worker_processes_take_the_clients_gc_threshold():
+    """The warm-up plugin carries the client's setting to worker processes (which may not load motifgrid's
+    configuration defaults)."""
+    import gc
+
+    from distributed import Client, LocalCluster
+
+    from pipeline.cluster import _register_warmup
+
+    with dask.config.set({"motifgrid.cluster.gc-threshold": [12345, 6, 7]}), \
+            LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                         dashboard_address=":0") as cl, Client(cl) as c:
+        assert list(c.run(gc.get_threshold).values())[0] != (12345, 6, 7)
+        _register_warmup(c, "cpu")
+        assert list(c.run(gc.get_threshold).values()) == [(12345, 6, 7)]

@@ -53,19 +53,22 @@ class WarmupPlugin(WorkerPlugin):
 
     name = "motifgrid-warmup"
 
-    def __init__(self, device: str = "cpu"):
+    def __init__(self, device: str = "cpu", switch_interval: float | None = None, gc_threshold=None):
         self.device = device
+        self.switch_interval = switch_interval      # the client's settings (a worker process may not have
+        self.gc_threshold = gc_threshold            # motifgrid's configuration defaults loaded)
 
     def setup(self, worker) -> None:
         import sys  # noqa: PLC0415
 
-        import dask.config  # noqa: PLC0415
+        from workers.backend import set_gc_threshold  # noqa: PLC0415
 
         # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
         # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
-        iv = dask.config.get("motifgrid.cluster.switch-interval", default=None)
-        if iv:
-            sys.setswitchinterval(float(iv))
+        if self.switch_interval:
+            sys.setswitchinterval(float(self.switch_interval))
+        if self.gc_threshold:
+            set_gc_threshold(self.gc_threshold)
         threading.Thread(target=self._run, name="motifgrid-warmup", daemon=True).start()
 
     def _run(self) -> None:
