@@ -462,8 +462,9 @@ def _demo_report(hits: Path, console) -> None:
     for r in best.to_pylist():
         console.print(f"  strongest: {r['motif_name']} at {r['chrom']}:{r['start']:,}-{r['end']:,} ({r['strand']}) "
                       f"score {r['score']:.2f} p={r['pvalue']:.2g}")
-    console.print("look at them: python -c \"import pandas as pd; print(pd.read_parquet('"
-                  f"{hits}').head())\"  ·  motifgrid export {hits} --format bed -o hits.bed")
+    # pyarrow is a dependency (pandas is not: a plain install has no pandas)
+    console.print("look at them: python -c \"import pyarrow.parquet as pq; print(pq.read_table('"
+                  f"{hits}').slice(0, 5).to_pylist())\"  ·  motifgrid export {hits} --format bed -o hits.bed")
 
 
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
