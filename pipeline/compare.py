@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline import MotifgridError, __version__
+from pipeline import MotifgridError, __version__, arrow
 from pipeline.dataset import atomic_write_bytes, table_tsv
 from pipeline.storage import write_parquet
 
@@ -56,24 +56,24 @@ def pairs_table(ctx: CompareContext, res) -> pa.Table:
 
     a, b = res.a, res.b
     pa_, pb_, tp = res.pa, res.pb, res.tp[:, 1]
-    return pa.table({
-        "motif_a": pa.array([ctx.ids_a[i] for i in a], pa.string()),
-        "name_a": pa.array([ctx.names_a[i] for i in a], pa.string()),
-        "motif_b": pa.array([ctx.ids_b[i] for i in b], pa.string()),
-        "name_b": pa.array([ctx.names_b[i] for i in b], pa.string()),
-        "similarity": pa.array(res.jaccard[:, 1], pa.float64()),
-        "similarity_low": pa.array(res.jaccard[:, 0], pa.float64()),
-        "similarity_high": pa.array(res.jaccard[:, 2], pa.float64()),
-        "shift": pa.array(res.shift, pa.int32()),
-        "strand": pa.array(np.where(res.strand == 0, "+", "-"), pa.string()),
-        "overlap": pa.array(res.overlap, pa.int32()),
-        "tp": pa.array(tp, pa.float64()),
-        "tp_low": pa.array(res.tp[:, 0], pa.float64()),
-        "tp_high": pa.array(res.tp[:, 2], pa.float64()),
-        "only_a": pa.array(np.maximum(pa_ - tp, 0.0), pa.float64()),
-        "only_b": pa.array(np.maximum(pb_ - tp, 0.0), pa.float64()),
-        "p_a": pa.array(pa_, pa.float64()),
-        "p_b": pa.array(pb_, pa.float64()),
+    return arrow.table({
+        "motif_a": arrow.strings([ctx.ids_a[i] for i in a]),
+        "name_a": arrow.strings([ctx.names_a[i] for i in a]),
+        "motif_b": arrow.strings([ctx.ids_b[i] for i in b]),
+        "name_b": arrow.strings([ctx.names_b[i] for i in b]),
+        "similarity": arrow.column(res.jaccard[:, 1], pa.float64()),
+        "similarity_low": arrow.column(res.jaccard[:, 0], pa.float64()),
+        "similarity_high": arrow.column(res.jaccard[:, 2], pa.float64()),
+        "shift": arrow.column(res.shift, pa.int32()),
+        "strand": arrow.strings(np.where(res.strand == 0, "+", "-")),
+        "overlap": arrow.column(res.overlap, pa.int32()),
+        "tp": arrow.column(tp, pa.float64()),
+        "tp_low": arrow.column(res.tp[:, 0], pa.float64()),
+        "tp_high": arrow.column(res.tp[:, 2], pa.float64()),
+        "only_a": arrow.column(np.maximum(pa_ - tp, 0.0), pa.float64()),
+        "only_b": arrow.column(np.maximum(pb_ - tp, 0.0), pa.float64()),
+        "p_a": arrow.column(pa_, pa.float64()),
+        "p_b": arrow.column(pb_, pa.float64()),
     }, schema=PAIRS_SCHEMA)
 
 
@@ -153,7 +153,7 @@ def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, *, pvalue
     rows_a = rows[0]
     rows_b = rows[-1]
     t_prep = time.perf_counter() - t1
-    thr = pa.concat_tables([t.append_column("collection", pa.array([k] * t.num_rows, pa.string()))
+    thr = pa.concat_tables([t.append_column("collection", arrow.strings([k] * t.num_rows))
                             for k, t in zip("ab", thr_tables)])
     write_parquet(thr, os.path.join(out, "thresholds.parquet"))
 
@@ -247,15 +247,15 @@ def cluster_motifs(out: str, ids: list | None, cutoff: float) -> pa.Table:
                 cluster[j], rep[j], to_rep[j] = k, i, v
         k += 1
     size = np.bincount(cluster, minlength=k)
-    table = pa.table({
-        "motif_id": pa.array(ids, pa.string()),
-        "cluster": pa.array(cluster, pa.int32()),
-        "representative": pa.array([ids[r] for r in rep], pa.string()),
-        "similarity_to_representative": pa.array(to_rep, pa.float64()),
-        "cluster_size": pa.array(size[cluster], pa.int32()),
+    table = arrow.table({
+        "motif_id": arrow.strings(ids),
+        "cluster": arrow.column(cluster, pa.int32()),
+        "representative": arrow.strings([ids[r] for r in rep]),
+        "similarity_to_representative": arrow.column(to_rep, pa.float64()),
+        "cluster_size": arrow.column(size[cluster], pa.int32()),
     })
     order_rows = np.lexsort((np.arange(n), cluster))
-    table = table.take(pa.array(order_rows))
+    table = table.take(arrow.column(order_rows))
     write_parquet(table, os.path.join(out, "clusters.parquet"))
     atomic_write_bytes(os.path.join(out, "clusters.tsv"), table_tsv(table))
     return table

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline import MotifgridError, __version__
+from pipeline import MotifgridError, __version__, arrow
 from pipeline.dataset import (Progress, atomic_write_bytes, check_output, prepare_output, read_manifest,
                               write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
@@ -44,7 +44,7 @@ from pipeline.schema import COMPOSITION_FILE_SCHEMA, COMPOSITION_FORMAT_VERSION,
 from workers.composition import CompositionPlan, Segments, compare_block, make_plan, similarity, histograms
 
 REFERENCE_STORE = "_reference.zarr"
-_STRANDS = pa.array(["+", "-"], pa.string())
+_STRANDS = arrow.strings(["+", "-"])
 _DICT_COLUMNS = ["test_id", "strand"]
 _STATS_COLUMNS = ["start", "end", "similarity"]
 
@@ -161,7 +161,7 @@ def _hits_tables(ctx: CompositionContext, blocks: list, segments: Segments, foun
     plan = ctx.plan
     bi = np.searchsorted(segments.start, found.pos, side="right") - 1
     cuts = np.searchsorted(bi, np.arange(len(blocks) + 1))
-    ids = pa.array(ctx.test_ids, pa.string())
+    ids = arrow.strings(ctx.test_ids)
     for k, b in enumerate(blocks):
         lo, hi = cuts[k], cuts[k + 1]
         if hi == lo:
@@ -169,12 +169,12 @@ def _hits_tables(ctx: CompositionContext, blocks: list, segments: Segments, foun
         rows = found.row[lo:hi]
         start = found.pos[lo:hi] - segments.start[k] + b.start
         length = plan.row_length[rows]
-        yield b, pa.table({
-            "test_id": pa.DictionaryArray.from_arrays(pa.array(plan.row_test[rows], pa.int32()), ids),
-            "start": pa.array(start, pa.int64()),
-            "end": pa.array(start + length, pa.int64()),
-            "strand": pa.DictionaryArray.from_arrays(pa.array(plan.row_strand[rows].astype(np.int32)), _STRANDS),
-            "similarity": pa.array(similarity(found.distance[lo:hi], length), pa.float64()),
+        yield b, arrow.table({
+            "test_id": arrow.dictionary(plan.row_test[rows].astype(np.int32), ids),
+            "start": start,
+            "end": start + length,
+            "strand": arrow.dictionary(plan.row_strand[rows].astype(np.int32), _STRANDS),
+            "similarity": similarity(found.distance[lo:hi], length),
         }, schema=COMPOSITION_FILE_SCHEMA)
 
 
@@ -461,7 +461,7 @@ def _write_summaries(out: str, job: CompositionJob, counts: np.ndarray, summary:
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     per = _per_test(job.plan, counts)
-    t = pa.table({"test_id": job.tests.ids, "length": job.tests.lengths, "matches_plus": per[:, 0],
+    t = arrow.table({"test_id": job.tests.ids, "length": job.tests.lengths, "matches_plus": per[:, 0],
                   "matches_minus": per[:, 1], "matches": per.sum(1)}, schema=TEST_SUMMARY_SCHEMA)
     tmp = os.path.join(out, f"._test_summary.parquet.tmp-{uuid.uuid4().hex}")
     pq.write_table(t, tmp)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import MotifgridError, __version__
+from pipeline import MotifgridError, __version__, arrow
 
 ALGORITHMS = ("gibbs", "projection", "both")
 MODELS = ("oops", "zoops")
@@ -730,8 +730,8 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
             rows["score"].append(sc)
             rows["mismatches"].append(mm)
             rows["site"].append(site)
-    table = pa.table({k: pa.array(v, type=SITES_SCHEMA.field(k).type.value_type
-                                  if pa.types.is_dictionary(SITES_SCHEMA.field(k).type) else SITES_SCHEMA.field(k).type)
+    table = pa.table({k: arrow.column(v, SITES_SCHEMA.field(k).type.value_type
+                                      if pa.types.is_dictionary(SITES_SCHEMA.field(k).type) else SITES_SCHEMA.field(k).type)
                       for k, v in rows.items()})
     table = pa.table([table[k].dictionary_encode() if pa.types.is_dictionary(SITES_SCHEMA.field(k).type)
                       else table[k] for k in SITES_SCHEMA.names], schema=SITES_SCHEMA)
