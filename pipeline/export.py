@@ -8,7 +8,6 @@ keep the motif file's order), so each output is sorted by contig and start.
 """
 from __future__ import annotations
 
-import json
 import os
 from urllib.parse import quote, unquote
 
@@ -25,6 +24,15 @@ class ExportError(MotifgridError, ValueError):
     pass
 
 
+def _genome_order(entry: dict) -> tuple:
+    """Sort key of a manifest entry in genome order: block ids are ``c<contig number>-<block index>``."""
+    key, _, index = str(entry["block"]).partition("-")
+    try:
+        return int(key.lstrip("c")), int(index)
+    except ValueError:
+        return 1 << 62, 0
+
+
 def _ordered_files(hits: str):
     """(chrom, path) of every block file, in genome order (paths are local paths or URLs)."""
     from pipeline.dataset import read_manifest  # noqa: PLC0415
@@ -32,12 +40,7 @@ def _ordered_files(hits: str):
     if not storage.exists(storage.join(hits, "_run.json")):
         raise ExportError(f"{hits}: not a motifgrid hits dataset (no _run.json)")
     entries = [e for e in read_manifest(hits) if e.get("file")]
-    contig_order = {}
-    if entries:
-        md = storage.read_parquet_schema(storage.join(hits, entries[0]["file"])).metadata or {}
-        names = json.loads(md.get(b"genome.contigs", b"[]"))
-        contig_order = {n: i for i, n in enumerate(names)}
-    entries.sort(key=lambda e: (contig_order.get(e["chrom"], 1 << 30), e["chrom"], e["index"]))
+    entries.sort(key=_genome_order)
     for e in entries:
         yield e["chrom"], storage.join(hits, e["file"])
 

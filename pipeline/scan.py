@@ -368,7 +368,6 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "genome.checksum": store.checksum,
         "genome.block_size": str(store.block_size),
         "genome.halo": str(store.halo),
-        "genome.contigs": json.dumps([c["name"] for c in store.contigs]),
         "motifs.source": mset.source,
         "motifs.checksum": mset.checksum,
         "motifs.count": str(len(mset.ids)),

@@ -309,3 +309,26 @@ def test_compression_setting(genome, client, finished, tmp_path):
     with dask.config.set({"motifgrid.scan.compression": "rar"}), pytest.raises(ScanError, match="unknown Parquet codec"):
         run_scan(store.path, MOTIFS, str(tmp_path / "rar"), pvalue=1e-3, client=client, progress=False)
     assert not (tmp_path / "rar").exists()
+
+
+def test_many_contigs_small_file_metadata_and_genome_order(chrx_slice, client, tmp_path):
+    """A promoter-set-like FASTA (many short records, names not in alphabetical order): every hits file's
+    key-value metadata stays small (the contig list is the store's, not copied into every file: it made each
+    file of 26,454 promoters 2.4 MB), and export writes the contigs in FASTA order."""
+    from pipeline.export import export, parse_export
+
+    names = [f"{'zyx'[i % 3]}NM_{(7 * i) % 150:03d}_up_2000_chr2L_{1000 * i}_f" for i in range(150)]
+    fa = tmp_path / "promoters.fa"
+    fa.write_text("".join(f">{n} some description\n{chrx_slice[i * 2000:(i + 1) * 2000]}\n" for i, n in enumerate(names)))
+    store = ingest(fa, tmp_path / "p.zarr", block_size=4096, halo=40)
+    out = tmp_path / "hits"
+    res = run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False)
+    files = list(out.glob("chrom=*/part-*.parquet"))
+    assert res.hits > 0 and len(files) > 100
+    for f in files:
+        md = pq.ParquetFile(f).schema_arrow.metadata
+        assert sum(len(k) + len(v) for k, v in md.items()) < 4096, f
+    dest = tmp_path / "hits.bed"
+    export(str(out), "bed", str(dest))
+    chroms = list(dict.fromkeys(r[0] for r in parse_export(str(dest), "bed")))
+    assert chroms == [n for n in names if n in set(chroms)] and len(chroms) > 100
