@@ -38,7 +38,7 @@ from pipeline import arrow, storage
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
 from workers.pvalue_table import PvalueTable
-from workers.scan import ScanPlan, make_plan, scan_block
+from workers.scan import ScanPlan, make_plan, scan_blocks
 
 
 class ScanError(MotifgridError, RuntimeError):
@@ -187,39 +187,53 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
              "block_hits": [], "row_hits": None}      # for the live progress: hits per block, per row (array)
-    for block in blocks:
+    # several short blocks (small contigs batched into one task): one scan of their rows laid end to end; the
+    # GPU path still scans block by block (the batched call has not been run on a GPU yet)
+    batches = [blocks] if len(blocks) > 1 and ctx.device == "cpu" else [[b] for b in blocks]
+    keep = ctx.plan.max_length - 1 if ctx.plan.max_length else 0
+    for batch in batches:
         t0 = time.perf_counter()
-        codes = ctx.store.read_block(block)
-        n = block.core_end - block.start
+        ns = [b.core_end - b.start for b in batch]
+        if len(batch) == 1:
+            rows = [ctx.store.read_block(batch[0])]
+        else:       # only the codes the block's windows read: a short contig's row is mostly padding
+            rows = [ctx.store.read_block(b)[:n + keep].copy() for b, n in zip(batch, ns)]
         t1 = time.perf_counter()
-        hits = scan_block(codes, n, ctx.plan, device=ctx.device)
+        found = scan_blocks(rows, ns, ctx.plan, device=ctx.device)
         t2 = time.perf_counter()
-        rel = None
-        row_hits = []
-        if len(hits):
-            table = hits_table(ctx, block, hits)
-            meta = dict(ctx.metadata)
-            meta["block"] = json.dumps({"chrom": block.chrom, "index": block.index, "start": block.start,
-                                        "end": block.core_end})
-            rel = write_part(ctx.out, block.chrom, block.block_id, table, meta, _DICT_COLUMNS, _STATS_COLUMNS,
-                             compression=ctx.compression, column_encoding=_ENCODINGS)
-            counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
-            stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
-            nz = np.flatnonzero(counts)
-            row_hits = [[int(r), int(c)] for r, c in zip(nz, counts[nz])]
-        entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
-                 "end": block.core_end, "hits": len(hits), "file": rel,
-                 "row_hits": row_hits}
-        write_manifest_entry(ctx.out, block.block_id, entry)
-        t3 = time.perf_counter()
-        stats["blocks"] += 1
-        stats["hits"] += len(hits)
-        stats["positions"] += n
         stats["seconds_scan"] += t2 - t1
-        stats["seconds_io"] += (t1 - t0) + (t3 - t2)
-        stats["block_hits"].append([block.block_id, len(hits)])
+        stats["seconds_io"] += t1 - t0
+        for block, n, hits in zip(batch, ns, found):
+            t2 = time.perf_counter()
+            _write_block(ctx, block, n, hits, stats)
+            stats["seconds_io"] += time.perf_counter() - t2
     stats["seconds_task"] = time.perf_counter() - t_task
     return stats
+
+
+def _write_block(ctx: ScanContext, block: Block, n: int, hits, stats: dict) -> None:
+    """One block's hits file (if it has hits) and manifest entry; its counts into ``stats``."""
+    rel = None
+    row_hits = []
+    if len(hits):
+        table = hits_table(ctx, block, hits)
+        meta = dict(ctx.metadata)
+        meta["block"] = json.dumps({"chrom": block.chrom, "index": block.index, "start": block.start,
+                                    "end": block.core_end})
+        rel = write_part(ctx.out, block.chrom, block.block_id, table, meta, _DICT_COLUMNS, _STATS_COLUMNS,
+                         compression=ctx.compression, column_encoding=_ENCODINGS)
+        counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
+        stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
+        nz = np.flatnonzero(counts)
+        row_hits = [[int(r), int(c)] for r, c in zip(nz, counts[nz])]
+    entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
+             "end": block.core_end, "hits": len(hits), "file": rel,
+             "row_hits": row_hits}
+    write_manifest_entry(ctx.out, block.block_id, entry)
+    stats["blocks"] += 1
+    stats["hits"] += len(hits)
+    stats["positions"] += n
+    stats["block_hits"].append([block.block_id, len(hits)])
 
 
 def group_blocks(blocks: list, min_positions: int) -> list:

@@ -165,3 +165,27 @@ def test_synthesize_layout_and_composition(tmp_path):
     assert (g.read_block(blocks[3])[2_500:] == 4).all()      # padded past the contig end
     assert np.allclose(g.background, [0.3, 0.2, 0.2, 0.3], atol=0.01)
     assert sum(g.attrs["base_counts"].values()) == 102_500
+
+
+def test_direct_chunk_files_read_back_through_zarr(tmp_path, chrx_slice):
+    """Ingest writes the chunk files (zstd of each row, zarr's layout) and the metadata of every array after the
+    first (zarr's own, templated) itself: zarr reads them as its own, the all-N block is left to the fill value as
+    zarr would, and the reader's direct path agrees."""
+    import zarr
+
+    seqs = [("a", chrx_slice[:9000]), ("allN", "N" * 5000 + chrx_slice[:100]), ("short", chrx_slice[20_000:20_700])]
+    fa = write(tmp_path / "g.fa", fasta(seqs), "plain")
+    g = ingest(fa, tmp_path / "g.zarr", block_size=4096, halo=40)
+    for blk in g.blocks(skip_all_n=False):
+        via_zarr = np.asarray(zarr.open_array(str(tmp_path / "g.zarr" / blk.key), mode="r")[blk.index, :])
+        assert np.array_equal(via_zarr, g.read_block(blk))
+        assert g._direct_chunks(blk.key)
+    root = zarr.open_group(str(tmp_path / "g.zarr"), mode="r")     # arrays after the first: zarr's metadata, templated
+    arrays = dict(root.arrays())
+    assert sorted(arrays) == ["c000000", "c000001", "c000002"]
+    for (name, seq), key in zip(seqs, sorted(arrays)):
+        a = arrays[key]
+        assert a.shape == (-(-len(seq) // 4096), 4096 + 40) and dict(a.attrs) == {"name": name, "length": len(seq)}
+        assert a.fill_value == 4 and a.chunks == (1, 4096 + 40)
+    assert not (tmp_path / "g.zarr" / "c000001" / "c" / "0" / "0").exists()      # all N: not written
+    assert (tmp_path / "g.zarr" / "c000001" / "c" / "1" / "0").exists()

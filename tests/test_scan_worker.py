@@ -251,3 +251,52 @@ def test_int16_candidates_are_near_the_threshold(chrx_slice):
                 continue
             assert w[np.arange(m), span[:m]].sum() >= plan.thresholds[r] - 0.1
     assert n_int16 >= 6
+
+
+def test_scan_blocks_equals_one_scan_per_block(chrx_slice):
+    """scan_blocks (short blocks laid end to end, one scan) gives each block exactly its own scan_block hits, in
+    (row, position) order: blocks at contig ends (padding), full blocks whose halo is real sequence (windows
+    starting there belong to the next block and must not appear), N runs and IUPAC codes at the cuts, one-window
+    blocks, motif lengths 4-35; and against the float64 naive scorer."""
+    from workers.scan import scan_blocks
+
+    rng = np.random.default_rng(5)
+    rows, thr, mi, st = motif_panel()
+    plan = make_plan(rows, thr, mi, st)
+    halo = plan.max_length - 1 + 3                      # the store's halo may exceed what the motifs need
+    seq = with_ambiguity(chrx_slice[100_000:160_000], rng)
+    blocks, ns, refs = [], [], []
+    lo = 0
+    for k, n in enumerate([2000, 1, 777, 4096, 35, 3000, 2500, 60, 1500, 5000]):
+        block_seq = seq[lo:lo + n + halo]
+        if k % 3 == 0:                                  # a contig end: the row padded with 4 past it
+            block_seq = block_seq[:n]
+        if k == 4:
+            block_seq = "N" * n                         # a block of N only (its halo real sequence)
+            block_seq += seq[lo + n:lo + n + halo]
+        row = np.full(n + halo, 4, np.uint8)
+        row[:len(block_seq)] = encode(block_seq)
+        blocks.append(row)
+        ns.append(n)
+        lo += n + 17
+    got = scan_blocks(blocks, ns, plan, device="cpu")
+    assert len(got) == len(blocks)
+    total = 0
+    for row, n, h in zip(blocks, ns, got):
+        one = scan_block(row, n, plan, device="cpu")
+        assert np.array_equal(h.pos, one.pos) and np.array_equal(h.row, one.row) and np.array_equal(h.score, one.score)
+        assert h.pos.dtype == one.pos.dtype and h.row.dtype == one.row.dtype
+        assert h.pos.size == 0 or h.pos.max() < n
+        ref = naive_scan(decode_row(row, n, plan.max_length), rows, thr)
+        assert sorted(zip(h.pos.tolist(), h.row.tolist(), h.score.tolist())) == [x for x in ref if x[0] < n]
+        total += len(h)
+    assert total > 100
+    assert scan_blocks(blocks[:1], ns[:1], plan, device="cpu")[0].pos.tolist() == \
+        scan_block(blocks[0], ns[0], plan, device="cpu").pos.tolist()
+    with pytest.raises(ValueError, match="too short"):
+        scan_blocks([blocks[0][:ns[0]], blocks[1]], ns[:2], plan, device="cpu")
+
+
+def decode_row(row: np.ndarray, n: int, max_length: int) -> str:
+    """The text a block row's first n windows read (code 4 as N)."""
+    return "".join("ACGTN"[c] for c in row[:n + max_length - 1])
