@@ -177,11 +177,16 @@ def _unlink_quietly(path: str) -> None:
 
 
 def read_parquet(path, **kwargs):
-    """``pyarrow.parquet.read_table`` of a local path or a URL."""
+    """One Parquet file (local path or URL) as a table; ``kwargs`` as ``pyarrow.parquet.ParquetFile.read``.
+    ``ParquetFile`` rather than ``read_table``, whose dataset machinery costs ~0.7 ms more a file (26,454
+    promoter files: 17 s of a 40 s export)."""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     fs, p = arrow_source(path)
-    return pq.read_table(p, filesystem=fs, **kwargs)
+    if fs is None:
+        return pq.ParquetFile(p).read(**kwargs)
+    with fs.open(p, "rb") as f:
+        return pq.ParquetFile(f).read(**kwargs)
 
 
 def read_parquet_schema(path):
