@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part

@@ -265,7 +265,7 @@ def test_scan_blocks_equals_one_scan_per_block(chrx_slice):
     plan = make_plan(rows, thr, mi, st)
     halo = plan.max_length - 1 + 3                      # the store's halo may exceed what the motifs need
     seq = with_ambiguity(chrx_slice[100_000:160_000], rng)
-    blocks, ns, refs = [], [], []
+    blocks, ns = [], []
     lo = 0
     for k, n in enumerate([2000, 1, 777, 4096, 35, 3000, 2500, 60, 1500, 5000]):
         block_seq = seq[lo:lo + n + halo]
