@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
 from urllib.parse import quote
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline import storage
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import logging
-import os
 import subprocess
 import sys
 import tempfile

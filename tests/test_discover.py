@@ -8,7 +8,6 @@ import math
 import re
 import subprocess
 import sys
-from itertools import combinations
 
 import numpy as np
 import pyarrow.parquet as pq
