@@ -385,8 +385,13 @@ class GenomeStore:
         self.block_size = int(attrs["block_size"])
         self.halo = int(attrs["halo"])
         self.contigs = attrs["contigs"]
+        self._index()
+
+    def _index(self) -> None:
         self._arrays: dict = {}
         self._direct: dict = {}
+        self._by_key = {c["key"]: c for c in self.contigs}
+        self._by_name = {c["name"]: c for c in self.contigs}
 
     def __getstate__(self):
         return {"path": self.path, "attrs": self.attrs}
@@ -397,8 +402,7 @@ class GenomeStore:
         self.block_size = int(self.attrs["block_size"])
         self.halo = int(self.attrs["halo"])
         self.contigs = self.attrs["contigs"]
-        self._arrays = {}
-        self._direct = {}
+        self._index()
 
     @property
     def checksum(self) -> str:
@@ -486,7 +490,7 @@ class GenomeStore:
     def _check_filled(self, block: Block, row: np.ndarray) -> np.ndarray:
         """A missing chunk reads as the fill value (all N): an error unless the store says the block is all N."""
         if not (row != 4).any():
-            c = next((c for c in self.contigs if c["key"] == block.key), None)
+            c = self._by_key.get(block.key)
             if c and block.index < len(c["n_fraction"]) and c["n_fraction"][block.index] < 1.0:
                 raise GenomeError(f"{self.path}: block {block.index} of contig {block.chrom!r} is missing from "
                                   f"the store (its chunk file is gone); re-ingest the FASTA")
@@ -494,7 +498,7 @@ class GenomeStore:
 
     def fetch(self, chrom: str, start: int, end: int) -> np.ndarray:
         """Codes of ``chrom[start:end]`` (for tests, exports and spot checks)."""
-        c = next((c for c in self.contigs if c["name"] == chrom), None)
+        c = self._by_name.get(chrom)       # a dict: exports call this once per file (26 k contigs: a scan each)
         if c is None:
             raise GenomeError(f"{self.path}: no contig named {chrom!r}")
         end = min(end, c["length"])
