@@ -104,20 +104,14 @@ def worker_device(client) -> str:
     return "gpu" if res and all(res.values()) else "cpu"
 
 
-def _register_warmup(client, device: str) -> None:
+def _register_warmup(client, device: str, gc_threshold=None) -> None:
     """Each worker loads its kernels in the background as it joins (``workers.warmup``), and takes this process's
-    ``motifgrid.cluster.switch-interval`` and ``gc-threshold``."""
+    ``motifgrid.cluster.switch-interval`` and ``gc_threshold`` (parsed ``motifgrid.cluster.gc-threshold``)."""
     from workers.warmup import WarmupPlugin  # noqa: PLC0415
 
-    from workers.backend import gc_threshold_setting  # noqa: PLC0415
-
-    try:
-        gc = gc_threshold_setting()
-    except ValueError:
-        gc = None                  # refused by get_client before any cluster was started
     try:
         client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),
-                                            gc))
+                                            gc_threshold))
     except Exception:          # noqa: BLE001 - an optimisation only: never refuse a cluster over it
         pass
 
@@ -134,7 +128,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     from workers.backend import gc_threshold_setting  # noqa: PLC0415
 
     try:
-        gc_threshold_setting()     # the workers' setting (the warm-up plugin applies it), checked before any start
+        gc = gc_threshold_setting()   # the workers' setting (the warm-up plugin applies it), checked before any start
     except ValueError as e:
         raise ClusterError(str(e)) from None
     if quiet:
@@ -151,7 +145,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
                 raise ClusterError(f"no worker joined the scheduler at {scheduler or scheduler_file} "
                                    f"within {wait:g}s") from None
             dev = device or worker_device(client)
-            _register_warmup(client, dev)
+            _register_warmup(client, dev, gc)
             yield client, dev
         finally:
             client.close()
@@ -186,7 +180,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
                                silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "cpu"
     client = Client(cluster)
-    _register_warmup(client, dev)
+    _register_warmup(client, dev, gc)
     try:
         yield client, dev
     finally:

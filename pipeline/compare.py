@@ -56,24 +56,24 @@ def pairs_table(ctx: CompareContext, res) -> pa.Table:
 
     a, b = res.a, res.b
     pa_, pb_, tp = res.pa, res.pb, res.tp[:, 1]
-    return arrow.table({
-        "motif_a": arrow.strings([ctx.ids_a[i] for i in a]),
-        "name_a": arrow.strings([ctx.names_a[i] for i in a]),
-        "motif_b": arrow.strings([ctx.ids_b[i] for i in b]),
-        "name_b": arrow.strings([ctx.names_b[i] for i in b]),
-        "similarity": arrow.column(res.jaccard[:, 1], pa.float64()),
-        "similarity_low": arrow.column(res.jaccard[:, 0], pa.float64()),
-        "similarity_high": arrow.column(res.jaccard[:, 2], pa.float64()),
-        "shift": arrow.column(res.shift, pa.int32()),
-        "strand": arrow.strings(np.where(res.strand == 0, "+", "-")),
-        "overlap": arrow.column(res.overlap, pa.int32()),
-        "tp": arrow.column(tp, pa.float64()),
-        "tp_low": arrow.column(res.tp[:, 0], pa.float64()),
-        "tp_high": arrow.column(res.tp[:, 2], pa.float64()),
-        "only_a": arrow.column(np.maximum(pa_ - tp, 0.0), pa.float64()),
-        "only_b": arrow.column(np.maximum(pb_ - tp, 0.0), pa.float64()),
-        "p_a": arrow.column(pa_, pa.float64()),
-        "p_b": arrow.column(pb_, pa.float64()),
+    return arrow.table({                        # typed by the schema
+        "motif_a": [ctx.ids_a[i] for i in a],
+        "name_a": [ctx.names_a[i] for i in a],
+        "motif_b": [ctx.ids_b[i] for i in b],
+        "name_b": [ctx.names_b[i] for i in b],
+        "similarity": res.jaccard[:, 1],
+        "similarity_low": res.jaccard[:, 0],
+        "similarity_high": res.jaccard[:, 2],
+        "shift": res.shift,
+        "strand": np.where(res.strand == 0, "+", "-"),
+        "overlap": res.overlap,
+        "tp": tp,
+        "tp_low": res.tp[:, 0],
+        "tp_high": res.tp[:, 2],
+        "only_a": np.maximum(pa_ - tp, 0.0),
+        "only_b": np.maximum(pb_ - tp, 0.0),
+        "p_a": pa_,
+        "p_b": pb_,
     }, schema=PAIRS_SCHEMA)
 
 

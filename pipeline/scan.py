@@ -475,9 +475,8 @@ def _failure_message(exc: BaseException, out: str) -> str:
 
 
 def _totals(entries: list, row_hits: np.ndarray, hits: int):
-    """Total hits and per-row counts: ``hits`` / ``row_hits`` (this run's) plus the manifest ``entries`` of blocks
-    finished by earlier runs."""
-    row_hits = row_hits.copy()
+    """Total hits and per-row counts: ``hits`` / ``row_hits`` (this run's; added to in place) plus the manifest
+    ``entries`` of blocks finished by earlier runs."""
     for e in entries:
         hits += e["hits"]
         for r, c in e.get("row_hits", []):

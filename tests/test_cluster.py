@@ -94,10 +94,11 @@ def test_worker_processes_take_the_clients_gc_threshold():
     from distributed import Client, LocalCluster
 
     from pipeline.cluster import _register_warmup
+    from workers.backend import gc_threshold_setting
 
     with dask.config.set({"motifgrid.cluster.gc-threshold": [12345, 6, 7]}), \
             LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
                          dashboard_address=":0") as cl, Client(cl) as c:
         assert list(c.run(gc.get_threshold).values())[0] != (12345, 6, 7)
-        _register_warmup(c, "cpu")
+        _register_warmup(c, "cpu", gc_threshold_setting())       # as get_client passes it
         assert list(c.run(gc.get_threshold).values()) == [(12345, 6, 7)]
