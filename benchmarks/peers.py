@@ -43,24 +43,46 @@ def _write(out: str, cols: dict) -> None:
     pq.write_table(pa.table(cols), out, compression="zstd")
 
 
-def run_moods(a) -> dict:
+def _moods_matrices(ppms) -> list:
+    """Log-odds matrices for MOODS, forward then reverse complement of each motif."""
+    import MOODS.tools
+
+    mats = []
+    for p in ppms:
+        lo = tuple(tuple(float(x) for x in row) for row in np.log2(p / 0.25).T)
+        mats += [lo, MOODS.tools.reverse_complement(lo)]
+    return mats
+
+
+def _moods_scanner(mats, pvalue: float):
+    """MOODS's own thresholds and a scanner holding every matrix (timed with the scan, as MOODS runs)."""
     import MOODS.scan
     import MOODS.tools
 
+    bg = [0.25] * 4
+    scanner = MOODS.scan.Scanner(7)
+    scanner.set_motifs(mats, bg, [MOODS.tools.threshold_from_p(mat, bg, pvalue) for mat in mats])
+    return scanner
+
+
+def _onehot(seqs: list, n: int) -> np.ndarray:
+    """memelite's input: one-hot (len(seqs), 4, n) float32 of equal-length sequences (N: all zero)."""
+    from pipeline.genome import encode
+
+    onehot = np.zeros((len(seqs), 4, n), dtype=np.float32)
+    for j, seq in enumerate(seqs):
+        codes = encode(seq)
+        ok = codes < 4
+        onehot[j, codes[ok], np.flatnonzero(ok)] = 1
+    return onehot
+
+
+def run_moods(a) -> dict:
     chrom, seq = _sequence(a.fasta, a.length)
     ms, ppms = _ppms(a.motifs)
-    bg = [0.25] * 4
-    mats, ids, strands = [], [], []
-    for m, p in zip(ms, ppms):
-        lo = tuple(tuple(float(x) for x in row) for row in np.log2(p / 0.25).T)
-        mats += [lo, MOODS.tools.reverse_complement(lo)]
-        ids += [m.id, m.id]
-        strands += ["+", "-"]
+    mats = _moods_matrices(ppms)
     t0 = time.perf_counter()
-    thr = [MOODS.tools.threshold_from_p(mat, bg, a.pvalue) for mat in mats]
-    scanner = MOODS.scan.Scanner(7)
-    scanner.set_motifs(mats, bg, thr)
-    results = scanner.scan(seq)
+    results = _moods_scanner(mats, a.pvalue).scan(seq)
     t_scan = time.perf_counter() - t0
     start, length, mid, strand, score = [], [], [], [], []
     for i, res in enumerate(results):
@@ -84,14 +106,9 @@ def run_memelite(a) -> dict:
     import pandas as pd
     from memelite import fimo
 
-    from pipeline.genome import encode
-
     chrom, seq = _sequence(a.fasta, a.length)
     ms, ppms = _ppms(a.motifs)
-    codes = encode(seq)
-    onehot = np.zeros((1, 4, codes.size), dtype=np.float32)
-    ok = codes < 4
-    onehot[0, codes[ok], np.flatnonzero(ok)] = 1
+    onehot = _onehot([seq], len(seq))
     t0 = time.perf_counter()
     res = fimo({m.id: p.T.copy() for m, p in zip(ms, ppms)}, onehot, threshold=a.pvalue, eps=0.0,
                reverse_complement=True)
@@ -113,20 +130,11 @@ def _records(fasta: str):
 
 def run_moods_records(a) -> dict:
     """``--all-records``: every record of a multi-record FASTA (a promoter set), one ``scan`` call each."""
-    import MOODS.scan
-    import MOODS.tools
-
     recs = _records(a.fasta)
     ms, ppms = _ppms(a.motifs)
-    bg = [0.25] * 4
-    mats = []
-    for p in ppms:
-        lo = tuple(tuple(float(x) for x in row) for row in np.log2(p / 0.25).T)
-        mats += [lo, MOODS.tools.reverse_complement(lo)]
+    mats = _moods_matrices(ppms)
     t0 = time.perf_counter()
-    thr = [MOODS.tools.threshold_from_p(mat, bg, a.pvalue) for mat in mats]
-    scanner = MOODS.scan.Scanner(7)
-    scanner.set_motifs(mats, bg, thr)
+    scanner = _moods_scanner(mats, a.pvalue)
     cols = {"chrom": [], "start": [], "end": [], "strand": [], "motif_id": [], "score": []}
     for name, seq in recs:
         for i, res in enumerate(scanner.scan(seq)):
@@ -149,8 +157,6 @@ def run_memelite_records(a) -> dict:
     import pandas as pd
     from memelite import fimo
 
-    from pipeline.genome import encode
-
     recs = _records(a.fasta)
     ms, ppms = _ppms(a.motifs)
     by_len: dict = {}
@@ -159,12 +165,7 @@ def run_memelite_records(a) -> dict:
     t0 = time.perf_counter()
     frames = []
     for n, group in by_len.items():
-        onehot = np.zeros((len(group), 4, n), dtype=np.float32)
-        for j, (_, seq) in enumerate(group):
-            codes = encode(seq)
-            ok = codes < 4
-            onehot[j, codes[ok], np.flatnonzero(ok)] = 1
-        res = fimo({m.id: p.T.copy() for m, p in zip(ms, ppms)}, onehot, threshold=a.pvalue, eps=0.0,
+        res = fimo({m.id: p.T.copy() for m, p in zip(ms, ppms)}, _onehot([g[1] for g in group], n), threshold=a.pvalue, eps=0.0,
                    reverse_complement=True)
         names = np.asarray([g[0] for g in group], dtype=object)
         for d in res:
