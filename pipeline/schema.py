@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-STORE_FORMAT_VERSION = 1
+STORE_FORMAT_VERSION = 2
 HITS_FORMAT_VERSION = 2
 
 #: strings repeated on every row are dictionary-encoded (pandas reads them as categoricals)
