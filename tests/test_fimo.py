@@ -296,3 +296,40 @@ def test_one_strand_scans_are_the_halves_of_both(store, tmp_path):
     minus = sorted(map(key, scan(store, tmp_path / "minus", "--pvalue", "1e-3", "--strand", "-")))
     assert plus and minus and {h[2] for h in plus} == {"+"} and {h[2] for h in minus} == {"-"}
     assert sorted(plus + minus) == both
+
+
+def test_like_fimo_many_motifs_equal_integer_reference(tmp_path, chrx_slice):
+    """12 JASPAR matrices (counts) on 60 kb of real chrX with N runs and IUPAC codes, both strands, p <= 1e-3: the
+    hits are exactly the windows without N whose integer lattice sum S (NumPy, exact integers) has pv[S] <= p,
+    with score S/scale + m*offset (FIMO's double) and p-value pv[S]."""
+    from pipeline.fimo import fimo_background, fimo_matrix  # noqa: PLC0415
+
+    seq = list(chrx_slice[:60_000])
+    seq[20_000:20_300] = "N" * 300
+    for i in range(7, 60_000, 4999):
+        seq[i] = "R"
+    seq = "".join(seq)
+    (tmp_path / "g.fa").write_text(">c1\n" + seq + "\n")
+    store = ingest(tmp_path / "g.fa", tmp_path / "g.zarr", block_size=16_384, halo=40)
+    motifs_file = str(DATA / "jaspar2024_subset.jaspar")
+    assert main(["scan", store.path, motifs_file, "--out", str(tmp_path / "hits"), "--no-progress", "--like", "fimo",
+                 "--pvalue", "1e-3", "--background", "uniform"]) == 0
+    t = read_hits(str(tmp_path / "hits"))
+    got = {(r["motif_id"], r["start"], r["strand"]): (r["score"], r["pvalue"]) for r in t.to_pylist()}
+    bg = fimo_background(np.full(4, 0.25), both_strands=True)
+    codes = np.array([CODE.get(c, 4) for c in seq.upper()])
+    want = {}
+    for motif in read_motifs(motifs_file):
+        lat = fimo_matrix(motif, bg, 0.1)
+        m = lat.length
+        pv = lattice_pvalues(lat.q, bg)
+        win = codes[np.arange(len(seq) - m + 1)[:, None] + np.arange(m)]
+        clean = (win < 4).all(axis=1)
+        for strand, q in (("+", lat.q), ("-", lat.q[::-1, ::-1])):
+            qq = np.vstack([q.T, np.zeros((1, m), np.int64)])          # row 4 (N) never used: windows dropped
+            s = qq[win, np.arange(m)].sum(axis=1)
+            for i in np.flatnonzero(clean & (pv[s] <= 1e-3)):
+                want[(motif.id, int(i), strand)] = (int(s[i]) / lat.scale + m * lat.offset, float(pv[s[i]]))
+    assert len(want) > 200 and set(got) == set(want)
+    for k, (score, p) in want.items():
+        assert got[k][0] == score and got[k][1] == pytest.approx(p, rel=1e-14)
