@@ -25,7 +25,6 @@ REF = DATA / "fimo_reference"
 MOTIF = str(REF / "prodoric_mx000001_meme.txt")
 RESULTS = {"both": "results.tsv", "+": "results-norc.tsv"}
 CODE = {c: i for i, c in enumerate("ACGT")}
-COMP = str.maketrans("ACGT", "TGCA")
 
 
 def fimo_rows(strand: str) -> list[dict]:
