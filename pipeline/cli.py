@@ -61,6 +61,17 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tls-key", metavar="PEM", help="TLS: this client's private key (when not in --tls-cert)")
 
 
+def _like_args(p: argparse.ArgumentParser) -> None:
+    """``--like`` and ``--strand`` (scan, thresholds).  ``--background`` defaults to None here, resolved by
+    ``pipeline.scan.default_background`` (FIMO's NRDB with --like fimo, else motifgrid.scan.background)."""
+    p.add_argument("--like", choices=["fimo"], default=None,
+                   help="fimo: FIMO 5.4.1's scores (its integer lattice), p-values and hits, NRDB background "
+                        "by default (README, docs/formats.md)")
+    p.add_argument("--strand", choices=["both", "+", "-"], default="both",
+                   help="strands scanned (default both; + is FIMO's --norc)")
+    p.set_defaults(background=None)
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors as one line (``motifgrid scan: error: ...``), exit status 2; ``-h`` shows the usage."""
 
@@ -89,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
     s.add_argument("--resume", action="store_true", help="complete an interrupted scan into HITS")
     s.add_argument("--no-progress", action="store_true")
+    _like_args(s)
     _cluster_args(s)
 
     def c(name):
@@ -124,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--store", help="genome store, for --background genome")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
     s.add_argument("-o", "--out", help="TSV file (default: stdout)")
+    _like_args(s)
     _cluster_args(s)
 
     s = sub.add_parser("compare", help="COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet")
@@ -257,7 +270,8 @@ def cmd_scan(a, console=None) -> int:
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
-                    pseudocount=a.pseudocount, resume=a.resume)
+                    pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
+                    strands=getattr(a, "strand", "both"))          # (demo's namespace has neither)
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
@@ -322,13 +336,14 @@ def cmd_thresholds(a) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.genome import GenomeStore  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan import MotifSet, _thresholds_table, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan import MotifSet, _thresholds_table, check_like, default_background, row_thresholds_many  # noqa: PLC0415
 
     if a.out:
         _check_out_file(a.out)
+    check_like(a.like, a.strand)
     gbg = GenomeStore(a.store).background if a.store else None
-    bg = read_background(a.background, genome_background=gbg)
-    mset = MotifSet.load(a.motifs, bg, a.pseudocount)
+    bg = read_background(a.background or default_background(a.like), genome_background=gbg)
+    mset = MotifSet.load(a.motifs, bg, a.pseudocount, like=a.like, strands=a.strand)
     kw = _client_kwargs(a)
     device = kw["device"]
     kw["device"] = "cpu"
