@@ -86,7 +86,7 @@ def _ppms(motifs, role: str, background, pseudocount: float) -> list[np.ndarray]
 def match_all(queries, targets, *, distance: str = "ed", min_overlap: int = 1, pseudocount: float = 0.1,
               background=None, both_strands: bool = True, exclude_self: bool = False, device=None,
               chunk_bytes: int | None = None) -> Matches:
-    """Tomtom statistics of every query against every target.
+    """Tomtom statistics of every query against every target, in this process.
 
     Parameters
     ----------
@@ -107,34 +107,66 @@ def match_all(queries, targets, *, distance: str = "ed", min_overlap: int = 1, p
     device : None, "cpu" or "gpu"
     chunk_bytes : int, optional
         Memory budget of one batch of queries (:func:`workers.tomtom.search`).
-    """
-    from workers.tomtom import bh_qvalues, prepare_targets, search  # noqa: PLC0415
 
-    bg = np.full(4, 0.25) if background is None else np.asarray(background, dtype=np.float64)
-    if min_overlap < 1:
+    A fan-out (Dask) does the same in three steps: :func:`probabilities` once, then
+    ``workers.tomtom.search`` per batch of queries against one ``prepare_targets`` per worker, then
+    :func:`assemble` on the rows put back together.
+    """
+    from workers.tomtom import prepare_targets, search  # noqa: PLC0415
+
+    params = parameters(distance=distance, min_overlap=min_overlap, pseudocount=pseudocount,
+                        background=background, both_strands=both_strands, exclude_self=exclude_self)
+    qp, tp = probabilities(queries, targets, params)
+    ts = prepare_targets(tp, distance=distance, both_strands=both_strands, device=device)
+    res = search(qp, ts, min_overlap=min_overlap, chunk_bytes=chunk_bytes)
+    return assemble(queries, targets, qp, tp, res, params)
+
+
+def parameters(*, distance: str = "ed", min_overlap: int = 1, pseudocount: float = 0.1, background=None,
+               both_strands: bool = True, exclude_self: bool = False) -> dict:
+    """The checked parameters of a run, as recorded in the outputs' metadata."""
+    from workers.tomtom import BINS, DISTANCES  # noqa: PLC0415
+
+    if distance not in DISTANCES:
+        raise IdentifyError(f"distance must be one of {', '.join(DISTANCES)}, got {distance!r}")
+    if int(min_overlap) < 1:
         raise IdentifyError(f"min_overlap must be >= 1, got {min_overlap}")
-    qp = _ppms(queries, "query", bg, pseudocount)
-    tp = _ppms(targets, "target", bg, pseudocount)
+    bg = np.full(4, 0.25) if background is None else np.asarray(background, dtype=np.float64)
+    return {"method": "tomtom", "distance": distance, "min_overlap": int(min_overlap),
+            "pseudocount": float(pseudocount), "background": [float(x) for x in bg],
+            "both_strands": bool(both_strands), "exclude_self": bool(exclude_self), "bins": BINS,
+            "motifgrid_version": __version__}
+
+
+def probabilities(queries, targets, params: dict) -> tuple[list, list]:
+    """Letter probabilities of the queries and targets (Tomtom's pseudocount rule); warns when the
+    target set is too small for the background to mean much."""
+    bg = np.asarray(params["background"])
+    qp = _ppms(queries, "query", bg, params["pseudocount"])
+    tp = _ppms(targets, "target", bg, params["pseudocount"])
     if len(tp) < MIN_TARGETS:
         warnings.warn(f"{len(tp)} target motifs: Tomtom p-values take the target columns as their background, "
                       f"so with fewer than {MIN_TARGETS} targets they depend strongly on which targets are given",
-                      RuntimeWarning, stacklevel=2)
-    ts = prepare_targets(tp, distance=distance, both_strands=both_strands, device=device)
-    res = search(qp, ts, min_overlap=min_overlap, chunk_bytes=chunk_bytes)
+                      RuntimeWarning, stacklevel=3)
+    return qp, tp
+
+
+def assemble(queries, targets, query_ppms, target_ppms, res, params: dict) -> Matches:
+    """:class:`Matches` from a ``workers.tomtom.TomtomResult`` of all queries × all targets: self-matches
+    excluded (``params["exclude_self"]``), E-values, per-query BH q-values."""
+    from workers.tomtom import bh_qvalues  # noqa: PLC0415
+
     excluded = np.zeros(res.pvalue.shape, dtype=bool)
-    if exclude_self:
+    if params["exclude_self"]:
         where = {id(t): j for j, t in enumerate(targets)}
         for i, q in enumerate(queries):
             if id(q) in where:
                 excluded[i, where[id(q)]] = True
     p = np.where(excluded, 1.0, res.pvalue)
-    params = {"method": "tomtom", "distance": distance, "min_overlap": int(min_overlap),
-              "pseudocount": float(pseudocount), "background": [float(x) for x in bg],
-              "both_strands": bool(both_strands), "exclude_self": bool(exclude_self), "targets": len(tp),
-              "bins": 100, "motifgrid_version": __version__}
-    return Matches(queries=list(queries), targets=list(targets), query_ppms=qp, target_ppms=tp, pvalue=p,
-                   evalue=p * len(tp), qvalue=bh_qvalues(p), score=res.score, offset=res.offset,
-                   strand=res.strand, overlap=res.overlap, excluded=excluded, params=params)
+    return Matches(queries=list(queries), targets=list(targets), query_ppms=query_ppms, target_ppms=target_ppms,
+                   pvalue=p, evalue=p * len(targets), qvalue=bh_qvalues(p), score=res.score, offset=res.offset,
+                   strand=res.strand, overlap=res.overlap, excluded=excluded,
+                   params={**params, "targets": len(targets)})
 
 
 def ranking(m: Matches, top: int) -> np.ndarray:

@@ -270,8 +270,14 @@ def test_bad_input():
         identify([lo], targets)
     with pytest.raises(IdentifyError, match="top must be >= 1"):
         identify(targets[:1], targets, top=0)
+    with pytest.raises(IdentifyError, match="distance must be one of ed, pearson"):
+        identify(targets[:1], targets, distance="sandelin")
     with pytest.raises(IdentifyError, match="min_overlap"):
         identify(targets[:1], targets, min_overlap=0)
+    with pytest.raises(ValueError, match="target 1: rows must be letter probabilities"):
+        tt.prepare_targets([np.full((3, 4), 0.25), np.ones((3, 4))])
+    with pytest.raises(ValueError, match="distance must be one of"):
+        tt.prepare_targets([np.full((3, 4), 0.25)], distance="sandelin")
     with pytest.warns(RuntimeWarning, match="fewer than 50"):
         identify(targets[:1], targets[:10])
     with warnings.catch_warnings():

@@ -101,14 +101,19 @@ class TargetSet:
         return int(self.cols.shape[0])
 
 
+def _module_of(a):
+    """numpy or cupy, whichever ``a`` belongs to."""
+    return array_module("gpu" if type(a).__module__.startswith("cupy") else "cpu")
+
+
 def _check_ppms(ppms, what: str) -> list[np.ndarray]:
     out = []
     for k, p in enumerate(ppms):
         a = np.asarray(p, dtype=np.float64)
         if a.ndim != 2 or a.shape[1] != 4 or a.shape[0] < 1:
             raise ValueError(f"{what} {k}: expected an (m, 4) probability matrix, got shape {a.shape}")
-        if not np.all(np.isfinite(a)) or np.any(a < 0):
-            raise ValueError(f"{what} {k}: probabilities must be finite and >= 0")
+        if not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(np.abs(a.sum(axis=1) - 1.0) > 1e-6):
+            raise ValueError(f"{what} {k}: rows must be letter probabilities (finite, >= 0, summing to 1)")
         out.append(a)
     if not out:
         raise ValueError(f"no {what}s given")
@@ -174,9 +179,10 @@ def column_scores(qcols, targets: TargetSet):
         xp.maximum(out, 0.0, out=out)
         xp.sqrt(out, out=out)
         return xp.negative(out, out=out)
-    den = qn[:, None] * targets.norms[None, :]
-    out /= xp.where(den > 0, den, 1.0)
-    return xp.where(den > 0, out, 0.0)
+    # a uniform column (centred norm 0) has a zero dot product with everything: r = 0 there
+    out *= xp.where(qn > 0, 1.0 / xp.where(qn > 0, qn, 1.0), 0.0)[:, None]
+    out *= xp.where(targets.norms > 0, 1.0 / xp.where(targets.norms > 0, targets.norms, 1.0), 0.0)[None, :]
+    return out
 
 
 def _row_medians(S, xp):
@@ -203,7 +209,7 @@ def quantise(S, n: int, bins: int = BINS):
     scale : numpy.ndarray, shape (Q,), float64
         Lattice steps per unit of column score.
     """
-    xp = array_module("gpu" if type(S).__module__.startswith("cupy") else "cpu")
+    xp = _module_of(S)
     Q, C = S.shape[0] // n, S.shape[1]
     S -= _row_medians(S, xp)[:, None]                             # in place: S is consumed
     R = S.reshape(Q, n * C)
@@ -233,7 +239,7 @@ def column_histograms(ints, bins: int = BINS):
     array, shape (Q, n, bins + 1), float64
         Row sums 1.
     """
-    xp = array_module("gpu" if type(ints).__module__.startswith("cupy") else "cpu")
+    xp = _module_of(ints)
     Q, n, C = ints.shape
     rows = xp.arange(Q * n, dtype=xp.int32)[:, None] * (bins + 1)
     counts = xp.bincount((ints.reshape(Q * n, C).astype(xp.int32) + rows).ravel(), minlength=Q * n * (bins + 1))
@@ -279,7 +285,7 @@ def span_log_cdf(f):
     starts and all queries advance together, one tap of the kernel at a time (non-negative terms
     only, so small tail probabilities keep their relative precision).
     """
-    xp = array_module("gpu" if type(f).__module__.startswith("cupy") else "cpu")
+    xp = _module_of(f)
     Q, n, K = f.shape
     bins = K - 1
     first = _span_index(n)
@@ -421,14 +427,16 @@ class TomtomResult:
 
 
 def _bytes_per_query(n: int, targets: TargetSet) -> int:
-    """Peak device memory of one width-``n`` query in :func:`_search_width` (estimate)."""
-    C, N = targets.n_columns, targets.n_targets
-    scores = n * C * (8 * 3 + 2 + 4 + 8)                          # S, shifted, floor temp, ints, bincount
-    padded = n * (C + (n - 1) * (targets.strands * N + 1)) * 2 + 2 * C * 8
-    windows = targets.strands * N * (n + int(targets.lengths.max())) * 8 * 3
-    spans = (n * (n + 1) // 2) * (n * BINS + 1) * 8 * 4
-    pairs = N * (n + int(targets.lengths.max())) * 8 * 4
-    return int(scores + padded + windows + spans + pairs)
+    """Peak memory of one width-``n`` query in :func:`_search_width`: the largest of its phases (estimate,
+    checked against tracemalloc's peak on the CPU)."""
+    C, N, S = targets.n_columns, targets.n_targets, targets.strands
+    win = n + int(targets.lengths.max())
+    width = n * BINS + 1
+    scores = n * C * (8 * 2 + 4 + 2)                              # S (in place), median's copy, bincount, ints
+    spans = (n * (n + 1) // 2) * width * 8 + 8 * n * width * 8     # the table, one span length's temporaries
+    align = n * (C + (n - 1) * (S * N + 1)) * 2 + n * C * 2 + S * N * win * 18
+    pairs = N * win * 8 * 4
+    return int(1.25 * max(scores, spans, align, pairs))
 
 
 def _search_width(qppms: np.ndarray, targets: TargetSet, min_overlap: int) -> tuple:
