@@ -106,6 +106,18 @@ def test_matches_plain_loop_reference(distance, both, mo):
     np.testing.assert_allclose(res.score[-1] * scale[0], ref["score"][-1], atol=1e-9)
 
 
+@pytest.mark.parametrize("C", [1, 2, 3, 10, 101, 4096, 5001])
+def test_selection_medians_equal_numpy(C):
+    """The GPU's median (histogram selection) gives np.median's values exactly: ties, constant rows, odd/even."""
+    rng = np.random.default_rng(C)
+    S = -np.sqrt(rng.uniform(size=(12, C)) * 2)
+    S[3] = 1.5
+    S[4, :C // 2] = 0.25
+    S[5] = np.round(S[5], 1)
+    S[6, ::2] = S[6, 0]
+    np.testing.assert_array_equal(tt._select_medians(S, np), np.median(S, axis=1))
+
+
 def test_batches_are_independent():
     rng = np.random.default_rng(3)
     targets = _random_ppms(rng, rng.integers(4, 14, size=40))
@@ -296,3 +308,8 @@ def test_gpu_matches_cpu():
     assert same.mean() > 0.995
     np.testing.assert_allclose(gpu.pvalue[same], cpu.pvalue[same], rtol=1e-6)
     assert (gpu.pvalue.argmin(axis=1) == cpu.pvalue.argmin(axis=1)).all()
+    import cupy
+
+    S = -np.sqrt(rng.uniform(size=(40, 3001)) * 2)
+    S[1, ::2] = S[1, 0]
+    np.testing.assert_array_equal(tt._select_medians(cupy.asarray(S), cupy).get(), np.median(S, axis=1))

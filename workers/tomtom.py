@@ -186,8 +186,48 @@ def column_scores(qcols, targets: TargetSet):
 
 
 def _row_medians(S, xp):
-    """Median of each row (exact; the average of the two middle values of an even count)."""
-    return xp.median(S, axis=1)
+    """Median of each row (exact; the average of the two middle values of an even count), as np.median.
+
+    NumPy partitions each row; on CuPy, whose median sorts every row, :func:`_select_medians`."""
+    if xp is np:
+        return np.median(S, axis=1)
+    return _select_medians(S, xp)
+
+
+def _select_medians(S, xp, nb: int = 4096):
+    """Exact row medians by selection: a histogram of each row on ``nb`` bins finds the bins of the two
+    middle order statistics; only the values in those bins are sorted (by row, then value).
+
+    Parameters
+    ----------
+    S : array, shape (R, C), float64
+
+    Returns
+    -------
+    array, shape (R,), float64
+        Equal to ``np.median(S, axis=1)``.
+    """
+    R, C = S.shape
+    lo, hi = S.min(axis=1), S.max(axis=1)
+    span = hi - lo
+    inv = xp.where(span > 0, (nb - 1) / xp.where(span > 0, span, 1.0), 0.0)
+    b = ((S - lo[:, None]) * inv[:, None]).astype(xp.int32)      # >= 0, so truncation is floor
+    xp.clip(b, 0, nb - 1, out=b)
+    cnt = xp.bincount((b + xp.arange(R, dtype=xp.int32)[:, None] * nb).ravel(), minlength=R * nb).reshape(R, nb)
+    cum = xp.cumsum(cnt, axis=1)
+    k1, k2 = (C - 1) // 2, C // 2                                 # the middle order statistics
+    b1 = xp.argmax(cum > k1, axis=1)
+    b2 = xp.argmax(cum > k2, axis=1)
+    mask = (b >= b1[:, None]) & (b <= b2[:, None])
+    del b
+    rows = xp.nonzero(mask)[0]
+    vals = S[mask]
+    vals = vals[xp.lexsort(xp.stack([vals, rows.astype(xp.float64)]))]
+    count = mask.sum(axis=1)
+    start = xp.cumsum(count) - count                             # first selected value of each row
+    r = xp.arange(R)
+    below = cum[r, b1] - cnt[r, b1]                              # values in bins below b1
+    return (vals[start + k1 - below] + vals[start + k2 - below]) / 2
 
 
 def quantise(S, n: int, bins: int = BINS):
@@ -447,7 +487,7 @@ def _search_width(qppms: np.ndarray, targets: TargetSet, min_overlap: int) -> tu
     ints, z0, scale = quantise(S, n)
     del S
     logF = span_log_cdf(column_histograms(ints))
-    C = ints.astype(xp.int16) - xp.asarray(z0.astype(np.int16))[:, None, None]
+    C = ints - xp.asarray(z0.astype(np.int16))[:, None, None]     # int16: |C| <= BINS
     del ints
     score, offset, strand, overlap = best_alignments(C, targets, min_overlap)
     del C
@@ -468,7 +508,7 @@ def search(query_ppms, targets: TargetSet, *, min_overlap: int = 1, chunk_bytes:
         Smallest number of facing columns of a reported alignment (capped at both widths).  The
         p-value still counts every offset, as tomtom.c does.
     chunk_bytes : int, optional
-        Memory budget of one batch of queries; default 256 MiB on CPUs, 2 GiB on GPUs.
+        Memory budget of one batch of queries; default 256 MiB on CPUs, 4 GiB on GPUs.
 
     Returns
     -------
@@ -483,7 +523,7 @@ def search(query_ppms, targets: TargetSet, *, min_overlap: int = 1, chunk_bytes:
     if min_overlap < 1:
         raise ValueError(f"min_overlap must be >= 1, got {min_overlap}")
     if chunk_bytes is None:
-        chunk_bytes = (2 << 30) if targets.device == "gpu" else (256 << 20)
+        chunk_bytes = (4 << 30) if targets.device == "gpu" else (256 << 20)
     Q, N = len(qs), targets.n_targets
     res = TomtomResult(pvalue=np.ones((Q, N)), score=np.zeros((Q, N)), offset=np.zeros((Q, N), np.int32),
                        strand=np.zeros((Q, N), np.int8), overlap=np.zeros((Q, N), np.int32))
