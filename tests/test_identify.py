@@ -75,7 +75,11 @@ def naive_tomtom(queries, targets, distance="ed", both_strands=True, min_overlap
                 if thr < 0:
                     log_g = -math.inf
                     break
-                log_g += math.log1p(-math.fsum(p[thr + 1:]))
+                below, above = math.fsum(p[:thr + 1]), math.fsum(p[thr + 1:])
+                if below == 0:
+                    log_g = -math.inf
+                    break
+                log_g += math.log(below) if below < 0.5 else math.log1p(-above)
             strands = 2 if both_strands else 1
             out["p"][qi, j] = 1.0 if log_g == -math.inf else -math.expm1(strands * log_g)
             out["score"][qi, j], out["overlap"][qi, j] = sc, best[1]
@@ -104,6 +108,20 @@ def test_matches_plain_loop_reference(distance, both, mo):
     S = tt.column_scores(np.concatenate(queries[-1:]), ts)
     _, _, scale = tt.quantise(S, 4)
     np.testing.assert_allclose(res.score[-1] * scale[0], ref["score"][-1], atol=1e-9)
+
+
+def test_tiny_widths_and_flat_columns():
+    rng = np.random.default_rng(4)
+    targets = _random_ppms(rng, [1, 1, 2, 3, 1, 2, 5])
+    queries = _random_ppms(rng, [1, 1, 3, 6])
+    for both in (True, False):
+        res = tt.search(queries, tt.prepare_targets(targets, both_strands=both, device="cpu"), min_overlap=2)
+        ref = naive_tomtom(queries, targets, "ed", both, 2)
+        np.testing.assert_allclose(res.pvalue, ref["p"], rtol=1e-9)
+        for k in ("offset", "strand", "overlap"):
+            np.testing.assert_array_equal(getattr(res, k), ref[k], err_msg=k)
+    flat = tt.search([np.full((3, 4), 0.25)], tt.prepare_targets([np.full((4, 4), 0.25)] * 3, device="cpu"))
+    assert (flat.pvalue == 1.0).all() and (flat.overlap == 3).all()      # every alignment ties: no evidence
 
 
 @pytest.mark.parametrize("C", [1, 2, 3, 10, 101, 4096, 5001])
