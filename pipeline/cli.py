@@ -170,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR")
     _cluster_args(s)
 
+    s = sub.add_parser("summary", help="what a motifgrid output folder holds (scan, composition, compare or discover): "
+                       "parameters, progress, totals, top motifs, hits per contig")
+    s.add_argument("path", metavar="PATH", help="an output folder (the --out of scan, composition, compare, discover)")
+    s.add_argument("--top", type=_posint, default=10, metavar="N", help="motifs (tests, pairs) listed (default 10)")
+    s.add_argument("--json", action="store_true", help="the summary as JSON on stdout")
+
     sub.add_parser("bench", help="throughput of the scan worker (GPU kernel, CuPy baseline, CPU) and end to end; "
                    "motifgrid bench -h")
 
@@ -281,8 +287,24 @@ def _print_summary(res, console) -> None:
     if res.unreachable:
         console.print(f"{len(res.unreachable)} motif(s) cannot reach the p-value on some strand and report no hits there: "
                       + ", ".join(res.unreachable[:10]) + (" …" if len(res.unreachable) > 10 else ""))
-    console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.parquet  "
-                  f"· thresholds: {res.out}/_thresholds.parquet")
+    from pipeline.summary import top_motifs  # noqa: PLC0415
+
+    for line in _top_motif_lines(top_motifs(res.out, 5), res.out):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.tsv (.parquet)  "
+                  f"· thresholds: {res.out}/_thresholds.parquet  · motifgrid summary {res.out}", soft_wrap=True)
+
+
+def _top_motif_lines(rows: list, out: str) -> list:
+    """The motifs with the most hits, one line each (the end of a scan, the demo, ``motifgrid summary``)."""
+    if not rows:
+        return []
+    w = max(len(f"{r['motif_name']} ({r['motif_id']})") for r in rows)
+    lines = [f"motifs with the most hits (all of them: {out}/_motif_summary.tsv):"]
+    for r in rows:
+        label = f"{r['motif_name']} ({r['motif_id']})"
+        lines.append(f"  {label:<{w}}  {r['hits']:>11,} hits  (+ {r['hits_plus']:,} / - {r['hits_minus']:,})")
+    return lines
 
 
 def cmd_composition(a) -> int:
@@ -372,7 +394,7 @@ def cmd_compare(a) -> int:
         res = run_compare(a.motifs_a, a.motifs_b, a.out, client, pvalue=a.pvalue, background=bg,
                           background_spec=a.background, pseudocount=a.pseudocount, cells=a.cells,
                           min_overlap=a.min_overlap, pairs_per_task=a.pairs_per_task, device=device,
-                          cluster=a.cluster)
+                          cluster=a.cluster, command=" ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]]))
     msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {device} "
            f"worker(s) in {res['seconds']:.1f} s → {a.out}/pairs")
     if "clusters" in res:
@@ -382,6 +404,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_discover(a) -> int:
+    started = time.perf_counter()        # the time printed and summary.json's span the whole command
     _local_out(a)
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.discover import DiscoverSettings, read_sequences, run_discover  # noqa: PLC0415
@@ -405,14 +428,16 @@ def cmd_discover(a) -> int:
 
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         res = run_discover(a.sequences, a.out, settings, client, device=device, compare_to=a.compare_to,
-                           command=command, progress=progress)
+                           command=command, progress=progress, started=started)
     for m in res.motifs:
         bm = m["best_match"]
         if bm:
             console.print(f"{m['id']} {m['consensus']}: best match {bm['id']} {bm['name']} "
                           f"(similarity {bm['score']:.2f} over {bm['overlap']} columns, strand {bm['strand']})")
-    console.print(f"done in {res.seconds:.1f}s on {device}: {res.out}/motifs.meme, motifs.jaspar, sites.parquet, "
-                  "summary.json")
+    ph = res.stats["seconds"]
+    console.print(f"done in {res.seconds:.1f}s on {device} (start-up {ph['setup']:.1f}s, search {ph['search']:.1f}s"
+                  + (f", --compare-to {ph['compare_to']:.1f}s" if a.compare_to else "") + f", writing {ph['write']:.1f}s"
+                  f"; as summary.json): {res.out}/motifs.meme, motifs.jaspar, sites.parquet, summary.json")
     return 0
 
 
@@ -423,6 +448,70 @@ def cmd_export(a) -> int:
     n = export(a.hits, a.format, a.out)
     print(f"wrote {n:,} hits to {a.out} ({a.format})")
     return 0
+
+
+def cmd_summary(a) -> int:
+    import json  # noqa: PLC0415
+
+    from pipeline.summary import summarize  # noqa: PLC0415
+
+    s = summarize(a.path, top=a.top)
+    try:
+        print(json.dumps(s, indent=1) if a.json else "\n".join(_summary_lines(s)), flush=True)
+    except BrokenPipeError:          # `motifgrid summary X --json | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _fmt(v) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def _summary_lines(s: dict) -> list:
+    """``motifgrid summary`` as text: what, where, with which parameters, how far, then the kind's top rows."""
+    p, prog, tot = s["parameters"], s["progress"], s["totals"]
+    lines = [f"{s['kind']}: {s['path']} ({'finished' if s['finished'] else 'UNFINISHED'})"]
+    lines += [f"  {k.replace('_', ' ')}: {_fmt(v)}" for k, v in p.items() if v is not None and v != ""]
+    if s["command"]:
+        lines.append(f"  command: {s['command']}")
+    total = "?" if prog["total"] is None else _fmt(prog["total"])
+    lines.append(f"  {prog['unit']} done: {_fmt(prog['done'])} of {total}")
+    if s["next"]:
+        lines.append(f"  {s['next']}")
+    if tot:
+        took = f" in {s['seconds']:.1f} s" if s.get("seconds") is not None else ""
+        lines.append("  " + ", ".join(f"{_fmt(v)} {k.replace('_', ' ')}" for k, v in tot.items() if v is not None)
+                     + took)
+    return lines + _summary_rows(s)
+
+
+def _summary_rows(s: dict) -> list:
+    kind, lines = s["kind"], []
+    thr = s.get("thresholds")
+    if thr:
+        un = thr["unreachable_motifs"]
+        lines.append(f"  thresholds: {thr['rows']:,} motif x strand rows, threshold scores {thr['score_min']:.2f} "
+                     f"to {thr['score_max']:.2f} bits; {len(un)} motif(s) cannot reach the p-value on some strand"
+                     + (": " + ", ".join(un[:10]) + (" ..." if len(un) > 10 else "") if un else ""))
+    if kind == "scan":
+        lines += ["  " + x for x in _top_motif_lines(s["top_motifs"], s["path"])]
+    for key, what in (("contigs", "hits per contig" if kind == "scan" else "matches per contig"),):
+        if s.get(key):
+            lines.append(f"  {what} (most first): " + ", ".join(f"{c['chrom']} {c['hits']:,}" for c in s[key])
+                         + (" ..." if len(s[key]) < s["totals"].get("contigs_with_hits", 0) else ""))
+    for t in s.get("top_tests", []):
+        lines.append(f"  test {t['test_id']} ({t['length']} nt): {t['matches']:,} matches")
+    for r in s.get("top_pairs", []):
+        lines.append(f"  {r['motif_a']} {r['name_a']} ~ {r['motif_b']} {r['name_b']}: similarity "
+                     f"{r['similarity']:.3f} (shift {r['shift']}, strand {r['strand']}, {r['overlap']} columns)")
+    for m in s.get("motifs", []):
+        bm = m.get("best_match")
+        match = f", best match {bm['id']} {bm['name']} ({bm['score']:.2f})" if bm else ""
+        lines.append(f"  {m['id']} {m['consensus']}: {m['sites']} sites, {m['information_content_bits']:.1f} bits"
+                     f"{match}")
+    if s.get("files") and not s["finished"]:
+        lines.append("  files present: " + ", ".join(s["files"]))
+    return lines
 
 
 def cmd_demo(a) -> int:
@@ -449,12 +538,7 @@ def cmd_demo(a) -> int:
 
 def _demo_report(hits: Path, console) -> None:
     import pyarrow.compute as pc  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
 
-    ms = pq.read_table(hits / "_motif_summary.parquet").sort_by([("hits", "descending")]).slice(0, 5)
-    console.print("motifs with the most hits: " + ", ".join(
-        f"{n} ({i}) {h:,}" for i, n, h in zip(ms["motif_id"].to_pylist(), ms["motif_name"].to_pylist(),
-                                              ms["hits"].to_pylist())))
     from pipeline.scan import read_hits  # noqa: PLC0415
 
     t = read_hits(str(hits), columns=["chrom", "start", "end", "strand", "motif_name", "score", "pvalue"])
@@ -468,7 +552,8 @@ def _demo_report(hits: Path, console) -> None:
 
 
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
-            "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo}
+            "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
+            "summary": cmd_summary}
 
 
 def main(argv=None) -> int:
