@@ -494,8 +494,9 @@ def _summary_rows(s: dict) -> list:
     thr = s.get("thresholds")
     if thr:
         un = thr["unreachable_motifs"]
-        lines.append(f"  thresholds: {thr['rows']:,} motif x strand rows, threshold scores {thr['score_min']:.2f} "
-                     f"to {thr['score_max']:.2f} bits; {len(un)} motif(s) cannot reach the p-value on some strand"
+        rng = ("" if thr["score_min"] is None else
+               f", threshold scores {thr['score_min']:.2f} to {thr['score_max']:.2f} bits")
+        lines.append(f"  thresholds: {thr['rows']:,} motif x strand rows{rng}; {len(un)} motif(s) cannot reach the p-value on some strand"
                      + (": " + ", ".join(un[:10]) + (" ..." if len(un) > 10 else "") if un else ""))
     if kind == "scan":
         lines += ["  " + x for x in _top_motif_lines(s["top_motifs"], s["path"])]
