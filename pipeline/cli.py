@@ -500,10 +500,10 @@ def _summary_rows(s: dict) -> list:
                      + (": " + ", ".join(un[:10]) + (" ..." if len(un) > 10 else "") if un else ""))
     if kind == "scan":
         lines += ["  " + x for x in _top_motif_lines(s["top_motifs"], s["path"])]
-    for key, what in (("contigs", "hits per contig" if kind == "scan" else "matches per contig"),):
-        if s.get(key):
-            lines.append(f"  {what} (most first): " + ", ".join(f"{c['chrom']} {c['hits']:,}" for c in s[key])
-                         + (" ..." if len(s[key]) < s["totals"].get("contigs_with_hits", 0) else ""))
+    if s.get("contigs"):
+        more = " ..." if len(s["contigs"]) < s["totals"].get("contigs_with_hits", 0) else ""
+        lines.append(f"  {'hits' if kind == 'scan' else 'matches'} per contig (most first): "
+                     + ", ".join(f"{c['chrom']} {c['hits']:,}" for c in s["contigs"]) + more)
     for t in s.get("top_tests", []):
         lines.append(f"  test {t['test_id']} ({t['length']} nt): {t['matches']:,} matches")
     for r in s.get("top_pairs", []):

@@ -39,9 +39,15 @@ class SummaryError(MotifgridError, ValueError):
 # ------------------------------------------------------------------------------------ scan motif summary
 def rank_motifs(table):
     """The per-motif table (``_motif_summary.parquet``) by hits, most first; ties keep the motif file's order."""
-    hits = np.asarray(table.column("hits").to_numpy(zero_copy_only=False), np.int64)
-    order = np.lexsort((np.arange(len(hits)), -hits))
-    return table.take(order)
+    return table.take(_by_descending(table, "hits"))
+
+
+def _by_descending(table, column: str):
+    """Row indices by ``column``, largest first, ties in row order (Arrow's sort is stable; no NumPy round trip,
+    whose ``to_numpy``/``pa.array`` imports pandas: see pipeline/arrow.py)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return pc.sort_indices(table, sort_keys=[(column, "descending")])
 
 
 def motif_summary_tsv(table) -> bytes:
@@ -225,8 +231,7 @@ def _composition(path: str, top: int, contigs: int) -> dict:
     if done:
         out["totals"]["tests_with_matches"] = done.get("tests_with_matches")
         t = storage.read_parquet(storage.join(path, "_test_summary.parquet"))
-        m = np.asarray(t.column("matches").to_pylist(), np.int64)
-        out["top_tests"] = t.take(np.lexsort((np.arange(len(m)), -m))[:top]).to_pylist()
+        out["top_tests"] = t.take(_by_descending(t, "matches")).slice(0, top).to_pylist()
     return out
 
 
@@ -250,8 +255,7 @@ def _compare(path: str, top: int) -> dict:
         from pipeline.compare import read_pairs  # noqa: PLC0415
 
         t = read_pairs(path, ["motif_a", "name_a", "motif_b", "name_b", "similarity", "shift", "strand", "overlap"])
-        sim = np.asarray(t.column("similarity").to_pylist(), float)
-        out["top_pairs"] = t.take(np.lexsort((np.arange(len(sim)), -sim))[:top]).to_pylist()
+        out["top_pairs"] = t.take(_by_descending(t, "similarity")).slice(0, top).to_pylist()
     return out
 
 
