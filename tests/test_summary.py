@@ -169,8 +169,11 @@ def test_composition_summary(genome, client, tmp_path, chrx_slice):
     tfa = tmp_path / "t.fa"
     tfa.write_text("".join(f">t{i}\n{chrx_slice[1000 + 997 * i:1000 + 997 * i + 20 + i]}\n" for i in range(6)))
     out = tmp_path / "comp"
-    run_composition(str(tfa), genome.path, str(out), min_similarity=0.9, client=client, progress=False,
-                    command="motifgrid composition t.fa g.zarr --out comp")
+    import dask.config
+
+    with dask.config.set({"motifgrid.composition.min-task-positions": 20_000}):     # several tasks
+        run_composition(str(tfa), genome.path, str(out), min_similarity=0.9, client=client, progress=False,
+                        command="motifgrid composition t.fa g.zarr --out comp")
     s = summarize(str(out), top=3)
     m = read_matches(str(out), columns=["chrom", "test_id"]).to_pylist()
     assert s["kind"] == "composition" and s["finished"] and s["totals"]["matches"] == len(m)
@@ -179,6 +182,21 @@ def test_composition_summary(genome, client, tmp_path, chrx_slice):
     assert {c["chrom"]: c["hits"] for c in s["contigs"]} == dict(per_chrom.most_common(5))
     assert s["progress"]["done"] == s["progress"]["total"] >= 1
     assert s["parameters"]["tests"] == str(tfa) and s["parameters"]["min_similarity"] == 0.9
+    # interrupted: one task's entry, counts and files gone, no _summary.json
+    part = tmp_path / "part"
+    shutil.copytree(out, part)
+    (part / "_summary.json").unlink()
+    entry = max((part / "_manifest").glob("*.json"), key=lambda p: json.loads(p.read_text())["hits"])
+    e = json.loads(entry.read_text())
+    for f in e["files"]:
+        (part / f).unlink()
+    (part / "_manifest" / e["counts"]).unlink()
+    entry.unlink()
+    u = summarize(str(part))
+    total = s["progress"]["total"]
+    assert total >= 3 and not u["finished"] and u["progress"] == {"unit": "tasks", "done": total - 1, "total": total}
+    assert u["totals"]["matches"] == s["totals"]["matches"] - e["hits"] and e["hits"] > 0
+    assert u["next"] == "unfinished; complete it with: motifgrid composition t.fa g.zarr --out comp --resume"
 
 
 def test_compare_summary(client, tmp_path):
