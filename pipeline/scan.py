@@ -12,7 +12,7 @@ Output layout::
     HITS/_manifest/<block>.json     one entry per finished block
     HITS/chrom=<name>/part-<block>.parquet
     HITS/_thresholds.parquet        per motif and strand: threshold and its exact p-value
-    HITS/_motif_summary.parquet     hits per motif
+    HITS/_motif_summary.parquet     hits per motif (and .tsv, most hits first)
     HITS/_summary.json              totals; its presence marks a finished run
 """
 from __future__ import annotations
@@ -582,9 +582,12 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
     np.add.at(minus, plan.row_motif[plan.row_strand == 1], row_hits[plan.row_strand == 1])
     reach = np.zeros(n, bool)
     reach[plan.row_motif] = True
-    storage.write_parquet(arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
-                                    "hits_minus": minus, "hits": plus + minus, "reachable": reach},
-                                   schema=MOTIF_SUMMARY_SCHEMA), storage.join(out, "_motif_summary.parquet"))
+    per_motif = arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
+                             "hits_minus": minus, "hits": plus + minus, "reachable": reach}, schema=MOTIF_SUMMARY_SCHEMA)
+    storage.write_parquet(per_motif, storage.join(out, "_motif_summary.parquet"))
+    from pipeline.summary import motif_summary_tsv  # noqa: PLC0415
+
+    _atomic_write_bytes(storage.join(out, "_motif_summary.tsv"), motif_summary_tsv(per_motif))
     _atomic_write_bytes(storage.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
 
 
