@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t (genome needs --store)")
     s.add_argument("--store", help="genome store, for --background genome")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
-    s.add_argument("-o", "--out", help="TSV file (default: stdout)")
+    s.add_argument("-o", "--out", default="-", help="TSV file, or - for standard output")
     _cluster_args(s)
 
     s = sub.add_parser("compare", help="COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet")
@@ -221,14 +221,19 @@ def _security(a):
 
 
 def _check_out_file(path: str) -> None:
-    """An output file (``-o``) must go into an existing folder and not be a folder itself."""
-    if "://" in path:
-        return
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
+    """An output file (``-o``): ``-`` (standard output), a stream (FIFO, device), or a file in an existing folder,
+    not a folder itself; written by :func:`pipeline.storage.open_output`."""
+    from pipeline import storage  # noqa: PLC0415
+
+    if storage.is_url(path):
+        raise UserError(f"-o {path}: give a local file name, or - for standard output")
+    try:
+        kind, target = storage.output_target(path)
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; give a file name") from None
+    d = os.path.dirname(target)
+    if kind == "file" and not os.path.isdir(d):
         raise UserError(f"{path}: cannot write it, the folder {d} does not exist")
-    if os.path.isdir(path):
-        raise UserError(f"{path}: is a folder; give a file name")
 
 
 def _local_out(a) -> None:
@@ -324,8 +329,7 @@ def cmd_thresholds(a) -> int:
     from pipeline.motifs import read_background  # noqa: PLC0415
     from pipeline.scan import MotifSet, _thresholds_table, row_thresholds_many  # noqa: PLC0415
 
-    if a.out:
-        _check_out_file(a.out)
+    _check_out_file(a.out or "-")
     gbg = GenomeStore(a.store).background if a.store else None
     bg = read_background(a.background, genome_background=gbg)
     mset = MotifSet.load(a.motifs, bg, a.pseudocount)
@@ -337,13 +341,11 @@ def cmd_thresholds(a) -> int:
                                     rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()
     t = pa.concat_tables([_thresholds_table(mset, tables, strands) for tables in per_p])
-    from pipeline.dataset import atomic_write_bytes, table_tsv  # noqa: PLC0415
+    from pipeline.dataset import table_tsv  # noqa: PLC0415
+    from pipeline.storage import open_output  # noqa: PLC0415
 
-    text = table_tsv(t)
-    if a.out:
-        atomic_write_bytes(os.path.abspath(a.out), text)
-    else:
-        sys.stdout.write(text.decode())
+    with open_output(a.out or "-", "wb") as f:
+        f.write(table_tsv(t))
     reach = np.asarray(t.column("reachable").to_pylist())
     err = np.asarray(t.column("score_error").to_pylist(), dtype=float)[reach]
     lo = np.asarray(t.column("pvalue_low").to_pylist())[reach]
@@ -419,9 +421,13 @@ def cmd_discover(a) -> int:
 def cmd_export(a) -> int:
     from pipeline.export import export  # noqa: PLC0415
 
+    from pipeline.storage import output_target  # noqa: PLC0415
+
     _check_out_file(a.out)
     n = export(a.hits, a.format, a.out)
-    print(f"wrote {n:,} hits to {a.out} ({a.format})")
+    to_stdout = output_target(a.out)[0] == "stdout"
+    print(f"wrote {n:,} hits to {'standard output' if to_stdout else a.out} ({a.format})",
+          file=sys.stderr if to_stdout else sys.stdout)
     return 0
 
 

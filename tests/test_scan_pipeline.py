@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import subprocess
 import sys
 import time
@@ -196,11 +197,19 @@ def test_exports_round_trip(finished, tmp_path, fmt):
     dest = tmp_path / f"hits.{fmt}"
     n = export(str(out), fmt, str(dest))
     back = parse_export(str(dest), fmt)
-    want = [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in table_rows(read_hits(str(out)))]
+    want = table_rows(read_hits(str(out)))          # chrom, start, end, strand, motif_id, score, pvalue
     assert n == len(want) == len(back)
     key = lambda r: (r[0], r[1], r[4], r[3])  # noqa: E731
     for a, b in zip(sorted(back, key=key), sorted(want, key=key)):
         assert a[:5] == b[:5] and a[5] == pytest.approx(b[5], abs=1e-4)
+        if fmt == "bed":                         # BED6+3: column 5 = min(1000, round(-10 log10 p)), an integer
+            assert a[6] == min(1000, math.floor(-10 * math.log10(b[6]) + 0.5)) and 0 <= a[6] <= 1000
+            assert a[7] == pytest.approx(b[6], rel=1e-3)
+    if fmt == "bed":
+        assert all(r[6] >= 30 for r in back) and any(r[5] < 0 for r in back)   # p <= 1e-3; scores < 0 exist
+        names = {r[4]: r[8] for r in back}
+        assert names == {m: n for m, n in zip(*(read_hits(str(out), columns=["motif_id", "motif_name"]).column(c)
+                                                .to_pylist() for c in ("motif_id", "motif_name")))}
     chroms = [r[0] for r in back]
     for ch in set(chroms):                       # by contig, then start (files are grouped by motif)
         starts = [r[1] for r in back if r[0] == ch]
@@ -332,3 +341,52 @@ def test_many_contigs_small_file_metadata_and_genome_order(chrx_slice, client, t
     export(str(out), "bed", str(dest))
     chroms = list(dict.fromkeys(r[0] for r in parse_export(str(dest), "bed")))
     assert chroms == [n for n in names if n in set(chroms)] and len(chroms) > 100
+
+
+def test_export_outputs_stdout_link_fifo(finished, tmp_path):
+    """`export -o -` writes the records to standard output (it wrote a file named `-`) and its "wrote N hits" line
+    to stderr; `-o /dev/stdout` the same without touching /dev/stdout; a symlinked output stays a link and its
+    target gets the export; a FIFO is written straight into."""
+    import os
+    import threading
+
+    out, _ = finished
+    ref = tmp_path / "ref.bed"
+    r = _cli("export", str(out), "--format", "bed", "-o", str(ref))
+    assert r.returncode == 0 and r.stdout.startswith("wrote "), r.stderr
+    want = ref.read_text()
+    assert want.count("\n") > 10
+    for dest in ("-", "/dev/stdout"):
+        r = _cli("export", str(out), "--format", "bed", "-o", dest, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == want and "wrote " in r.stderr and "standard output" in r.stderr
+    assert not (tmp_path / "-").exists()
+    target = tmp_path / "results" / "hits.bed"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "hits.bed"
+    link.symlink_to(target)
+    assert _cli("export", str(out), "--format", "bed", "-o", str(link)).returncode == 0
+    assert link.is_symlink() and target.read_text() == want
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    r = _cli("export", str(out), "--format", "bed", "-o", str(fifo))
+    reader.join(60)
+    assert r.returncode == 0, r.stderr
+    assert got == [want] and fifo.is_fifo()
+
+
+def test_thresholds_outputs(tmp_path):
+    """`thresholds -o` goes through the same writer: a symlinked output stays a link; `-o -` is standard output."""
+    target = tmp_path / "t.tsv"
+    link = tmp_path / "link.tsv"
+    link.symlink_to(target)
+    r = _cli("thresholds", MOTIFS, "-o", str(link))
+    assert r.returncode == 0, r.stderr
+    r2 = _cli("thresholds", MOTIFS, "-o", "-", cwd=tmp_path)
+    assert r2.returncode == 0, r2.stderr
+    assert link.is_symlink() and target.read_text() == r2.stdout and r2.stdout.startswith("motif_id\t")
+    assert not (tmp_path / "-").exists()
