@@ -55,16 +55,21 @@ class MotifSet:
     pwms: list                 # forward (m, 4) float64
     background: np.ndarray
     pseudocount: float
+    select: list | None = None     # ids/names chosen from the source (--motif), recorded in the provenance
 
     @classmethod
-    def load(cls, source: str, background: np.ndarray, pseudocount: float) -> "MotifSet":
+    def load(cls, source: str, background: np.ndarray, pseudocount: float, select=None,
+             format: str | None = None) -> "MotifSet":
+        """Read ``source`` (``format`` when neither its name nor content tells it), keep the motifs ``select``
+        chooses by id or name (:func:`pipeline.motifs.select_motifs`), and build their PWMs."""
         from pipeline.motifs import motifs_checksum, pwm_from_motif, read_motifs  # noqa: PLC0415
 
-        motifs = read_motifs(source)
+        select = list(select) if select else None
+        motifs = read_motifs(source, format=format, select=select)
         pwms = [pwm_from_motif(m, background, pseudocount) for m in motifs]
         return cls(source=str(source), checksum=motifs_checksum(source), ids=[m.id for m in motifs],
                    names=[m.name for m in motifs], pwms=pwms, background=np.asarray(background, float),
-                   pseudocount=float(pseudocount))
+                   pseudocount=float(pseudocount), select=select)
 
     @property
     def max_length(self) -> int:
@@ -266,6 +271,7 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
         "halo": store.halo,
         "motifs_source": mset.source,
         "motifs_checksum": mset.checksum,
+        "motifs_select": mset.select,
         "motifs": len(mset.ids),
         "pvalue": pvalue,
         "background": [float(x) for x in mset.background],
@@ -274,9 +280,10 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
     }
 
 
-def prepare_output(out: str, params: dict, resume: bool) -> set:
-    """Create or check the output folder; return the ids of blocks already finished."""
-    return _prepare_output(out, params, resume, kind="scan", error=ScanError)
+def prepare_output(out: str, params: dict, resume: bool, overwrite: bool = False) -> set:
+    """Create or check the output folder (``overwrite``: replace the hits dataset there); return the ids of
+    blocks already finished."""
+    return _prepare_output(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
 
 
 def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
@@ -315,8 +322,11 @@ class ScanJob:
 
 
 def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
-              pseudocount: float = 0.1, resume: bool = False) -> ScanJob:
-    """Read and check every input and claim the output folder, before any cluster is started."""
+              pseudocount: float = 0.1, resume: bool = False, overwrite: bool = False, select=None,
+              motif_format: str | None = None) -> ScanJob:
+    """Read and check every input and claim the output folder, before any cluster is started.  ``select``:
+    motif ids or names to keep (:func:`pipeline.motifs.select_motifs`); ``overwrite`` replaces the hits
+    dataset in ``out``, once everything else is checked."""
     from pipeline.motifs import read_background  # noqa: PLC0415
 
     t_start = time.perf_counter()
@@ -325,21 +335,23 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
     _compression()                  # a bad setting is refused before anything is claimed
     store = GenomeStore(store_path)
     bg = read_background(background, genome_background=store.background)
-    mset = MotifSet.load(motifs, bg, pseudocount)
+    mset = MotifSet.load(motifs, bg, pseudocount, select=select, format=motif_format)
     if mset.max_length - 1 > store.halo:
         longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
         raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
                         f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
     params = _run_params(store, mset, pvalue, background)
-    done = prepare_output(out, params, resume)
+    done = prepare_output(out, params, resume, overwrite)
     return ScanJob(store, mset, out, pvalue, background, done, t_start)
 
 
 def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
              pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
-             progress: bool = True, command: str | None = None, console=None) -> ScanResult:
+             progress: bool = True, command: str | None = None, console=None, overwrite: bool = False,
+             select=None, motif_format: str | None = None) -> ScanResult:
     """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
-    job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume)
+    job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume, overwrite=overwrite,
+                    select=select, motif_format=motif_format)
     return execute_scan(job, client, device=device, progress=progress, command=command, console=console)
 
 
@@ -383,6 +395,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "genome.halo": str(store.halo),
         "motifs.source": mset.source,
         "motifs.checksum": mset.checksum,
+        "motifs.select": json.dumps(mset.select),
         "motifs.count": str(len(mset.ids)),
         "background": json.dumps([float(x) for x in bg]),
         "pseudocount": repr(pseudocount),

@@ -22,8 +22,9 @@ import stat
 import sys
 import uuid
 
-__all__ = ["is_url", "url_to_fs", "storage_options", "arrow_source", "read_parquet", "read_parquet_schema", "join", "atomic_write_bytes", "open_output", "output_target", "write_parquet", "exists", "isdir",
-           "makedirs", "listdir", "remove", "read_bytes", "glob"]
+__all__ = ["is_url", "url_to_fs", "storage_options", "arrow_source", "read_parquet", "read_parquet_schema", "join",
+           "atomic_write_bytes", "open_output", "output_target", "write_parquet", "exists", "isdir", "makedirs",
+           "listdir", "remove", "read_bytes", "glob"]
 
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
