@@ -98,6 +98,17 @@ class HelpFormatter(argparse.HelpFormatter):
         return text
 
 
+def _like_args(p: argparse.ArgumentParser) -> None:
+    """``--like`` and ``--strand`` (scan, thresholds).  ``--background`` defaults to None here, resolved by
+    ``pipeline.scan.default_background`` (FIMO's NRDB with --like fimo, else motifgrid.scan.background)."""
+    p.add_argument("--like", choices=["fimo"], default=None,
+                   help="fimo: FIMO 5.4.1's scores (its integer lattice), p-values and hits, NRDB background "
+                        "by default (README, docs/formats.md)")
+    p.add_argument("--strand", choices=["both", "+", "-"], default="both",
+                   help="strands scanned (default both; + is FIMO's --norc)")
+    p.set_defaults(background=None)
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors as one line (``motifgrid scan: error: ...``), exit status 2; ``-h`` shows the usage
     and every option's default."""
@@ -130,11 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
                    help="report windows with a p-value at most this (the threshold per motif and strand)")
     s.add_argument("--out", required=True, metavar="HITS", help="hits dataset folder (or fsspec URL) to write")
-    s.add_argument("--background", default=cfg["scan"]["background"], help="uniform | genome | FILE | a,c,g,t")
+    s.add_argument("--background", help="uniform | genome | FILE | a,c,g,t | nrdb (default: "
+                   f"{cfg['scan']['background']}; FIMO's nrdb with --like fimo)")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
                    help="added to the counts (scaled by the background) before the log-odds")
     _dataset_args(s, "scan", "HITS")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _like_args(s)
     _cluster_args(s)
 
     def c(name):
@@ -166,11 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exact lattice DP, BUCKETSCOREDISTRIBUTION, or per matrix the cheaper")
     s.add_argument("--rel-tol", type=_number(float, lambda v: 0 < v < 0.5, "must be in (0, 0.5)"),
                    default=1e-3, help="relative precision of the p-value brackets")
-    s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t (genome needs --store)")
+    s.add_argument("--background", help="uniform | FILE | a,c,g,t | nrdb (genome needs --store; default: "
+                   f"{cfg['scan']['background']}; FIMO's nrdb with --like fimo)")
     s.add_argument("--store", help="genome store, for --background genome")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
                    help="added to the counts (scaled by the background) before the log-odds")
     s.add_argument("-o", "--out", default="-", help="TSV file, or - for standard output")
+    _like_args(s)
     _cluster_args(s)
 
     s = sub.add_parser("compare", help="COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet")
@@ -314,7 +329,8 @@ def cmd_scan(a, console=None) -> int:
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
-                    pseudocount=a.pseudocount, resume=a.resume, overwrite=getattr(a, "overwrite", False),
+                    pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
+                    strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
                     select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None))
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
@@ -381,12 +397,14 @@ def cmd_thresholds(a) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.genome import GenomeStore  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan import MotifSet, _thresholds_table, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan import MotifSet, _thresholds_table, check_like, default_background, row_thresholds_many  # noqa: PLC0415
 
     _check_out_file(a.out or "-")
+    check_like(a.like, a.strand)
     gbg = GenomeStore(a.store).background if a.store else None
-    bg = read_background(a.background, genome_background=gbg)
-    mset = MotifSet.load(a.motifs, bg, a.pseudocount, select=a.motif_select, format=a.motif_format)
+    bg = read_background(a.background or default_background(a.like), genome_background=gbg)
+    mset = MotifSet.load(a.motifs, bg, a.pseudocount, select=a.motif_select, format=a.motif_format, like=a.like,
+                         strands=a.strand)
     kw = _client_kwargs(a)
     device = kw["device"]
     kw["device"] = "cpu"
