@@ -145,12 +145,13 @@ STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
 
 def output_target(path) -> tuple[str, str]:
     """How :func:`open_output` writes ``path``: ``("stdout", "-")``, ``("stream", path)`` for a FIFO, device
-    or anything under /dev or /proc (written straight into), or ``("file", target)`` for a regular file or a
-    new name (written atomically); ``target`` is where a symbolic link leads, so the link stays a link."""
+    or anything under /dev (but /dev/shm) or /proc, or leading there (written straight into), or ``("file",
+    target)`` for a regular file or a new name (written atomically); ``target`` is where a symbolic link leads,
+    so the link stays a link."""
     s = os.fspath(path)
     if s in STDOUT_NAMES:
         return "stdout", "-"
-    if s.startswith(("/dev/", "/proc/")):
+    if _through_devices(s):
         return "stream", s
     target = os.path.realpath(s)                 # follows every link, dangling ones included
     try:
@@ -160,6 +161,20 @@ def output_target(path) -> tuple[str, str]:
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(21, "is a folder; give a file name", s)
     return ("file" if stat.S_ISREG(mode) else "stream"), target
+
+
+def _through_devices(path: str) -> bool:
+    """True when ``path`` or a link it leads through is under /dev (but /dev/shm) or /proc: /dev/stderr, /dev/fd/N
+    and /proc/self/fd/N lead to whatever the process has open there, a regular file too, which must be written
+    into, never replaced by a rename (``realpath`` would name that file)."""
+    p = os.path.abspath(path)
+    for _ in range(40):                          # the kernel's own limit on links followed
+        if p.startswith(("/dev/", "/proc/")) and not p.startswith("/dev/shm/"):
+            return True
+        if not os.path.islink(p):
+            return False
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return False
 
 
 @contextlib.contextmanager

@@ -97,3 +97,22 @@ def test_dev_stdout_in_a_process_stays_a_link():
     assert r.stdout == "to stdout\n"
     after = os.lstat("/dev/stdout")
     assert stat.S_ISLNK(after.st_mode) == stat.S_ISLNK(before.st_mode) and after.st_ino == before.st_ino
+
+
+def test_dev_stderr_redirected_to_a_file_is_written_into(tmp_path):
+    """/dev/stderr (and a link to it) of a process whose stderr is a regular file: the data goes into that file
+    through the descriptor, the file is not replaced (a rename onto realpath's answer would have replaced it)."""
+    log = tmp_path / "err.log"
+    link = tmp_path / "to_stderr"
+    link.symlink_to("/dev/stderr")
+    code = ("import sys\nfrom pipeline.storage import open_output, output_target\n"
+            "assert output_target(sys.argv[1])[0] == 'stream', output_target(sys.argv[1])\n"
+            "with open_output(sys.argv[1]) as f:\n    f.write('into the log\\n')\n")
+    for dest in ("/dev/stderr", str(link)):
+        with open(log, "w") as err:
+            ino = os.fstat(err.fileno()).st_ino
+            r = subprocess.run([sys.executable, "-c", code, dest], stderr=err, stdout=subprocess.PIPE, text=True,
+                               timeout=60, cwd=ROOT, env=subprocess_env())
+        assert r.returncode == 0, log.read_text()
+        assert log.read_text() == "into the log\n" and log.stat().st_ino == ino
+        assert sorted(os.listdir(tmp_path)) == ["err.log", "to_stderr"]
