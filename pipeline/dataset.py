@@ -20,8 +20,14 @@ import pyarrow as pa
 from pipeline import storage
 
 
-def partition_dir(out: str, chrom: str) -> str:
-    return storage.join(out, "chrom=" + quote(chrom, safe=""))
+def partition_dir(out: str, chrom: str | None) -> str:
+    """``OUT/chrom/<percent-encoded record name>`` for the files of blocks that hold one record (chromosomes),
+    ``OUT/packed`` for blocks shared by several (peaks, promoters, scaffolds): folders grow with the blocks of
+    work, not with the records, and a whole-genome dataset keeps a folder per chromosome.  Not hive partitions:
+    ``chrom`` is a column of every file."""
+    if chrom is None:
+        return storage.join(out, "packed")
+    return storage.join(out, "chrom", quote(chrom, safe=""))
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
@@ -42,12 +48,14 @@ def table_tsv(table: pa.Table) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def write_part(out: str, chrom: str, part_id: str, table: pa.Table, metadata: dict, dict_columns: list,
+def write_part(out: str, chrom: str | None, part_id: str, table: pa.Table, metadata: dict, dict_columns: list,
                stats_columns: list, compression: str = "zstd", column_encoding: dict | None = None) -> str:
-    """Write ``table`` (without the partition column) as ``OUT/chrom=<chrom>/part-<part_id>.parquet``,
-    atomically, with ``metadata`` added to its key-value metadata; return the path relative to ``out``.
-    ``column_encoding``: Parquet encodings of non-dictionary columns (``pyarrow.parquet.write_table``)."""
+    """Write ``table`` as ``part-<part_id>.parquet`` in :func:`partition_dir` ``(out, chrom)``, atomically, with
+    ``metadata`` added to its key-value metadata; return the path relative to ``out``.  ``dict_columns`` (those
+    present) get dictionary pages; ``column_encoding``: Parquet encodings of non-dictionary columns
+    (``pyarrow.parquet.write_table``)."""
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    dict_columns = [c for c in dict_columns if c in table.column_names]
     pdir = partition_dir(out, chrom)
     storage.makedirs(pdir)
     name = f"part-{part_id}.parquet"
@@ -91,7 +99,8 @@ def remove_temporaries(out: str) -> None:
     stores have none (a PUT is all or nothing)."""
     if storage.is_url(out):
         return
-    for pattern in ("chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*", ".*.tmp-*"):
+    for pattern in ("chrom/*/.part-*.tmp-*", "packed/.part-*.tmp-*", "chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*",
+                    "_counts/.*.tmp-*", ".*.tmp-*"):
         for tmp in Path(out).glob(pattern):
             try:
                 tmp.unlink()
@@ -127,7 +136,7 @@ def check_output(out: str, resume: bool, kind: str, error=RuntimeError, dataset:
             what = "an unreadable _run.json" if params is None else "a motifgrid dataset of another kind"
             raise error(f"{out}: holds {what}, not a {dataset}; choose another output{only}")
         if overwrite:
-            other = [n for n in storage.listdir(out) if not n.startswith(("_", ".", "chrom="))]
+            other = [n for n in storage.listdir(out) if not n.startswith(("_", ".", "chrom")) and n != "packed"]
             if other:
                 raise error(f"{out}: --overwrite would remove files that are not part of the {dataset} "
                             f"({', '.join(other[:3])}{' ...' if len(other) > 3 else ''}); move them out first")

@@ -7,14 +7,14 @@ from __future__ import annotations
 import pyarrow as pa
 
 STORE_FORMAT_VERSION = 2
-HITS_FORMAT_VERSION = 2
+HITS_FORMAT_VERSION = 3
 
 #: strings repeated on every row are dictionary-encoded (pandas reads them as categoricals)
 _CAT = pa.dictionary(pa.int32(), pa.string())
 
-#: Hits: 0-based half-open coordinates on the forward strand for both strands.
+#: Hits: 0-based half-open coordinates on the forward strand of their record (``chrom``) for both strands.
 HITS_SCHEMA = pa.schema([
-    pa.field("chrom", pa.string(), nullable=False),
+    pa.field("chrom", _CAT, nullable=False),                  # the FASTA record (chromosome, peak, promoter)
     pa.field("start", pa.int64(), nullable=False),
     pa.field("end", pa.int64(), nullable=False),
     pa.field("strand", _CAT, nullable=False),                 # "+" or "-"
@@ -24,8 +24,21 @@ HITS_SCHEMA = pa.schema([
     pa.field("pvalue", pa.float64(), nullable=False),         # exact to 0.1 % relative
 ])
 
-#: Columns written inside each Parquet file (``chrom`` lives in the hive partition path).
-HITS_FILE_SCHEMA = pa.schema([f for f in HITS_SCHEMA if f.name != "chrom"])
+#: Hits of a scan of BED regions (``--regions``): also the name of a region holding the hit.
+REGION_HITS_SCHEMA = pa.schema(list(HITS_SCHEMA) + [pa.field("region", _CAT, nullable=False)])
+
+#: Hits per (record or region, motif) with at least one hit: the peaks × motifs table (``_region_counts.parquet``).
+REGION_COUNTS_SCHEMA = pa.schema([
+    pa.field("region", pa.string(), nullable=False),          # the record name, or the BED region's name
+    pa.field("chrom", pa.string(), nullable=False),           # where it is: record, start, end (0-based, half-open)
+    pa.field("start", pa.int64(), nullable=False),
+    pa.field("end", pa.int64(), nullable=False),
+    pa.field("motif_id", pa.string(), nullable=False),
+    pa.field("motif_name", pa.string(), nullable=False),
+    pa.field("hits", pa.int64(), nullable=False),
+    pa.field("best_score", pa.float64(), nullable=False),
+    pa.field("best_pvalue", pa.float64(), nullable=False),
+])
 
 #: Per-motif thresholds, written beside the hits and by ``motifgrid thresholds``.
 THRESHOLDS_SCHEMA = pa.schema([
