@@ -1,4 +1,4 @@
-"""Where one GPU block's time goes: each step of ``workers.scan_gpu._scan`` timed alone (synchronised).
+"""Where one GPU block's time goes: each step of ``workers.scan.gpu._scan`` timed alone (synchronised).
 
     python benchmarks/gpu_block_profile.py [--positions N] [--motifs FILE]
 
@@ -26,9 +26,9 @@ def main():
     import cupy as cp
 
     from pipeline.scan import MotifSet, row_thresholds
-    from workers.pvalue_table import PvalueTable
+    from workers.distribution.pvalue_table import PvalueTable
     from workers.scan import make_plan
-    from workers import scan_gpu as G
+    from workers.scan import gpu as G
 
     bg = np.array([0.2952, 0.2048, 0.2048, 0.2952])
     ms = MotifSet.load(a.motifs, np.full(4, 0.25), 0.1)

@@ -83,7 +83,7 @@ def part_kernel(codes, plan, sink, reps=5):
         return None
     import cupy as cp
 
-    from workers.scan_gpu import _tables, candidates, scan_gpu
+    from workers.scan.gpu import _tables, candidates, scan_gpu
 
     codes_d = cp.asarray(codes)
     candidates(codes_d, n, plan)              # compile + upload

@@ -36,7 +36,7 @@ from pipeline.dataset import prepare_output as _prepare_output
 from pipeline import arrow, storage
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
-from workers.pvalue_table import PvalueTable
+from workers.distribution.pvalue_table import PvalueTable
 from workers.scan import ScanPlan, make_plan, scan_blocks
 
 

@@ -14,8 +14,8 @@ without one, a plain loop runs in this process.  Nothing here touches the comman
 Results are cached on disk, one ``.npy`` per matrix (``motifgrid.thresholds.cache-dir``, by default
 ``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1`` turns it off).  The key is the
 SHA-256 of the matrix bytes, the background, the p-value, the precision, whether a table is kept and the
-source of :mod:`workers.distribution`, its numba kernels and :mod:`workers.bucket`, so any change of
-input or algorithm misses.  Files are plain NumPy arrays read with ``allow_pickle=False`` and written
+source of the :mod:`workers.distribution` package (exact lattice, BUCKETSCOREDISTRIBUTION, their numba
+kernels), so any change of input or algorithm misses.  Files are plain NumPy arrays read with ``allow_pickle=False`` and written
 atomically.
 """
 from __future__ import annotations
@@ -32,11 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-import workers.bucket
 import workers.distribution
-import workers.distribution_numba
-from workers.bucket import pvalues_to_scores_bucket
-from workers.distribution import ScoreThreshold, pvalues_to_scores
+from workers.distribution import ScoreThreshold, pvalues_to_scores, pvalues_to_scores_bucket
 
 __all__ = ["compute_thresholds", "compute_thresholds_many", "thresholds_table", "METHODS", "method_for"]
 
@@ -112,7 +109,7 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
         True: the configured on-disk cache (see the module docstring); a path: that folder;
         False: compute everything.
     method : "exact", "bucket" or "auto"
-        Exact lattice DP (``workers.distribution``), BUCKETSCOREDISTRIBUTION (``workers.bucket``,
+        Exact lattice DP (``workers.distribution``), BUCKETSCOREDISTRIBUTION (``workers.distribution.bucket``,
         no tail table), or per matrix whichever is cheaper (``method_for``).
 
     Returns
@@ -236,8 +233,8 @@ def _cache_dir() -> Path | None:
 @functools.lru_cache(maxsize=1)
 def _algorithm_version() -> str:
     h = hashlib.sha256()
-    for mod in (workers.distribution, workers.distribution_numba, workers.bucket):
-        h.update(Path(mod.__file__).read_bytes())
+    for path in sorted(Path(workers.distribution.__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import SHARED
 from tests.reference import brute_force_pvalue
-from workers.bucket import (
+from workers.distribution.bucket import (
     bucket_distribution,
     choose_slices,
     pvalues_to_scores_bucket,

@@ -1,4 +1,4 @@
-"""GPU composition comparison of one task (CuPy; CUDA source in ``workers/kernels/composition.cu``).
+"""GPU composition comparison of one task (CuPy; CUDA source in ``workers/composition/composition.cu``).
 
 Same algorithm and same result as :func:`workers.composition.compare_cpu`, all lengths at once:
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.composition import CompositionHits, CompositionPlan, Segments
+from workers.composition.plan import CompositionHits, CompositionPlan, Segments
 
-_SRC = (Path(__file__).parent / "kernels" / "composition.cu").read_text()
+_SRC = (Path(__file__).parent / "composition.cu").read_text()
 THREADS = 256
 
 _COMPILED: dict = {}

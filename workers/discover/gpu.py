@@ -1,13 +1,13 @@
-"""Motif discovery kernels on the GPU (CUDA source: ``workers/kernels/discover.cu``).
+"""Motif discovery kernels on the GPU (CUDA source: ``workers/discover/discover.cu``).
 
 Each kernel does a whole batch in one launch, so the device is never waiting on Python:
 
 * ``gibbs_chains`` — every Gibbs chain is one warp that runs its whole chain (all sweeps, checkpoints,
   the incremental correcting-value score) inside the kernel; finished warps leave and the block scheduler
   fills the SM with the next chains.  One launch per batch instead of ~60 small array operations per step.
-* ``shift_consensus`` — the consensus of each model's sites at phase shifts (:func:`workers.refine.
+* ``shift_consensus`` — the consensus of each model's sites at phase shifts (:func:`workers.discover.refine.
   shifted_consensus` for many models at once).
-* ``ld_proxy`` / ``ld_climb`` — the (l, d) proxy and the (l, d) local search (:mod:`workers.refine`) for many
+* ``ld_proxy`` / ``ld_climb`` — the (l, d) proxy and the (l, d) local search (:mod:`workers.discover.refine`) for many
   consensus strings at once, on windows packed 2 bits a letter (mismatches by popcount).
 
 The host code is written against an array module ``xp`` and a kernel launcher, so the same code runs on
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.windows import Windows
+from workers.discover.windows import Windows
 
-SOURCE = Path(__file__).parent / "kernels" / "discover.cu"
+SOURCE = Path(__file__).parent / "discover.cu"
 #: Widest motif the packed kernels take (2 bits a letter in 64 bits).
 MAX_WIDTH = 32
 #: Warps (chains, models, starts) per block.
@@ -139,7 +139,7 @@ def chain_tables(T: int, bg: np.ndarray, pseudocount: float) -> tuple[np.ndarray
 def run_chains_device(win: Windows, bg: np.ndarray, n_chains: int, *, starts=None, first: int = 0, seed: int = 0,
                       update: str = "best", max_sweeps: int = 20, max_steps: int | None = None,
                       pseudocount: float = 1.0, patience: int = 3, kernels=None) -> dict:
-    """Run ``n_chains`` Gibbs chains in one launch (see :func:`workers.gibbs.run_chains` for the algorithm).
+    """Run ``n_chains`` Gibbs chains in one launch (see :func:`workers.discover.gibbs.run_chains` for the algorithm).
 
     ``starts`` (C, T) gives the starting windows; without it they are drawn in the kernel from
     ``(seed, first + chain, sequence)``, uniformly among the valid windows, so a chain's start does not
@@ -216,7 +216,7 @@ def ld_proxy_device(win: Windows, cons, dthr: int, kernels=None):
 
 
 def ld_climb_device(win: Windows, cons, d: int, max_moves: int | None = None, kernels=None):
-    """The (l, d) local search (:func:`workers.refine.ld_local_search`) from every packed start at once.
+    """The (l, d) local search (:func:`workers.discover.refine.ld_local_search`) from every packed start at once.
 
     Returns device arrays ``(cons, count, total, moves)``.
     """

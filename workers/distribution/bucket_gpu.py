@@ -1,4 +1,4 @@
-"""GPU kernels of BUCKETSCOREDISTRIBUTION and COMPARE (CuPy; CUDA source in ``workers/kernels/bucket_compare.cu``)."""
+"""GPU kernels of BUCKETSCOREDISTRIBUTION and COMPARE (CuPy; CUDA source in ``workers/distribution/bucket.cu``)."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-_SRC = (Path(__file__).parent / "kernels" / "bucket_compare.cu").read_text()
+_SRC = (Path(__file__).parent / "bucket.cu").read_text()
 THREADS = 256
 SHARED_LIMIT = 200 * 1024          # dynamic shared memory asked for at most (H100/H200: 227 kB per block)
 _LOCK = threading.Lock()
@@ -25,7 +25,7 @@ def _kernel(name: str):
 
 
 def slice_hist_gpu(sc: np.ndarray, pr: np.ndarray, lo: float, delta: float, ncell: int):
-    """``workers.bucket_numba.slice_hist`` on the GPU; returns a CuPy array (ncell,)."""
+    """``workers.distribution.bucket_numba.slice_hist`` on the GPU; returns a CuPy array (ncell,)."""
     import cupy as cp  # noqa: PLC0415
 
     l = int(sc.shape[0])

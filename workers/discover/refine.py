@@ -7,16 +7,16 @@ improvement first), with the sum over sequences of the smallest distance (capped
 break, which also gives the climb a slope where the count is flat.  :func:`shifted_consensus` supplies
 starting points from a model's sites at phase shifts, so a model that locked on a shifted copy of the
 motif is still led to it.  The kernels are numba (host); the windows are the same ``(T, P, l)`` letters
-as everywhere (:mod:`workers.windows`).
+as everywhere (:mod:`workers.discover.windows`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from workers.windows import Windows
+from workers.discover.windows import Windows
 
 def _kernels():
-    from workers.refine_numba import local_search, min_dist  # noqa: PLC0415
+    from workers.discover.refine_numba import local_search, min_dist  # noqa: PLC0415
 
     return min_dist, local_search
 
@@ -33,7 +33,7 @@ def ld_proxy_order(win: Windows, ppm: np.ndarray, d: int, slack: int = 1) -> np.
     window within ``d + slack`` mismatches (a consensus one letter off the motif still has almost every
     occurrence there), then the summed capped distance.  Likelihood ranks such near-misses far down."""
     if win.xp is not np and win.l <= 32:            # GPU: one thread per consensus, popcount distances
-        from workers.discover_gpu import ld_proxy_device, pack_words  # noqa: PLC0415
+        from workers.discover.gpu import ld_proxy_device, pack_words  # noqa: PLC0415
 
         cnt, tot = ld_proxy_device(win, pack_words(np.argmax(np.asarray(ppm), axis=2)), d + slack)
         return np.lexsort((tot.get(), -cnt.get()))

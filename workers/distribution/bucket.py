@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.distribution import ScoreThreshold, _prepare
+from workers.distribution.exact import ScoreThreshold, _prepare
 
 _U = 2.0**-53
 MAX_SLICE_CPU = 12           # 4^12 = 16.8 M words per slice at most when N is chosen automatically
@@ -85,10 +85,10 @@ def choose_slices(m: int, span_cells: float, device: str = "cpu") -> int:
 def _slice_hist(sc: np.ndarray, pr: np.ndarray, lo: float, delta: float, ncell: int,
                 device: str) -> np.ndarray:
     if device == "gpu":
-        from workers.bucket_gpu import slice_hist_gpu  # noqa: PLC0415
+        from workers.distribution.bucket_gpu import slice_hist_gpu  # noqa: PLC0415
 
         return slice_hist_gpu(sc, pr, lo, delta, ncell)
-    from workers.bucket_numba import slice_hist  # noqa: PLC0415
+    from workers.distribution.bucket_numba import slice_hist  # noqa: PLC0415
 
     out = np.zeros(ncell)
     slice_hist(np.ascontiguousarray(sc), np.ascontiguousarray(pr), float(lo), 1.0 / delta, out)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from workers.bucket_gpu import SHARED_LIMIT, THREADS, _kernel
+from workers.distribution.bucket_gpu import SHARED_LIMIT, THREADS, _kernel
 
 
 def _device_rows(rows, cp):

@@ -27,8 +27,8 @@ bound, and the estimate at the centre of the rounding bracket.  The same cuts on
 ``δ = (max - α) / cells`` per matrix: the seed's ``O((log N)/√B)`` trade-off between grid size and
 error, reported as the bracket ``[J_low, J_high]``.
 
-CPU: numba (``workers.bucket_numba.joint_tail``); GPU: one CUDA block per (pair, shift, strand), the
-grid in shared memory (``workers/kernels/compare.cu``).
+CPU: numba (``workers.distribution.bucket_numba.joint_tail``); GPU: one CUDA block per (pair, shift, strand), the
+grid in shared memory (``workers/distribution/bucket.cu``).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.distribution import _lattice, _prepare
+from workers.distribution.exact import _lattice, _prepare
 
 FORBIDDEN = 1 << 20          # deficit of a letter that never matches (prob 0): skipped
 MAX_GRID = 128               # cells per axis on the GPU (shared memory)
@@ -162,7 +162,7 @@ def shifts(ma: int, mb: int, min_overlap: int = 1) -> range:
 
 def joint_tp_cpu(rows_a: CompareRows, ra: int, rows_b: CompareRows, rb: int, shift: int) -> np.ndarray:
     """``[TP_low, TP_est, TP_high]`` of one row pair at one shift (numba)."""
-    from workers.bucket_numba import joint_tail  # noqa: PLC0415
+    from workers.distribution.bucket_numba import joint_tail  # noqa: PLC0415
 
     ca, cb = rows_a.cut[ra], rows_b.cut[rb]
     out = np.zeros(3)
@@ -232,7 +232,7 @@ def compare_pairs(rows_a: CompareRows, rows_b: CompareRows, pairs: np.ndarray, *
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
     C = _cases(rows_a, rows_b, pairs, min_overlap)
     if device == "gpu":
-        from workers.compare_gpu import joint_tp_gpu  # noqa: PLC0415
+        from workers.compare.gpu import joint_tp_gpu  # noqa: PLC0415
 
         tp = joint_tp_gpu(rows_a, rows_b, C[:, 1], C[:, 2], C[:, 3])
     else:

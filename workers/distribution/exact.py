@@ -96,7 +96,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from workers import distribution_numba as _nb
+from workers.distribution import exact_numba as _nb
 
 __all__ = [
     "ScoreThreshold",
@@ -174,7 +174,7 @@ class ScoreThreshold:
     has_table : bool
         False when built with ``table=False`` (threshold only).
     method : str
-        "exact" (lattice DP and exact tie classes, this module) or "bucket" (``workers.bucket``).
+        "exact" (lattice DP and exact tie classes, this module) or "bucket" (``workers.distribution.bucket``).
     score_error : float
         Certified bound of ``alpha - alpha*``, ``alpha*`` the exact smallest threshold with
         ``Pv <= requested_pvalue``: every score ``<= alpha - score_error`` has ``Pv > p``.  ``tie``

@@ -1,4 +1,4 @@
-"""Numba kernels of the (l, d) refinement (compiled lazily, cached on disk; see :mod:`workers.refine`)."""
+"""Numba kernels of the (l, d) refinement (compiled lazily, cached on disk; see :mod:`workers.discover.refine`)."""
 from __future__ import annotations
 
 import numba

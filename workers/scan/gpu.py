@@ -1,4 +1,4 @@
-"""GPU scan of one block (CuPy; CUDA source in ``workers/kernels/scan_mma.cu``).
+"""GPU scan of one block (CuPy; CUDA source in ``workers/scan/scan_mma.cu``).
 
 One launch per length tile of the plan runs the tensor-core kernel: scores of all windows against all
 rows of the tile, thresholded in registers; only candidates (a few per thousand scores at most) are
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.scan import BlockHits, ScanPlan
+from workers.scan.cpu import BlockHits, ScanPlan
 
-_SRC = (Path(__file__).parent / "kernels" / "scan_mma.cu").read_text()
+_SRC = (Path(__file__).parent / "scan_mma.cu").read_text()
 PG = 2                       # 16-window groups per warp iteration (B fragments reused PG times)
 THREADS = 128
 MAX_NCH = 16                 # motifs up to 64 columns on the GPU path

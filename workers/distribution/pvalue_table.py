@@ -3,7 +3,7 @@
 The tail tables of :func:`workers.distribution.pvalue_to_score` (log-linear segments per row) are
 flattened once per scan into :class:`PvalueTable`; a hit's p-value is then one binary search in its
 row's segments and one ``exp``, as :func:`workers.distribution.score_to_pvalue` computes it.  A GPU scan
-does the search on the device (kernel ``segment_index`` of ``kernels/scan_mma.cu``, the same comparisons)
+does the search on the device (kernel ``segment_index`` of ``workers/scan/scan_mma.cu``, the same comparisons)
 and hands over each hit's segment; the ``exp`` always runs here, in the same compiled function, so a GPU
 run and a CPU run write bit-identical p-values.
 """
@@ -53,7 +53,7 @@ class PvalueTable:
 def _search(x0, offsets, rows, scores, seg):  # pragma: no cover - compiled
     """Each score's segment in its row: the last ``j`` in ``[lo, hi)`` with ``x0[j] < s`` (``lo - 1``
     when none), i.e. a binary search for the first ``x0 >= s`` ("left"), then the segment before it.
-    The GPU kernel ``segment_index`` of ``kernels/scan_mma.cu`` is the same search."""
+    The GPU kernel ``segment_index`` of ``workers/scan/scan_mma.cu`` is the same search."""
     for i in range(scores.size):
         r = rows[i]
         s = scores[i]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.windows import Windows, relative_entropy
+from workers.discover.windows import Windows, relative_entropy
 
 
 @dataclass
@@ -89,7 +89,7 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
     max_steps : int, optional
         Stop after this many steps (default ``max_sweeps * T``).
     kernels : optional
-        Kernel launcher of :mod:`workers.discover_gpu` (tests); on CuPy arrays the chains run in the CUDA
+        Kernel launcher of :mod:`workers.discover.gpu` (tests); on CuPy arrays the chains run in the CUDA
         kernel (one warp per chain, the whole run in one launch) for widths up to 32.
     engine : "auto" | "arrays"
         "arrays" runs the array program below on CuPy too (the launch-bound baseline of the benchmarks).
@@ -206,7 +206,7 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
 
 
 def _run_chains_kernel(win, starts, bg, update, max_steps, pseudocount, patience, seed, kernels) -> ChainResult:
-    from workers.discover_gpu import run_chains_device  # noqa: PLC0415
+    from workers.discover.gpu import run_chains_device  # noqa: PLC0415
 
     T, l = win.T, win.l
     r = run_chains_device(win, bg, 0, starts=starts, seed=seed, update=update, max_steps=max_steps,

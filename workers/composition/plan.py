@@ -19,8 +19,8 @@ with that very expression, so there is no rounding disagreement at the boundary)
 Windows holding any code 4 (N, IUPAC, padding) are skipped.  With ``both_strands`` each test also gives
 a "-" row with the reverse-complement histogram (A↔T, C↔G counts), reported on the forward coordinates.
 
-The CPU kernels are numba (:mod:`workers.composition_numba`), the GPU ones CUDA through CuPy
-(:mod:`workers.composition_gpu`); both return the same arrays, sorted the same way.
+The CPU kernels are numba (:mod:`workers.composition.cpu_numba`), the GPU ones CUDA through CuPy
+(:mod:`workers.composition.gpu`); both return the same arrays, sorted the same way.
 """
 from __future__ import annotations
 
@@ -185,14 +185,14 @@ def compare_block(codes: np.ndarray, segments: Segments, plan: CompositionPlan, 
     dev = resolve_device(device)
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     if dev == "gpu":
-        from workers.composition_gpu import compare_gpu  # noqa: PLC0415
+        from workers.composition.gpu import compare_gpu  # noqa: PLC0415
 
         return compare_gpu(codes, segments, plan, hits)
     return compare_cpu(codes, segments, plan, hits)
 
 
 def compare_cpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hits: bool = True):
-    from workers.composition_numba import length_pass  # noqa: PLC0415
+    from workers.composition.cpu_numba import length_pass  # noqa: PLC0415
 
     counts = np.zeros(plan.n_rows, np.int64)
     rows, poss, dists = [], [], []

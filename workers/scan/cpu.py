@@ -10,7 +10,7 @@ a hit candidate is simply a non-negative entry of the product.  Candidates (with
 margin of the threshold) are rescored in float64 in column order, exactly as a naive loop does;
 windows containing a code 4 (N, IUPAC) are never reported.
 
-The GPU path lives in :mod:`workers.scan_gpu` and returns the same arrays.
+The GPU path lives in :mod:`workers.scan.gpu` and returns the same arrays.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ class ScanPlan:
     lengths: np.ndarray             # (R,) int32
     tiles: list = field(default_factory=list)
     max_length: int = 0
-    pvalues: object = None          # optional workers.pvalue_table.PvalueTable of the rows: a GPU scan then
+    pvalues: object = None          # optional workers.distribution.pvalue_table.PvalueTable of the rows: a GPU scan then
                                     # also returns each hit's p-value segment (BlockHits.seg)
     _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
     _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables, stacked weights (built on first use)
@@ -130,7 +130,7 @@ def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndar
     """Exact float64 scores of candidate windows (``slices_numba.rescore_windows``: column order, as a plain
     loop); keep those >= alpha with no N, sorted by (row, position).  Host arrays; ``codes`` must reach
     ``max(pos) + max_length``."""
-    from workers.slices_numba import rescore_windows  # noqa: PLC0415
+    from workers.scan.cpu_numba import rescore_windows  # noqa: PLC0415
 
     if pos.size == 0:
         return BlockHits.empty()
@@ -357,7 +357,7 @@ def stacked_weights(plan: ScanPlan) -> tuple:
 
 
 def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: int = SLICE_ELL) -> BlockHits:
-    from workers.slices_numba import kmer_codes, scan_tile  # noqa: PLC0415
+    from workers.scan.cpu_numba import kmer_codes, scan_tile  # noqa: PLC0415
 
     n = int(n_positions)
     if n <= 0 or not plan.n_rows:
@@ -410,7 +410,7 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
         raise ValueError(f"block row of {codes.size} codes is too short for {n_positions} windows of "
                          f"length {plan.max_length}")
     if dev == "gpu":
-        from workers.scan_gpu import scan_gpu  # noqa: PLC0415
+        from workers.scan.gpu import scan_gpu  # noqa: PLC0415
 
         return scan_gpu(codes, n_positions, plan)
     method = method or "slices"

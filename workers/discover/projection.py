@@ -6,7 +6,7 @@ is a sort of integer keys (``trial * 2^31 + k-mer code``) for a whole batch of t
 argsort on the device, no ``4^k`` table and no ``O(x^2)`` all-pairs comparison as in the paper's GPU
 version.  Each enriched bucket seeds a motif model (its windows' letter frequencies plus a pseudocount);
 the models of every trial of a batch are refined together by EM, where one iteration over ``C`` models is
-two GEMMs on the one-hot windows (:mod:`workers.windows`) and a per-sequence softmax.
+two GEMMs on the one-hot windows (:mod:`workers.discover.windows`) and a per-sequence softmax.
 
 EM is OOPS or ZOOPS, on one or both strands.  It screens: ``screen_iters`` iterations on every
 candidate, then only the best ``keep`` (by the likelihood) go on, which is where the work goes on real
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.windows import Windows
+from workers.discover.windows import Windows
 
 #: Largest projection: a k-mer code must fit the 31 low bits of a sort key.
 MAX_K = 15
