@@ -107,7 +107,7 @@ def worker_device(client) -> str:
 def _register_warmup(client, device: str, gc_threshold=None) -> None:
     """Each worker loads its kernels in the background as it joins (``workers.warmup``), and takes this process's
     ``motifgrid.cluster.switch-interval`` and ``gc_threshold`` (parsed ``motifgrid.cluster.gc-threshold``)."""
-    from workers.warmup import WarmupPlugin  # noqa: PLC0415
+    from pipeline.warmup import WarmupPlugin  # noqa: PLC0415 - imports distributed, which the cluster has loaded
 
     try:
         client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),

@@ -1,9 +1,28 @@
-"""COMPARE on the GPU: one CUDA block per (row of A, row of B, shift); see ``workers.compare``."""
+"""COMPARE on the GPU: one CUDA block per (row of A, row of B, shift) (CUDA source ``compare.cu`` beside this
+module); see :mod:`workers.compare.pairs`."""
 from __future__ import annotations
+
+import threading
+from pathlib import Path
 
 import numpy as np
 
-from workers.distribution.bucket_gpu import SHARED_LIMIT, THREADS, _kernel
+from workers.distribution.bucket_gpu import SHARED_LIMIT, THREADS
+
+_SRC = (Path(__file__).parent / "compare.cu").read_text()
+_LOCK = threading.Lock()
+_KERNELS: dict = {}
+
+
+def _kernel(name: str):
+    import cupy as cp  # noqa: PLC0415
+
+    key = (cp.cuda.Device().id, name)
+    with _LOCK:
+        k = _KERNELS.get(key)
+        if k is None:
+            k = _KERNELS[key] = cp.RawKernel(_SRC, name, options=("-std=c++17",))
+    return k
 
 
 def _device_rows(rows, cp):

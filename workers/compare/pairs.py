@@ -27,155 +27,26 @@ bound, and the estimate at the centre of the rounding bracket.  The same cuts on
 ``δ = (max - α) / cells`` per matrix: the seed's ``O((log N)/√B)`` trade-off between grid size and
 error, reported as the bracket ``[J_low, J_high]``.
 
-CPU: numba (``workers.distribution.bucket_numba.joint_tail``); GPU: one CUDA block per (pair, shift, strand), the
-grid in shared memory (``workers/distribution/bucket.cu``).
+This module takes the pairs apart into cases and picks each pair's best; the DP itself runs on the CPU in
+numba (:mod:`workers.compare.cpu`, :mod:`workers.compare.cpu_numba`) or on the GPU, one CUDA block per
+(pair, shift, strand) with the grid in shared memory (:mod:`workers.compare.gpu`, ``compare.cu``).  The
+matrices' lattices, cuts and marginals are prepared once (:mod:`workers.compare.rows`).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from workers.distribution.exact import _lattice, _prepare
-
-FORBIDDEN = 1 << 20          # deficit of a letter that never matches (prob 0): skipped
-MAX_GRID = 128               # cells per axis on the GPU (shared memory)
-
-
-@dataclass
-class CompareRows:
-    """Matrices prepared for COMPARE: one row per (motif, strand), as ``MotifSet.rows()`` orders them.
-
-    ``kdef[off[r]:off[r]+m[r]]`` (int32, (m, 4)): per column and letter the lattice deficit below the
-    column's best letter (``FORBIDDEN`` where the letter cannot occur).  ``cut[r]`` (3,): the largest
-    total deficit that is (certainly above the threshold, estimate, possibly above): lower, mid, upper.
-    ``marg[r]`` (3,): ``P(deficit <= cut)`` for the three cuts.
-    """
-    m: np.ndarray            # (R,) int32
-    off: np.ndarray          # (R,) int64
-    kdef: np.ndarray         # (sum m, 4) int32
-    cut: np.ndarray          # (R, 3) int32, ascending; -1: cannot be reached
-    marg: np.ndarray         # (R, 3) float64
-    delta: np.ndarray        # (R,) float64
-    prob: np.ndarray         # (sum m, 4) float64 letter probabilities (0 where forbidden)
-    background: np.ndarray   # (4,)
-
-    @property
-    def n(self) -> int:
-        return int(self.m.size)
-
-    def rows_kdef(self, r: int) -> np.ndarray:
-        return self.kdef[self.off[r]: self.off[r] + self.m[r]]
-
-    def rows_prob(self, r: int) -> np.ndarray:
-        return self.prob[self.off[r]: self.off[r] + self.m[r]]
-
-
-def _marginal(kdef: np.ndarray, prob: np.ndarray, dmax: int) -> np.ndarray:
-    """``P(total deficit = d)`` for ``d = 0..dmax`` (deficits above ``dmax`` dropped)."""
-    cur = np.zeros(dmax + 1)
-    cur[0] = 1.0
-    for c in range(kdef.shape[0]):
-        nxt = np.zeros(dmax + 1)
-        for x in range(4):
-            p, d = prob[c, x], int(kdef[c, x])
-            if p == 0.0 or d > dmax:
-                continue
-            nxt[d:] += p * cur[: dmax + 1 - d]
-        cur = nxt
-    return cur
-
-
-def prepare_rows(pwms: list[np.ndarray], thresholds: list[float], background, cells: int = 64) -> CompareRows:
-    """Lattices, cuts and marginals of every row (``thresholds[r]``: the row's score threshold)."""
-    bg = np.asarray(background, dtype=np.float64)
-    ms, kd, pr, cuts, margs, deltas = [], [], [], [], [], []
-    for w, alpha in zip(pwms, thresholds):
-        P = _prepare(w, bg)
-        m = P.m
-        ms.append(m)
-        if P.dead or not math.isfinite(alpha) or alpha - 0.5 * P.tie > P.max_score:
-            kd.append(np.full((m, 4), FORBIDDEN, np.int32))
-            pr.append(np.zeros((m, 4)))
-            cuts.append((-1, -1, -1))
-            margs.append((0.0, 0.0, 0.0))
-            deltas.append(math.nan)
-            continue
-        span = max(P.max_score - alpha, 0.0)
-        delta = max(span, 0.05) / cells
-        lat = _lattice(P, delta)
-        kmax_col = np.where(P.allowed, lat.k, np.iinfo(np.int64).min).max(axis=1)
-        kdef = np.where(P.allowed, kmax_col[:, None] - lat.k, FORBIDDEN).astype(np.int32)
-        kmax = int(kmax_col.sum())
-        # K >= ceil((α - d_hi)/δ): possibly above; K >= ceil((α - d_lo)/δ): surely above
-        k_poss = math.ceil((alpha - lat.d_hi) / delta)
-        k_sure = math.ceil((alpha - lat.d_lo) / delta)
-        k_mid = math.ceil((alpha - 0.5 * (lat.d_lo + lat.d_hi)) / delta)
-        cut = tuple(max(kmax - k, -1) for k in (k_sure, k_mid, k_poss))
-        dist = _marginal(kdef, P.prob, max(cut[2], 0))
-        cs = np.cumsum(dist)
-        margs.append(tuple(float(cs[c]) if c >= 0 else 0.0 for c in cut))
-        kd.append(kdef)
-        pr.append(P.prob)
-        cuts.append(cut)
-        deltas.append(delta)
-    m = np.asarray(ms, np.int32)
-    off = np.concatenate([[0], np.cumsum(m)[:-1]]).astype(np.int64)
-    return CompareRows(m=m, off=off, kdef=np.concatenate(kd).astype(np.int32),
-                       cut=np.asarray(cuts, np.int32).reshape(-1, 3),
-                       marg=np.asarray(margs, np.float64).reshape(-1, 3),
-                       delta=np.asarray(deltas), prob=np.concatenate(pr), background=bg)
-
-
-def aligned(rows_a: CompareRows, ra: int, rows_b: CompareRows, rb: int, shift: int):
-    """Union-length tables of two rows at ``shift``: deficits of A and B, joint letter probabilities."""
-    ka, pa = rows_a.rows_kdef(ra), rows_a.rows_prob(ra)
-    kb, pb = rows_b.rows_kdef(rb), rows_b.rows_prob(rb)
-    ma, mb = ka.shape[0], kb.shape[0]
-    start = min(0, shift)
-    L = max(ma, shift + mb) - start
-    KA = np.zeros((L, 4), np.int64)
-    KB = np.zeros((L, 4), np.int64)
-    bg = rows_a.background
-    PR = np.tile(bg, (L, 1))
-    ia = -start
-    ib = shift - start
-    KA[ia: ia + ma] = ka
-    KB[ib: ib + mb] = kb
-    # a letter forbidden in either matrix has probability 0 (the background's own zeros included)
-    okA = np.ones((L, 4), bool)
-    okA[ia: ia + ma] = pa > 0
-    okB = np.ones((L, 4), bool)
-    okB[ib: ib + mb] = pb > 0
-    PR = np.where(okA & okB, PR, 0.0)
-    KA = np.where(PR > 0, KA, 0)
-    KB = np.where(PR > 0, KB, 0)
-    return KA, KB, PR
+from workers.compare.cpu import joint_tp_cpu
+from workers.compare.gpu import joint_tp_gpu
+from workers.compare.rows import CompareRows
 
 
 def shifts(ma: int, mb: int, min_overlap: int = 1) -> range:
     """Relative shifts with at least ``min_overlap`` overlapping columns."""
     k = max(1, min(min_overlap, ma, mb))
     return range(-(mb - k), ma - k + 1)
-
-
-def joint_tp_cpu(rows_a: CompareRows, ra: int, rows_b: CompareRows, rb: int, shift: int) -> np.ndarray:
-    """``[TP_low, TP_est, TP_high]`` of one row pair at one shift (numba)."""
-    from workers.distribution.bucket_numba import joint_tail  # noqa: PLC0415
-
-    ca, cb = rows_a.cut[ra], rows_b.cut[rb]
-    out = np.zeros(3)
-    if ca[2] < 0 or cb[2] < 0:
-        return out
-    KA, KB, PR = aligned(rows_a, ra, rows_b, rb, shift)
-    na, nb = int(ca[2]) + 1, int(cb[2]) + 1
-    qa = (na - 1 - ca).astype(np.int64)       # grid coordinates: i = na-1-deficit
-    qb = (nb - 1 - cb).astype(np.int64)
-    qa = np.where(ca < 0, na, qa)
-    qb = np.where(cb < 0, nb, qb)
-    joint_tail(-KA, -KB, PR, na, nb, qa, qb, out)
-    return out
 
 
 def similarity(tp: np.ndarray, ma: np.ndarray, mb: np.ndarray) -> np.ndarray:
@@ -232,8 +103,6 @@ def compare_pairs(rows_a: CompareRows, rows_b: CompareRows, pairs: np.ndarray, *
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
     C = _cases(rows_a, rows_b, pairs, min_overlap)
     if device == "gpu":
-        from workers.compare.gpu import joint_tp_gpu  # noqa: PLC0415
-
         tp = joint_tp_gpu(rows_a, rows_b, C[:, 1], C[:, 2], C[:, 3])
     else:
         tp = np.stack([joint_tp_cpu(rows_a, int(ra), rows_b, int(rb), int(s))

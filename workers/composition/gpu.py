@@ -1,6 +1,6 @@
 """GPU composition comparison of one task (CuPy; CUDA source in ``workers/composition/composition.cu``).
 
-Same algorithm and same result as :func:`workers.composition.compare_cpu`, all lengths at once:
+Same algorithm and same result as :func:`workers.composition.cpu.compare_cpu`, all lengths at once:
 
 1. prefix counts of A, C, G, N (``cupy.cumsum``: the seed's inclusive scans);
 2. ``comp_hist``: one thread per (window start, length), warp-aggregated ``atomicAdd`` into the cells of
@@ -74,9 +74,9 @@ def _device_plan(plan: CompositionPlan) -> _DevicePlan:
 
 
 def compare_gpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hits: bool = True):
-    """GPU twin of :func:`workers.composition.compare_cpu`: (counts per row, hits sorted by (pos, row))."""
+    """GPU twin of :func:`workers.composition.cpu.compare_cpu`: (counts per row, hits sorted by (pos, row))."""
     if plan.lengths.size == 0 or codes.size == 0:
-        return np.zeros(plan.n_rows, np.int64), (_empty() if hits else None)
+        return np.zeros(plan.n_rows, np.int64), (CompositionHits.empty() if hits else None)
     if codes.size >= 2**31 - 1:
         raise ValueError("a task's sequence must be shorter than 2**31 positions on the GPU path")
     T = _device_plan(plan)
@@ -84,10 +84,6 @@ def compare_gpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hi
     mask = segments.start_mask(codes.size)
     with T.lock:
         return _compare_locked(codes, mask, plan, T, K, hits)
-
-
-def _empty() -> CompositionHits:
-    return CompositionHits(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int32))
 
 
 def _compare_locked(codes, mask, plan, T, K, hits):
@@ -120,7 +116,7 @@ def _compare_locked(codes, mask, plan, T, K, hits):
     total = int(row_out[-1].get())
     counts_h = cp.asnumpy(counts)
     if total == 0:
-        return counts_h, _empty()
+        return counts_h, CompositionHits.empty()
     order = cp.empty(max(int(off[-1].get()), 1), dtype=cp.int32)
     cursor = off[:-1].astype(cp.uint64)
     K["comp_scatter"](grid, (THREADS,), (pre, mask_d, np.int32(V), T.lengths, T.dmax, T.box, T.box_off,

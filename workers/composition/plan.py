@@ -19,16 +19,16 @@ with that very expression, so there is no rounding disagreement at the boundary)
 Windows holding any code 4 (N, IUPAC, padding) are skipped.  With ``both_strands`` each test also gives
 a "-" row with the reverse-complement histogram (A↔T, C↔G counts), reported on the forward coordinates.
 
-The CPU kernels are numba (:mod:`workers.composition.cpu_numba`), the GPU ones CUDA through CuPy
-(:mod:`workers.composition.gpu`); both return the same arrays, sorted the same way.
+This module holds the plan and the result types that every composition module shares; the CPU kernels
+are numba (:mod:`workers.composition.cpu`, :mod:`workers.composition.cpu_numba`), the GPU ones CUDA through
+CuPy (:mod:`workers.composition.gpu`); both return the same arrays, sorted the same way, and
+:func:`workers.composition.compare_block` chooses between them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from workers.backend import resolve_device
 
 
 @dataclass
@@ -155,65 +155,9 @@ class CompositionHits:
     def __len__(self) -> int:
         return int(self.row.size)
 
-
-def _sorted_hits(row, pos, dist, n_rows) -> CompositionHits:
-    key = pos.astype(np.int64) * max(n_rows, 1) + row
-    o = np.argsort(key, kind="stable")
-    return CompositionHits(row[o].astype(np.int32), pos[o].astype(np.int64), dist[o].astype(np.int32))
-
-
-def compare_block(codes: np.ndarray, segments: Segments, plan: CompositionPlan, device: str | None = "cpu",
-                  hits: bool = True):
-    """Compare every window starting in ``segments`` of ``codes`` with every test row of ``plan``.
-
-    Parameters
-    ----------
-    codes : ndarray, shape (V,) uint8
-        The task's sequence (A=0 C=1 G=2 T=3, else 4).
-    segments : Segments
-        Window starts that belong to this task.
-    hits : bool
-        False: count only.
-
-    Returns
-    -------
-    counts : ndarray, shape (R,) int64
-        Matching windows per row.
-    found : CompositionHits or None
-        The matches themselves (``hits=True``).
-    """
-    dev = resolve_device(device)
-    codes = np.ascontiguousarray(codes, dtype=np.uint8)
-    if dev == "gpu":
-        from workers.composition.gpu import compare_gpu  # noqa: PLC0415
-
-        return compare_gpu(codes, segments, plan, hits)
-    return compare_cpu(codes, segments, plan, hits)
-
-
-def compare_cpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hits: bool = True):
-    from workers.composition.cpu_numba import length_pass  # noqa: PLC0415
-
-    counts = np.zeros(plan.n_rows, np.int64)
-    rows, poss, dists = [], [], []
-    for li, L in enumerate(plan.lengths):
-        if plan.dmax[li] < 0:
-            continue
-        r0, r1 = int(plan.row_start[li]), int(plan.row_start[li + 1])
-        c, hr, hp, hd = length_pass(codes, segments.start, segments.n, int(L), plan.box_lo[li], plan.box_dim[li],
-                                    int(plan.dmax[li]), plan.row_hist[r0:r1], hits)
-        counts[r0:r1] = c
-        if hits and hr.size:
-            rows.append(hr + r0)
-            poss.append(hp)
-            dists.append(hd)
-    if not hits:
-        return counts, None
-    if rows:
-        found = _sorted_hits(np.concatenate(rows), np.concatenate(poss), np.concatenate(dists), plan.n_rows)
-    else:
-        found = CompositionHits(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int32))
-    return counts, found
+    @classmethod
+    def empty(cls) -> "CompositionHits":
+        return cls(np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int32))
 
 
 def similarity(distance: np.ndarray, length: np.ndarray) -> np.ndarray:

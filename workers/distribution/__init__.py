@@ -3,9 +3,10 @@ DP with certified brackets + exact tie classes), BUCKETSCOREDISTRIBUTION for lon
 and the flat tail tables a scan looks its hits' p-values up in."""
 from workers.distribution.bucket import (BucketDistribution, bucket_distribution, choose_slices,
                                          pvalues_to_scores_bucket, split_slices)
-from workers.distribution.exact import (ScoreThreshold, pvalue_of_score, pvalue_to_score, pvalues_to_scores,
-                                        score_classes, score_distribution, score_to_pvalue)
+from workers.distribution.exact import (pvalue_of_score, pvalue_to_score, pvalues_to_scores, score_classes,
+                                        score_distribution, score_to_pvalue)
 from workers.distribution.pvalue_table import PvalueTable
+from workers.distribution.threshold import ScoreThreshold
 
 __all__ = ["BucketDistribution", "PvalueTable", "ScoreThreshold", "bucket_distribution", "choose_slices",
            "pvalue_of_score", "pvalue_to_score", "pvalues_to_scores", "pvalues_to_scores_bucket", "score_classes",

@@ -17,7 +17,7 @@ possible.  Only the ``N`` slice roundings remain: a word's score ``S`` and its c
     origin + δ K  <=  S  <  origin + δ K + N δ          (N δ = Δ_M  <=  ⌈1 + log2 N⌉ Δ_M)
 
 (widened by the float64 error of the slice sums and of the scan, and by the tie width of
-``workers.distribution``).  Hence, with ``G(k) = P(K >= k)``, the certified bracket
+``workers.distribution.lattice``).  Hence, with ``G(k) = P(K >= k)``, the certified bracket
 
     G(ceil((s - origin + lo_err)/δ))  <=  Pv(s)  <=  G(ceil((s - origin - hi_err)/δ))
 
@@ -31,7 +31,7 @@ With ``n_buckets`` given, ``δ = (max M - min M) / (N B)`` (the seed's fixed-``B
 step is chosen for a requested relative precision of the p-values: a coarse pass locates each
 threshold and the local decay rate of the tail, then the step is set so that the bracket at the
 threshold is about half of ``rel_tol``, and refined until it holds (as the exact lattice of
-``workers.distribution`` does).  Slices below every threshold of interest are pruned (a cell that
+``workers.distribution.exact`` does).  Slices below every threshold of interest are pruned (a cell that
 cannot reach the lowest cut even with the best cells of the other slices is dropped).
 """
 from __future__ import annotations
@@ -41,7 +41,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from workers.distribution.exact import ScoreThreshold, _prepare
+from workers.distribution.lattice import prepare_matrix
+from workers.distribution.threshold import ScoreThreshold
 
 _U = 2.0**-53
 MAX_SLICE_CPU = 12           # 4^12 = 16.8 M words per slice at most when N is chosen automatically
@@ -254,7 +255,7 @@ def bucket_distribution(pwm, background, *, n_slices: int | None = None,
         Only scores ``>= cut_score`` are needed: slice cells that cannot reach it are dropped.
     device : "cpu" or "gpu"
     """
-    P = _prepare(pwm, background)
+    P = prepare_matrix(pwm, background)
     if P.dead:
         raise ValueError("every word of this matrix scores -inf (a column allows no letter)")
     if (delta is None) == (n_buckets is None):
@@ -315,7 +316,7 @@ def pvalues_to_scores_bucket(pwm, background, pvalues, rel_tol: float = 1e-3, *,
     ps = [float(p) for p in np.atleast_1d(pvalues)]
     if not 0.0 < rel_tol < 1.0:
         raise ValueError("rel_tol must lie in (0, 1)")
-    P = _prepare(pwm, background)
+    P = prepare_matrix(pwm, background)
     if P.dead:
         return [ScoreThreshold(math.inf, 0.0, (0.0, 0.0), False, requested_pvalue=p, method="bucket",
                                has_table=False) for p in ps]

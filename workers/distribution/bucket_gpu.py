@@ -1,4 +1,4 @@
-"""GPU kernels of BUCKETSCOREDISTRIBUTION and COMPARE (CuPy; CUDA source in ``workers/distribution/bucket.cu``)."""
+"""GPU kernel of BUCKETSCOREDISTRIBUTION (CuPy; CUDA source in ``workers/distribution/bucket.cu``)."""
 from __future__ import annotations
 
 import threading

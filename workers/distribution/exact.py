@@ -89,17 +89,17 @@ bounds, without the ``rel_tol`` guarantee.
 """
 from __future__ import annotations
 
-import functools
 import math
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 
 import numpy as np
 
 from workers.distribution import exact_numba as _nb
+from workers.distribution.lattice import Lattice, PreparedMatrix, integer_lattice, prepare_matrix
+from workers.distribution.threshold import ScoreThreshold
 
 __all__ = [
-    "ScoreThreshold",
     "pvalue_to_score",
     "pvalues_to_scores",
     "score_to_pvalue",
@@ -108,8 +108,6 @@ __all__ = [
     "score_classes",
 ]
 
-_U = 2.0**-53
-TIE_MIN = 1e-9
 MIN_CAP = 40_000           # exact enumeration: always allow this many distinct states
 CAP_RATIO = 5.0            # ... else about (lattice cells) / CAP_RATIO (cost break-even of the numba kernels:
                            # 20 and 20k, set for the NumPy enumeration, made ~15 % of the long matrices give up
@@ -125,185 +123,11 @@ MAX_CELLS = 4_000_000
 _SCRATCH_MAX = 1 << 20       # per-thread DP buffers kept up to this many cells (8 MB each)
 
 
-def _empty_f() -> np.ndarray:
-    return np.zeros(0, dtype=np.float64)
-
-
-@dataclass(eq=False)
-class ScoreThreshold:
-    """Score threshold of one PWM at one p-value, and its tail table.
-
-    Attributes
-    ----------
-    threshold : float
-        ``alpha``; a window is a hit iff its float64 score ``>= alpha``.  ``+inf`` when the
-        motif cannot reach the p-value (then ``reachable`` is False).
-    pvalue : float
-        ``Pv(alpha)``: the upper end of ``pvalue_bounds``; ``<= requested_pvalue``.
-    pvalue_bounds : tuple of float
-        Certified bracket ``(low, high)`` of the exact ``Pv(alpha)``; ``high <= low*(1+rel_tol)``.
-    reachable : bool
-        False when no attained score has ``Pv <= requested_pvalue``.
-    requested_pvalue : float
-        The ``p`` asked for.
-    rel_tol : float
-        Relative precision of ``pvalue_bounds`` and of ``score_to_pvalue``.
-    exact_threshold : bool
-        True when ``alpha`` was fixed on the exact tie classes (minimal among attained scores);
-        False when it comes from the certified lattice bracket (see module docstring).
-    max_score : float
-        Best attainable score.
-    tie : float
-        Scores closer than this are one score.
-    eps : float
-        Step of the finest integer lattice used (``nan`` when only exact classes were used).
-    exact_from : float
-        Scores above this were resolved into exact tie classes.
-    seg_x0 : ndarray of float64, shape (n_seg,)
-        Tail table: exclusive lower score edge of each segment (ascending).  Segment ``i``
-        answers scores in ``(seg_x0[i], seg_x0[i+1]]`` (the last one up to ``table_top``).
-    seg_a : ndarray of float64, shape (n_seg,)
-        ``log`` of the p-value upper bound at ``seg_x0``.
-    seg_b : ndarray of float64, shape (n_seg,)
-        Its slope per bit (``<= 0``): ``Pv(s) <= exp(seg_a + seg_b*(s - seg_x0))``.
-    table_top : float
-        Upper end of the table.  Above it the p-value is 0 when ``top_zero`` (the top was
-        enumerated exactly), else bounded by its value at ``table_top``.
-    top_zero : bool
-        See ``table_top``.
-    has_table : bool
-        False when built with ``table=False`` (threshold only).
-    method : str
-        "exact" (lattice DP and exact tie classes, this module) or "bucket" (``workers.distribution.bucket``).
-    score_error : float
-        Certified bound of ``alpha - alpha*``, ``alpha*`` the exact smallest threshold with
-        ``Pv <= requested_pvalue``: every score ``<= alpha - score_error`` has ``Pv > p``.  ``tie``
-        for exact tie classes; NaN when unreachable.
-    n_slices, n_buckets : int
-        BUCKETSCOREDISTRIBUTION's ``N`` and (effective) ``B``; 0 for the exact method.
-    seed_bound : float
-        The seed's score error bound ``⌈1 + log2 N⌉ Δ_M`` for those ``N``, ``B`` (NaN for "exact").
-    """
-
-    threshold: float
-    pvalue: float
-    pvalue_bounds: tuple[float, float]
-    reachable: bool
-    requested_pvalue: float = math.nan
-    rel_tol: float = 1e-3
-    exact_threshold: bool = False
-    max_score: float = math.nan
-    tie: float = TIE_MIN
-    eps: float = math.nan
-    exact_from: float = math.inf
-    seg_x0: np.ndarray = field(default_factory=_empty_f)
-    seg_a: np.ndarray = field(default_factory=_empty_f)
-    seg_b: np.ndarray = field(default_factory=_empty_f)
-    table_top: float = -math.inf
-    top_zero: bool = True
-    has_table: bool = True
-    method: str = "exact"
-    score_error: float = math.nan
-    n_slices: int = 0
-    n_buckets: int = 0
-    seed_bound: float = math.nan
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ScoreThreshold):
-            return NotImplemented
-        for f in fields(self):
-            a, b = getattr(self, f.name), getattr(other, f.name)
-            if isinstance(a, np.ndarray):
-                if not np.array_equal(a, b, equal_nan=True):
-                    return False
-            elif isinstance(a, float):
-                if not (a == b or (math.isnan(a) and math.isnan(b))):
-                    return False
-            elif a != b:
-                return False
-        return True
-
-    @property
-    def nbytes(self) -> int:
-        """Size of the tail table in bytes."""
-        return self.seg_x0.nbytes + self.seg_a.nbytes + self.seg_b.nbytes
-
-
 # --------------------------------------------------------------------------------------------
-# preparation
+# the dynamic programme on the integer lattice
 
 
-@dataclass
-class _Prep:
-    pwm: np.ndarray        # (m, 4) float64, disallowed entries set to 0
-    prob: np.ndarray       # (m, 4) background probability, 0 where disallowed
-    allowed: np.ndarray    # (m, 4) bool: bg > 0 and finite entry
-    m: int
-    max_score: float
-    min_score: float
-    abs_sum: float
-    fe: float
-    tie: float
-    log_words: float       # m * entropy(bg): log of the effective number of words
-    dead: bool             # some column has no allowed letter: every word scores -inf
-
-
-def _background(background) -> tuple[np.ndarray, float]:
-    """Validated, normalised background and its entropy (nats), cached: a batch shares one background."""
-    return _checked_background(np.asarray(background, dtype=np.float64).reshape(-1).tobytes())
-
-
-@functools.lru_cache(maxsize=64)
-def _checked_background(raw: bytes) -> tuple[np.ndarray, float]:
-    bg = np.frombuffer(raw, dtype=np.float64)
-    if bg.shape != (4,) or not np.isfinite(bg).all() or (bg < 0).any():
-        raise ValueError("background must be 4 finite non-negative probabilities")
-    tot = bg.sum()
-    if not abs(tot - 1.0) < 1e-6:
-        raise ValueError(f"background must sum to 1 (sums to {tot})")
-    bg = bg / tot
-    nz = bg[bg > 0]
-    return bg, float(-(nz * np.log(nz)).sum())
-
-
-def _prepare(pwm, background) -> _Prep:
-    w = np.ascontiguousarray(pwm, dtype=np.float64)
-    if w.ndim != 2 or w.shape[1] != 4 or w.shape[0] < 1:
-        raise ValueError(f"pwm must have shape (m, 4), m >= 1, not {w.shape}")
-    bg, entropy = _background(background)
-    m = w.shape[0]
-    # column maxima/minima, scores in column order (like the scan) and abs_sum as NumPy adds it
-    wz, prob, allowed, dead, max_score, min_score, abs_sum, bad = _nb.prepare(w, bg)
-    if bad:
-        raise ValueError("pwm holds NaN or +inf")
-    fe = 8.0 * (m + 2) * _U * (abs_sum + 1.0)
-    tie = max(TIE_MIN, 64.0 * fe)
-    log_words = float(m * entropy)
-    return _Prep(wz, prob, allowed, m, float(max_score), float(min_score), float(abs_sum), fe, tie, log_words,
-                 bool(dead))
-
-
-# --------------------------------------------------------------------------------------------
-# integer lattice and its dynamic programme
-
-
-@dataclass
-class _Lattice:
-    eps: float
-    k: np.ndarray          # (m, 4) int64 (0 where disallowed)
-    d_lo: float            # widened: eps*K + d_lo <= S_float - tie/2
-    d_hi: float            # widened: eps*K + d_hi >= S_float + tie/2
-    kmin: np.ndarray       # (m,)
-    kmax: np.ndarray       # (m,)
-
-
-def _lattice(P: _Prep, eps: float, nearest: bool = False) -> _Lattice:
-    k, dlo, dhi, kmin, kmax = _nb.lattice(P.pwm, P.allowed, float(eps), bool(nearest))
-    slack = P.fe + 0.5 * P.tie
-    return _Lattice(eps, k, float(dlo) - slack, float(dhi) + slack, kmin, kmax)
-
-
-def _dp(P: _Prep, lat: _Lattice, k_cut: int | None):
+def _dp(P: PreparedMatrix, lat: Lattice, k_cut: int | None):
     """Distribution of the integer score ``K`` on cells ``>= k_cut`` (all cells if None).
 
     Returns
@@ -397,7 +221,7 @@ class _Classes:
         return float(self.tail[0]) if self.tail.size else 0.0
 
 
-def _exact_classes(P: _Prep, lo: float, cap: int) -> _Classes | None:
+def _exact_classes(P: PreparedMatrix, lo: float, cap: int) -> _Classes | None:
     """Enumerate the distinct scores ``>= lo`` exactly (None past ``cap`` states)."""
     e = math.ceil(math.log2(P.abs_sum + 1.0))
     q = 2.0 ** (e - 56)
@@ -409,7 +233,7 @@ def _exact_classes(P: _Prep, lo: float, cap: int) -> _Classes | None:
     if status == 1:
         return None
     if status == 2:
-        return _Classes(lo, _empty_f(), _empty_f(), _empty_f(), _empty_f())
+        return _Classes(lo, *(np.zeros(0, dtype=np.float64) for _ in range(4)))
     vmin, vmax, mass, rtail = _nb.classes_finish(vals, pr, P.tie / q, q)
     return _Classes(lo, vmin, vmax, mass, rtail[::-1])
 
@@ -432,7 +256,7 @@ def score_classes(pwm, background, lo: float, cap: int = 2_000_000):
         Lowest and highest score of each tie class (ascending) and its probability.
         ``None`` when ``cap`` was exceeded.
     """
-    P = _prepare(pwm, background)
+    P = prepare_matrix(pwm, background)
     c = _exact_classes(P, lo, cap)
     if c is None:
         return None
@@ -485,20 +309,20 @@ def _class_steps(cl: _Classes, tie: float, above: float):
 # public API
 
 
-def _unreachable(p: float, P: _Prep, exact: bool, rel_tol: float) -> ScoreThreshold:
+def _unreachable(p: float, P: PreparedMatrix, exact: bool, rel_tol: float) -> ScoreThreshold:
     return ScoreThreshold(math.inf, 0.0, (0.0, 0.0), False, requested_pvalue=p,
                           rel_tol=rel_tol, exact_threshold=exact, max_score=P.max_score,
                           tie=P.tie)
 
 
-def _coarse(P: _Prep):
+def _coarse(P: PreparedMatrix):
     eps_c = max(0.05, (P.max_score - P.min_score) / 4096.0)
-    lat = _lattice(P, eps_c)
+    lat = integer_lattice(P, eps_c)
     mass, lo = _dp(P, lat, None)
     return lat, _Tail(mass, lo)
 
 
-def _from_exact(p: float, P: _Prep, cl: _Classes, rel_tol: float,
+def _from_exact(p: float, P: PreparedMatrix, cl: _Classes, rel_tol: float,
                 table: bool) -> ScoreThreshold:
     """Threshold and table from classes that cover the threshold (``cl.total > p``)."""
     i = int(np.searchsorted(-cl.tail, -p, side="left"))
@@ -552,7 +376,7 @@ def pvalue_to_score(pwm: np.ndarray, background: np.ndarray, pvalue: float,
     """
     if not 0.0 < rel_tol < 0.5:
         raise ValueError("rel_tol must lie in (0, 0.5)")
-    return _pvalue_to_score(_prepare(pwm, background), float(pvalue), rel_tol, table, exact, {})
+    return _pvalue_to_score(prepare_matrix(pwm, background), float(pvalue), rel_tol, table, exact, {})
 
 
 def pvalues_to_scores(pwm: np.ndarray, background: np.ndarray, pvalues, rel_tol: float = 1e-3, *,
@@ -567,7 +391,7 @@ def pvalues_to_scores(pwm: np.ndarray, background: np.ndarray, pvalues, rel_tol:
     """
     if not 0.0 < rel_tol < 0.5:
         raise ValueError("rel_tol must lie in (0, 0.5)")
-    P = _prepare(pwm, background)
+    P = prepare_matrix(pwm, background)
     ps = [float(p) for p in pvalues]
     memo: dict = {}
     out: list = [None] * len(ps)
@@ -576,13 +400,13 @@ def pvalues_to_scores(pwm: np.ndarray, background: np.ndarray, pvalues, rel_tol:
     return out
 
 
-def _best_word_mass(P: _Prep) -> float:
+def _best_word_mass(P: PreparedMatrix) -> float:
     """Probability that every column shows one of its best letters (a lower bound of Pv(max score))."""
     cmax = np.where(P.allowed, P.pwm, -np.inf).max(axis=1)
     return float(np.prod(np.where(P.allowed & (P.pwm == cmax[:, None]), P.prob, 0.0).sum(axis=1)))
 
 
-def _pvalue_to_score(P: _Prep, p: float, rel_tol: float, table: bool, exact: bool,
+def _pvalue_to_score(P: PreparedMatrix, p: float, rel_tol: float, table: bool, exact: bool,
                      memo: dict) -> ScoreThreshold:
     if not p > 0.0 or math.isnan(p):
         raise ValueError("pvalue must be > 0")
@@ -632,7 +456,7 @@ def _pvalue_to_score(P: _Prep, p: float, rel_tol: float, table: bool, exact: boo
             lat, G = prev
             eps = lat.eps
         else:
-            lat = _lattice(P, eps)
+            lat = integer_lattice(P, eps)
             k_cut = math.floor((s_low - lat.d_hi) / eps) - 2
             mass, lo = _dp(P, lat, k_cut)
             G = _Tail(mass, lo)
@@ -705,7 +529,7 @@ def _pvalue_to_score(P: _Prep, p: float, rel_tol: float, table: bool, exact: boo
             break
         # next, finer lattice level on the scores above s_x
         eps = eps_next
-        lat = _lattice(P, eps)
+        lat = integer_lattice(P, eps)
         k_cut = math.floor((s_x - lat.d_hi) / eps) - 2
         mass, lo = _dp(P, lat, k_cut)
         G = _Tail(mass, lo)
@@ -782,7 +606,7 @@ def pvalue_of_score(pwm: np.ndarray, background: np.ndarray, score: float,
         Certified ``(low, high)`` bracket; ``high <= low*(1+rel_tol)`` (a point when the
         exact classes were enumerated).
     """
-    P = _prepare(pwm, background)
+    P = prepare_matrix(pwm, background)
     s = float(score)
     if P.dead or s - 0.5 * P.tie > P.max_score:
         return 0.0, (0.0, 0.0)
@@ -797,7 +621,7 @@ def pvalue_of_score(pwm: np.ndarray, background: np.ndarray, score: float,
         return cl.total, (cl.total, cl.total)
     best = (1.0, (0.0, 1.0))
     for it in range(8):
-        lat = _lattice(P, eps)
+        lat = integer_lattice(P, eps)
         k_hi = math.ceil((s - lat.d_hi) / eps)
         k_lo = math.ceil((s - lat.d_lo) / eps)
         mass, lo = _dp(P, lat, k_hi)
@@ -841,9 +665,9 @@ def score_distribution(pwm: np.ndarray, background: np.ndarray, eps: float):
     origin : float
         Score of cell 0.
     """
-    P = _prepare(pwm, background)
+    P = prepare_matrix(pwm, background)
     if P.dead:
         return np.zeros(0), math.nan
-    lat = _lattice(P, float(eps), nearest=True)
+    lat = integer_lattice(P, float(eps), nearest=True)
     mass, lo = _dp(P, lat, None)
     return mass.copy(), lo * float(eps)

@@ -88,7 +88,7 @@ def pairwise_sum(a, lo, n):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def prepare(w, bg):  # pragma: no cover - compiled
-    """The per-matrix part of ``workers.distribution._prepare`` (``bg`` normalised, validated).
+    """The per-matrix part of ``workers.distribution.lattice.prepare_matrix`` (``bg`` normalised, validated).
 
     Returns ``(wz, prob, allowed, dead, max_score, min_score, abs_sum, bad)``; ``bad`` when ``w`` holds NaN
     or +inf.  Column maxima and minima are exact; the scores add them in column order and ``abs_sum`` adds
@@ -143,7 +143,7 @@ def prepare(w, bg):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def lattice(pwm, allowed, eps, nearest):  # pragma: no cover - compiled
-    """``workers.distribution._lattice`` without the widening: ``(k, d_lo, d_hi, kmin, kmax)``.
+    """``workers.distribution.lattice.integer_lattice`` without the widening: ``(k, d_lo, d_hi, kmin, kmax)``.
 
     Per column the integer shifts ``k = rint(pwm/eps - centre)``, the centre of the shortest arc covering
     the fractional parts of the allowed letters (``nearest``: plain rounding); ``d_lo``/``d_hi`` add the

@@ -10,16 +10,17 @@ a hit candidate is simply a non-negative entry of the product.  Candidates (with
 margin of the threshold) are rescored in float64 in column order, exactly as a naive loop does;
 windows containing a code 4 (N, IUPAC) are never reported.
 
-The GPU path lives in :mod:`workers.scan.gpu` and returns the same arrays.
+The Slices Strategy (ℓ-mer tables, the default; :func:`slice_tiles`) finds the same candidates with table
+look-ups instead of products.  The GPU path lives in :mod:`workers.scan.gpu` and returns the same arrays.
 """
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from workers.backend import resolve_device
+from workers.scan.plan import BlockHits, ScanPlan, n_prefix, stacked_weights
 
 #: margin (bits) under which float32 scores are rechecked in float64; far above float32 error
 #: (< 1e-4 bits for 64 columns of |w| <= 20), far below any threshold gap that matters.
@@ -27,107 +28,8 @@ CANDIDATE_MARGIN = 1e-2
 _ONE_HOT = np.vstack([np.eye(4, dtype=np.float32), np.zeros((1, 4), np.float32)])
 
 
-@dataclass
-class Tile:
-    rows: np.ndarray          # (c,) int32 indices into ScanPlan rows
-    length: int               # padded length L (the longest motif of the tile)
-    P: np.ndarray             # (4L, c) float32; entry [4j+x, k] = w_k[j, x] - alpha_k / m_k (0 past m_k)
-
-
-@dataclass
-class ScanPlan:
-    """Everything a worker needs to scan any block; built once on the client, sent once per worker.
-
-    A *row* is one (motif, strand) pair: ``row_motif[r]`` is the motif index, ``row_strand[r]`` is
-    0 for "+" and 1 for "-".  The "-" row scores the forward window with the reverse-complement
-    matrix, so its hits are reported on the forward coordinates of the window.
-    """
-    pwms: list                      # per row: (m, 4) float64 matrix actually scored
-    thresholds: np.ndarray          # (R,) float64 alpha per row (finite: unreachable rows are left out)
-    row_motif: np.ndarray           # (R,) int32
-    row_strand: np.ndarray          # (R,) int8
-    lengths: np.ndarray             # (R,) int32
-    tiles: list = field(default_factory=list)
-    max_length: int = 0
-    pvalues: object = None          # optional workers.distribution.pvalue_table.PvalueTable of the rows: a GPU scan then
-                                    # also returns each hit's p-value segment (BlockHits.seg)
-    _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
-    _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables, stacked weights (built on first use)
-
-    @property
-    def n_rows(self) -> int:
-        return len(self.pwms)
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_gpu"] = {}
-        state["_slices"] = {}
-        return state
-
-
-def plan_tiles(lengths: np.ndarray, waste: float = 0.15, max_width: int = 512) -> list[np.ndarray]:
-    """Group rows into tiles of similar length (padding waste <= ``waste``), longest first."""
-    order = np.argsort(-lengths, kind="stable")
-    tiles, cur, cur_len = [], [], 0
-    for r in order:
-        m = int(lengths[r])
-        if cur and (m < cur_len * (1 - waste) or len(cur) >= max_width):
-            tiles.append(np.asarray(cur, dtype=np.int32))
-            cur = []
-        if not cur:
-            cur_len = m
-        cur.append(int(r))
-    if cur:
-        tiles.append(np.asarray(cur, dtype=np.int32))
-    return tiles
-
-
-def make_plan(pwms: list, thresholds: np.ndarray, row_motif: np.ndarray, row_strand: np.ndarray) -> ScanPlan:
-    """Build the plan from per-row float64 matrices and thresholds (rows with alpha = inf are dropped)."""
-    thresholds = np.asarray(thresholds, dtype=np.float64)
-    keep = np.flatnonzero(np.isfinite(thresholds))
-    pwms = [np.ascontiguousarray(pwms[i], dtype=np.float64) for i in keep]
-    lengths = np.array([p.shape[0] for p in pwms], dtype=np.int32)
-    plan = ScanPlan(pwms=pwms, thresholds=thresholds[keep], row_motif=np.asarray(row_motif)[keep].astype(np.int32),
-                    row_strand=np.asarray(row_strand)[keep].astype(np.int8), lengths=lengths,
-                    max_length=int(lengths.max()) if len(lengths) else 0)
-    for rows in plan_tiles(lengths):
-        L = int(lengths[rows].max())
-        P = np.zeros((L, 4, len(rows)), dtype=np.float64)
-        for k, r in enumerate(rows):
-            m = lengths[r]
-            P[:m, :, k] = pwms[r] - plan.thresholds[r] / m
-        plan.tiles.append(Tile(rows=rows, length=L, P=P.reshape(4 * L, len(rows)).astype(np.float32)))
-    return plan
-
-
-@dataclass
-class BlockHits:
-    """Hits of one block, sorted by (row, position): each motif/strand row's hits together, in genome order
-    (the order of the Parquet files: long runs of one motif, ascending coordinates inside, make them smaller
-    and faster to encode than position order).  ``pos`` is relative to the block row start."""
-    pos: np.ndarray      # (n,) int64
-    row: np.ndarray      # (n,) int32 ScanPlan row
-    score: np.ndarray    # (n,) float64, exact (column-order float64 sum)
-    seg: np.ndarray | None = None   # (n,) int32 p-value segment (PvalueTable.lookup), where already found
-
-    @classmethod
-    def empty(cls) -> "BlockHits":
-        return cls(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.float64))
-
-    def __len__(self) -> int:
-        return len(self.pos)
-
-
-def n_prefix(codes: np.ndarray) -> np.ndarray:
-    """(n+1,) int32 prefix count of code-4 positions, for O(1) "window contains N" tests."""
-    out = np.zeros(codes.size + 1, dtype=np.int32)
-    np.cumsum(codes >= 4, out=out[1:])
-    return out
-
-
 def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndarray, plan: ScanPlan) -> BlockHits:
-    """Exact float64 scores of candidate windows (``slices_numba.rescore_windows``: column order, as a plain
+    """Exact float64 scores of candidate windows (``cpu_numba.rescore_windows``: column order, as a plain
     loop); keep those >= alpha with no N, sorted by (row, position).  Host arrays; ``codes`` must reach
     ``max(pos) + max_length``."""
     from workers.scan.cpu_numba import rescore_windows  # noqa: PLC0415
@@ -140,7 +42,7 @@ def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndar
     return BlockHits(pos[o], row[o], score[o])
 
 
-def _scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: int = 4096) -> BlockHits:
+def _scan_cpu_blas(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: int = 4096) -> BlockHits:
     n = int(n_positions)
     if n <= 0 or not plan.tiles:
         return BlockHits.empty()
@@ -346,16 +248,6 @@ def _build_slice_tiles(plan: ScanPlan, ell: int) -> list:
     return tiles
 
 
-def stacked_weights(plan: ScanPlan) -> tuple:
-    """All rows' matrices stacked, ``(weights (sum m, 4), starts (R,), lengths (R,))``; cached on the plan."""
-    cached = plan._slices.get("weights")
-    if cached is None:
-        starts = np.zeros(plan.n_rows, dtype=np.int64)
-        np.cumsum(plan.lengths[:-1], out=starts[1:])
-        cached = plan._slices["weights"] = (np.concatenate(plan.pwms), starts, plan.lengths.astype(np.int64))
-    return cached
-
-
 def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: int = SLICE_ELL) -> BlockHits:
     from workers.scan.cpu_numba import kmer_codes, scan_tile  # noqa: PLC0415
 
@@ -384,74 +276,12 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     return rescore(padded, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
 
 
-def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str | None = None,
-               method: str | None = None) -> BlockHits:
-    """Scan the windows starting at ``0 .. n_positions-1`` of ``codes`` with every row of ``plan``.
-
-    Parameters
-    ----------
-    codes : ndarray, shape (B + H,), uint8
-        Block row from the genome store (A=0 C=1 G=2 T=3, other=4); ``H >= plan.max_length - 1``.
-    n_positions : int
-        Number of window starts to test (the block core, clipped to the contig end).
-    plan : ScanPlan
-    device : {"cpu", "gpu", None}
-    method : {"slices", "blas", None}
-        CPU algorithm: the Slices Strategy (ℓ-mer tables, the default) or
-        BLAMM's BLAS products.  Both give the same hits.
-
-    Returns
-    -------
-    BlockHits
-        Host arrays, sorted by (row, position); identical on every device.
-    """
-    dev = resolve_device(device)
-    if plan.max_length and codes.size < n_positions + plan.max_length - 1:
-        raise ValueError(f"block row of {codes.size} codes is too short for {n_positions} windows of "
-                         f"length {plan.max_length}")
-    if dev == "gpu":
-        from workers.scan.gpu import scan_gpu  # noqa: PLC0415
-
-        return scan_gpu(codes, n_positions, plan)
+def scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, method: str | None = None) -> BlockHits:
+    """The CPU scan of one block row: the Slices Strategy (``method`` "slices" or None) or BLAMM's BLAS products
+    ("blas"); both give the same hits (see :func:`workers.scan.scan_block`)."""
     method = method or "slices"
     if method == "slices":
         return _scan_cpu_slices(np.asarray(codes, dtype=np.uint8), n_positions, plan)
     if method != "blas":
         raise ValueError(f"unknown CPU scan method {method!r}")
-    return _scan_cpu(np.asarray(codes, dtype=np.uint8), n_positions, plan)
-
-
-def scan_blocks(codes_list: list, n_positions: list, plan: ScanPlan, device: str | None = None,
-                method: str | None = None) -> list[BlockHits]:
-    """:func:`scan_block` of several blocks in one call: what short blocks (promoters, scaffolds) need, since a
-    call has a fixed cost (~2 ms on the CPU for 1,562 rows) that a 2 kb block cannot amortise.
-
-    Each block row is cut to its ``n + L - 1`` codes (``L`` the longest motif), the cuts are laid end to end and
-    scanned as one row; a hit belongs to the block whose window starts it covers, and the windows that start in
-    a cut's last ``L - 1`` codes (they reach into the next cut) are dropped.  Every kept window reads exactly the
-    codes it reads in its own block, so the hits are those of one ``scan_block`` per block (tests check it)."""
-    if len(codes_list) != len(n_positions):
-        raise ValueError("one n_positions per block row")
-    if len(codes_list) <= 1:
-        return [scan_block(c, n, plan, device=device, method=method) for c, n in zip(codes_list, n_positions)]
-    tail = max(plan.max_length - 1, 0)
-    cuts = []
-    for c, n in zip(codes_list, n_positions):
-        if c.size < n + tail:
-            raise ValueError(f"block row of {c.size} codes is too short for {n} windows of length {plan.max_length}")
-        cuts.append(c[: n + tail])
-    offsets = np.zeros(len(cuts) + 1, dtype=np.int64)
-    np.cumsum([c.size for c in cuts], out=offsets[1:])
-    hits = scan_block(np.concatenate(cuts), int(offsets[-1] - tail), plan, device=device, method=method)
-    k = np.searchsorted(offsets, hits.pos, side="right") - 1
-    local = hits.pos - offsets[k]
-    keep = np.flatnonzero(local < np.asarray(n_positions, dtype=np.int64)[k])
-    order = keep[np.argsort(k[keep], kind="stable")]         # by block; (row, position) order kept inside
-    bounds = np.zeros(len(cuts) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(k[keep], minlength=len(cuts)), out=bounds[1:])
-    out = []
-    for b in range(len(cuts)):
-        sel = order[bounds[b]:bounds[b + 1]]
-        out.append(BlockHits(local[sel], hits.row[sel], hits.score[sel],
-                             None if hits.seg is None else hits.seg[sel]))
-    return out
+    return _scan_cpu_blas(np.asarray(codes, dtype=np.uint8), n_positions, plan)

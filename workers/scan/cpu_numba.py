@@ -1,6 +1,6 @@
 """Numba kernels of the Slices Strategy CPU scan (compiled lazily, cached on disk).
 
-Kept apart from :mod:`workers.scan` the way sgkit keeps its ``*_numba_fns.py``: importing this
+Kept apart from :mod:`workers.scan.cpu` the way sgkit keeps its ``*_numba_fns.py``: importing this
 module compiles nothing; the first call on a worker does (and ``cache=True`` keeps the machine code).
 """
 from __future__ import annotations
@@ -80,7 +80,7 @@ def scan_tile(kmer, n, tables, ell, cand_thr, out_pos, out_col):  # pragma: no c
 def rescore_windows(codes, npref, pos, rows, weights, starts, lengths, alpha):  # pragma: no cover - compiled
     """Exact float64 score of each candidate window, and whether it is a hit.
 
-    codes : (>= max pos + m,) uint8; npref : prefix count of codes > 3 (``workers.scan.n_prefix``);
+    codes : (>= max pos + m,) uint8; npref : prefix count of codes > 3 (``workers.scan.plan.n_prefix``);
     pos, rows : (n,) candidates; weights : (sum of m, 4) float64 matrices of all rows stacked, row r at
     ``starts[r] .. starts[r] + lengths[r]``; alpha : (R,) thresholds.  Columns are added in order from
     0.0, exactly as a plain float64 loop does (no fast-math: LLVM keeps the order), so scores are

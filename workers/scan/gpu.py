@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.scan.cpu import BlockHits, ScanPlan
+from workers.scan.plan import BlockHits, ScanPlan
 
 _SRC = (Path(__file__).parent / "scan_mma.cu").read_text()
 PG = 2                       # 16-window groups per warp iteration (B fragments reused PG times)
@@ -188,7 +188,7 @@ def candidates(codes_d, n: int, plan: ScanPlan):
 
 
 def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
-    """GPU twin of :func:`workers.scan._scan_cpu`; same result, sorted by (row, position)."""
+    """GPU twin of :func:`workers.scan.cpu.scan_cpu`; same result, sorted by (row, position)."""
     n = int(n_positions)
     if n <= 0 or not plan.tiles:
         return BlockHits.empty()

@@ -1,0 +1,121 @@
+"""The scan plan and the hits of one block: the types every scan module shares (CPU, GPU, dispatch).
+
+A *row* is one (motif, strand) pair.  The plan holds each row's float64 matrix as scored and its threshold,
+and groups the rows into tiles of similar length whose pattern matrices carry the threshold folded into
+every column (``w - alpha/m``), so a window is a candidate when its tile score is non-negative.  Built once
+on the client and sent once to each worker; the CPU and GPU scans build their own tables from it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Tile:
+    rows: np.ndarray          # (c,) int32 indices into ScanPlan rows
+    length: int               # padded length L (the longest motif of the tile)
+    P: np.ndarray             # (4L, c) float32; entry [4j+x, k] = w_k[j, x] - alpha_k / m_k (0 past m_k)
+
+
+@dataclass
+class ScanPlan:
+    """Everything a worker needs to scan any block; built once on the client, sent once per worker.
+
+    A *row* is one (motif, strand) pair: ``row_motif[r]`` is the motif index, ``row_strand[r]`` is
+    0 for "+" and 1 for "-".  The "-" row scores the forward window with the reverse-complement
+    matrix, so its hits are reported on the forward coordinates of the window.
+    """
+    pwms: list                      # per row: (m, 4) float64 matrix actually scored
+    thresholds: np.ndarray          # (R,) float64 alpha per row (finite: unreachable rows are left out)
+    row_motif: np.ndarray           # (R,) int32
+    row_strand: np.ndarray          # (R,) int8
+    lengths: np.ndarray             # (R,) int32
+    tiles: list = field(default_factory=list)
+    max_length: int = 0
+    pvalues: object = None          # optional workers.distribution.pvalue_table.PvalueTable of the rows: a GPU scan then
+                                    # also returns each hit's p-value segment (BlockHits.seg)
+    _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
+    _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables, stacked weights (built on first use)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.pwms)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_gpu"] = {}
+        state["_slices"] = {}
+        return state
+
+
+def plan_tiles(lengths: np.ndarray, waste: float = 0.15, max_width: int = 512) -> list[np.ndarray]:
+    """Group rows into tiles of similar length (padding waste <= ``waste``), longest first."""
+    order = np.argsort(-lengths, kind="stable")
+    tiles, cur, cur_len = [], [], 0
+    for r in order:
+        m = int(lengths[r])
+        if cur and (m < cur_len * (1 - waste) or len(cur) >= max_width):
+            tiles.append(np.asarray(cur, dtype=np.int32))
+            cur = []
+        if not cur:
+            cur_len = m
+        cur.append(int(r))
+    if cur:
+        tiles.append(np.asarray(cur, dtype=np.int32))
+    return tiles
+
+
+def make_plan(pwms: list, thresholds: np.ndarray, row_motif: np.ndarray, row_strand: np.ndarray) -> ScanPlan:
+    """Build the plan from per-row float64 matrices and thresholds (rows with alpha = inf are dropped)."""
+    thresholds = np.asarray(thresholds, dtype=np.float64)
+    keep = np.flatnonzero(np.isfinite(thresholds))
+    pwms = [np.ascontiguousarray(pwms[i], dtype=np.float64) for i in keep]
+    lengths = np.array([p.shape[0] for p in pwms], dtype=np.int32)
+    plan = ScanPlan(pwms=pwms, thresholds=thresholds[keep], row_motif=np.asarray(row_motif)[keep].astype(np.int32),
+                    row_strand=np.asarray(row_strand)[keep].astype(np.int8), lengths=lengths,
+                    max_length=int(lengths.max()) if len(lengths) else 0)
+    for rows in plan_tiles(lengths):
+        L = int(lengths[rows].max())
+        P = np.zeros((L, 4, len(rows)), dtype=np.float64)
+        for k, r in enumerate(rows):
+            m = lengths[r]
+            P[:m, :, k] = pwms[r] - plan.thresholds[r] / m
+        plan.tiles.append(Tile(rows=rows, length=L, P=P.reshape(4 * L, len(rows)).astype(np.float32)))
+    return plan
+
+
+@dataclass
+class BlockHits:
+    """Hits of one block, sorted by (row, position): each motif/strand row's hits together, in genome order
+    (the order of the Parquet files: long runs of one motif, ascending coordinates inside, make them smaller
+    and faster to encode than position order).  ``pos`` is relative to the block row start."""
+    pos: np.ndarray      # (n,) int64
+    row: np.ndarray      # (n,) int32 ScanPlan row
+    score: np.ndarray    # (n,) float64, exact (column-order float64 sum)
+    seg: np.ndarray | None = None   # (n,) int32 p-value segment (PvalueTable.lookup), where already found
+
+    @classmethod
+    def empty(cls) -> "BlockHits":
+        return cls(np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.float64))
+
+    def __len__(self) -> int:
+        return len(self.pos)
+
+
+def n_prefix(codes: np.ndarray) -> np.ndarray:
+    """(n+1,) int32 prefix count of code-4 positions, for O(1) "window contains N" tests."""
+    out = np.zeros(codes.size + 1, dtype=np.int32)
+    np.cumsum(codes >= 4, out=out[1:])
+    return out
+
+
+def stacked_weights(plan: ScanPlan) -> tuple:
+    """All rows' matrices stacked, ``(weights (sum m, 4), starts (R,), lengths (R,))``; cached on the plan."""
+    cached = plan._slices.get("weights")
+    if cached is None:
+        starts = np.zeros(plan.n_rows, dtype=np.int64)
+        np.cumsum(plan.lengths[:-1], out=starts[1:])
+        cached = plan._slices["weights"] = (np.concatenate(plan.pwms), starts, plan.lengths.astype(np.int64))
+    return cached
