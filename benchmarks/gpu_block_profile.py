@@ -40,7 +40,7 @@ def main():
     n = a.positions
     codes = np.random.default_rng(1).choice(4, size=n + 128, p=bg).astype(np.uint8)
     G.scan_gpu(codes, n, plan)                                   # compile, upload tables
-    T = G._tables(plan)
+    T = G.device_tables(plan)
     S = T.state()
     res = {}
 
@@ -56,7 +56,7 @@ def main():
         for _ in range(5):
             codes_d = step("H2D codes", lambda: cp.asarray(codes))
             pos, row = step("candidate pass", lambda: G.candidates(codes_d, n, plan))
-            _, rescore, segment_index = G._kernels(1)
+            rescore, segment_index = G.rescore_kernels()
             score = cp.empty(pos.size, dtype=np.float64)
             hit = cp.empty(pos.size, dtype=np.uint8)
             step("rescore", lambda: rescore(((pos.size + 255) // 256,), (256,), (codes_d, np.int64(codes_d.size), pos, row,

@@ -83,14 +83,14 @@ def part_kernel(codes, plan, sink, reps=5):
         return None
     import cupy as cp
 
-    from workers.scan.gpu import _tables, candidates, scan_gpu
+    from workers.scan.gpu import candidates, device_tables, scan_gpu
 
     codes_d = cp.asarray(codes)
     candidates(codes_d, n, plan)              # compile + upload
     scan_gpu(codes, n, plan)
     cp.cuda.Device().synchronize()
     start, end = cp.cuda.Event(), cp.cuda.Event()
-    with _tables(plan).state().stream:        # the events on the stream the candidate pass runs on
+    with device_tables(plan).state().stream:      # the events on the stream the candidate pass runs on
         start.record()
         for _ in range(reps):
             pos, _ = candidates(codes_d, n, plan)

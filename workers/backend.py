@@ -1,14 +1,22 @@
-"""Device resolution and the array module.
+"""Device resolution, the array module, and the per-device caches every GPU module uses.
 
 Every worker function takes ``device=None | "cpu" | "gpu"`` and resolves it here, once.
 ``None`` means: the GPU when CuPy and a CUDA device are usable, else the CPU.  Nothing
 defaults to CUDA by accident, and CuPy is imported only when a GPU is asked for or probed.
+
+Two caches serve every GPU module (the way cuCIM memoizes its kernels per device): :func:`cuda_kernels`
+compiles a ``.cu`` file (kept beside the module that launches it) once per device and keeps its kernels;
+:func:`on_device` keeps what a plan uploads to a device (its tables as CuPy arrays) for as long as the
+plan lives, once per device, so a worker that scans thousands of blocks with one plan uploads it once.
+Nothing of either travels when a plan is pickled.
 """
 from __future__ import annotations
 
 import functools
 import os
 import threading
+import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -116,3 +124,98 @@ def set_gc_threshold(setting=None) -> tuple | None:
     if values:
         gc.set_threshold(*values)
     return values
+
+
+# ------------------------------------------------------------------------------------ per-device caches
+#: Dynamic shared memory a kernel asks for at most, in bytes (H100/H200 allow 227 kB per block).
+SHARED_MEMORY_LIMIT = 200 * 1024
+#: Options of every NVRTC compilation.
+CUDA_OPTIONS = ("-std=c++17",)
+
+_kernels: dict = {}
+_kernel_locks: dict = {}
+_kernels_lock = threading.Lock()
+
+
+def cuda_kernels(source: Path, names: tuple, instantiate: tuple = ()) -> dict:
+    """Kernels of a CUDA source file, compiled for the current device (once per device; CuPy also keeps the
+    binary on disk).
+
+    Parameters
+    ----------
+    source : pathlib.Path
+        The ``.cu`` file.
+    names : tuple of str
+        The kernels wanted: ``extern "C"`` names, or C++ name expressions listed in ``instantiate``.
+    instantiate : tuple of str, optional
+        Template instantiations to compile (``"scan_mma<4,2>"``); each distinct tuple is its own module, so a
+        worker compiles only the instantiations its plans need.
+
+    Returns
+    -------
+    dict of str to cupy.RawKernel
+        ``names[i]`` → its kernel on the current device.  A worker's threads share them; the first thread to
+        ask compiles while the others wait (the compilation of another source does not wait).
+    """
+    import cupy  # noqa: PLC0415
+
+    key = (cupy.cuda.Device().id, str(source), tuple(names), tuple(instantiate))
+    found = _kernels.get(key)
+    if found is None:
+        with _kernels_lock:
+            lock = _kernel_locks.setdefault(key, threading.Lock())
+        with lock:
+            found = _kernels.get(key)
+            if found is None:
+                module = cupy.RawModule(code=Path(source).read_text(), options=CUDA_OPTIONS,
+                                        name_expressions=tuple(instantiate) or None)
+                found = _kernels[key] = {name: module.get_function(name) for name in names}
+    return found
+
+
+_uploads: dict = {}
+_upload_owners: set = set()
+_uploads_lock = threading.RLock()        # an upload may ask for another owner's
+
+
+def on_device(owner, upload, device: int | None = None):
+    """``upload(owner)`` for a CUDA device, made once per (owner, device) and kept while ``owner`` lives.
+
+    Parameters
+    ----------
+    owner : object
+        A plan (``ScanPlan``, ``CompositionPlan``, ``CompareRows``): read-only, weak-referenceable; what is
+        kept belongs to this very object, so a pickled copy on a worker uploads its own.
+    upload : callable
+        ``upload(owner)`` builds the device-side object (CuPy arrays on the current device).
+    device : int, optional
+        Device id; default the current CUDA device.
+
+    Returns
+    -------
+    object
+        What ``upload`` returned, the first time it was asked for on this device.  A worker's threads share it;
+        one builds it while the others wait.
+    """
+    if device is None:
+        import cupy  # noqa: PLC0415
+
+        device = cupy.cuda.Device().id
+    key = (id(owner), int(device))
+    found = _uploads.get(key)
+    if found is None:
+        with _uploads_lock:
+            found = _uploads.get(key)
+            if found is None:
+                found = _uploads[key] = upload(owner)
+                if key[0] not in _upload_owners:
+                    _upload_owners.add(key[0])
+                    weakref.finalize(owner, _forget_uploads, key[0])
+    return found
+
+
+def _forget_uploads(owner_id: int) -> None:
+    with _uploads_lock:
+        for key in [k for k in _uploads if k[0] == owner_id]:
+            del _uploads[key]
+        _upload_owners.discard(owner_id)

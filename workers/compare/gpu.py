@@ -2,39 +2,22 @@
 module); see :mod:`workers.compare.pairs`."""
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 
-from workers.distribution.bucket_gpu import SHARED_LIMIT, THREADS
+from workers.backend import SHARED_MEMORY_LIMIT, cuda_kernels, on_device
 
-_SRC = (Path(__file__).parent / "compare.cu").read_text()
-_LOCK = threading.Lock()
-_KERNELS: dict = {}
+SOURCE = Path(__file__).parent / "compare.cu"
+THREADS = 256
 
 
-def _kernel(name: str):
+def _upload(rows) -> tuple:
+    """A ``CompareRows``' arrays on the current device, in the kernel's argument order."""
     import cupy as cp  # noqa: PLC0415
 
-    key = (cp.cuda.Device().id, name)
-    with _LOCK:
-        k = _KERNELS.get(key)
-        if k is None:
-            k = _KERNELS[key] = cp.RawKernel(_SRC, name, options=("-std=c++17",))
-    return k
-
-
-def _device_rows(rows, cp):
-    cache = getattr(rows, "_gpu", None)
-    dev = cp.cuda.Device().id
-    if cache is None or cache[0] != dev:
-        arrs = (cp.asarray(rows.m, cp.int32), cp.asarray(rows.off, cp.int64),
-                cp.asarray(rows.kdef, cp.int32), cp.asarray(rows.prob, cp.float32),
-                cp.asarray(rows.cut, cp.int32))
-        cache = (dev, arrs)
-        rows._gpu = cache
-    return cache[1]
+    return (cp.asarray(rows.m, cp.int32), cp.asarray(rows.off, cp.int64), cp.asarray(rows.kdef, cp.int32),
+            cp.asarray(rows.prob, cp.float32), cp.asarray(rows.cut, cp.int32))
 
 
 def joint_tp_gpu(rows_a, rows_b, ra: np.ndarray, rb: np.ndarray, shift: np.ndarray,
@@ -49,13 +32,13 @@ def joint_tp_gpu(rows_a, rows_b, ra: np.ndarray, rb: np.ndarray, shift: np.ndarr
     na = rows_a.cut[:, 2].max(initial=-1) + 1
     nb = rows_b.cut[:, 2].max(initial=-1) + 1
     smem = int(2 * max(na, 1) * max(nb, 1) * 4)
-    if smem > SHARED_LIMIT:
+    if smem > SHARED_MEMORY_LIMIT:
         raise ValueError(f"COMPARE grid {na}x{nb} does not fit in shared memory; lower cells")
-    k = _kernel("compare_joint")
+    k = cuda_kernels(SOURCE, ("compare_joint",))["compare_joint"]
     if smem > 48 * 1024:
         k.max_dynamic_shared_size_bytes = smem
-    A = _device_rows(rows_a, cp)
-    B = _device_rows(rows_b, cp)
+    A = on_device(rows_a, _upload)
+    B = on_device(rows_b, _upload)
     bg = [np.float32(x) for x in rows_a.background]
     for s in range(0, n, chunk):
         e = min(n, s + chunk)

@@ -1,4 +1,4 @@
-// Nucleotide-histogram comparison on the GPU (see workers/composition.py for the geometry).
+// Nucleotide-histogram comparison on the GPU (see workers/composition/plan.py for the geometry).
 //
 // pre    : (V + 1) int4 prefix counts (A, C, G, N) of the task's sequence (inclusive scans, as the seed)
 // mask   : (V) uint8, 1 where a window may start (block cores)

@@ -11,7 +11,7 @@ Same algorithm and same result as :func:`workers.composition.cpu.compare_cpu`, a
    writes each row's matches (one warp per row) at the row's offset, and the matches are sorted by
    (position, row) on the device before they are copied to the host.
 
-The plan's arrays are uploaded once per device and cached on the plan; the device section of a task
+The plan's arrays are uploaded once per device (:func:`workers.backend.on_device`); the device section of a task
 is serialised per device (its memory is sized by the task), other tasks read and write meanwhile.
 """
 from __future__ import annotations
@@ -21,31 +21,18 @@ from pathlib import Path
 
 import numpy as np
 
+from workers.backend import cuda_kernels, on_device
 from workers.composition.plan import CompositionHits, CompositionPlan, Segments
 
-_SRC = (Path(__file__).parent / "composition.cu").read_text()
+SOURCE = Path(__file__).parent / "composition.cu"
+KERNELS = ("comp_hist", "comp_scatter", "comp_rows", "comp_emit")
 THREADS = 256
-
-_COMPILED: dict = {}
-_LOCK = threading.Lock()
 
 
 def _cupy():
     import cupy  # noqa: PLC0415
 
     return cupy
-
-
-def _kernels():
-    cp = _cupy()
-    dev = cp.cuda.Device().id
-    with _LOCK:
-        k = _COMPILED.get(dev)
-        if k is None:
-            mod = cp.RawModule(code=_SRC, options=("-std=c++17",))
-            k = _COMPILED[dev] = {n: mod.get_function(n) for n in
-                                  ("comp_hist", "comp_scatter", "comp_rows", "comp_emit")}
-    return k
 
 
 class _DevicePlan:
@@ -63,15 +50,6 @@ class _DevicePlan:
         self.lock = threading.Lock()
 
 
-def _device_plan(plan: CompositionPlan) -> _DevicePlan:
-    cp = _cupy()
-    dev = cp.cuda.Device().id
-    with _LOCK:
-        t = plan._gpu.get(dev)
-        if t is None:
-            t = plan._gpu[dev] = _DevicePlan(plan)
-    return t
-
 
 def compare_gpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hits: bool = True):
     """GPU twin of :func:`workers.composition.cpu.compare_cpu`: (counts per row, hits sorted by (pos, row))."""
@@ -79,8 +57,8 @@ def compare_gpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hi
         return np.zeros(plan.n_rows, np.int64), (CompositionHits.empty() if hits else None)
     if codes.size >= 2**31 - 1:
         raise ValueError("a task's sequence must be shorter than 2**31 positions on the GPU path")
-    T = _device_plan(plan)
-    K = _kernels()
+    T = on_device(plan, _DevicePlan)
+    K = cuda_kernels(SOURCE, KERNELS)
     mask = segments.start_mask(codes.size)
     with T.lock:
         return _compare_locked(codes, mask, plan, T, K, hits)

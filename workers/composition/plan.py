@@ -26,7 +26,7 @@ CuPy (:mod:`workers.composition.gpu`); both return the same arrays, sorted the s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,7 +52,6 @@ class CompositionPlan:
     n_tests: int
     min_similarity: float
     both_strands: bool
-    _gpu: dict = field(default_factory=dict, repr=False)
 
     @property
     def n_rows(self) -> int:
@@ -65,11 +64,6 @@ class CompositionPlan:
     @property
     def cells(self) -> int:
         return int(self.box_off[-1])
-
-    def __getstate__(self):
-        state = self.__dict__.copy()
-        state["_gpu"] = {}
-        return state
 
 
 def max_distance(length: int, min_similarity: float) -> int:

@@ -1,4 +1,4 @@
-// Motif discovery on the GPU (workers/discover_gpu.py): Gibbs chains, the (l, d) proxy and the (l, d) local
+// Motif discovery on the GPU (workers/discover/gpu.py): Gibbs chains, the (l, d) proxy and the (l, d) local
 // search, each a single launch for a whole batch.
 //
 // Windows are packed: window p of sequence i is wcode[i * P + p], letter j in bits 2j..2j+1 (A=0 C=1 G=2 T=3,
@@ -228,7 +228,7 @@ extern "C" __global__ void ld_proxy(
     tot_out[c] = tot;
 }
 
-// The (l, d) local search of workers/refine_numba.local_search for many starts at once, one warp per start:
+// The (l, d) local search of workers/discover/refine_numba.local_search for many starts at once, one warp per start:
 // climb by single-letter changes to a local optimum of (sequences within d ↑, summed capped distance ↓),
 // the best move first, ties to the first (position, letter); at most max_moves moves.
 // Per sequence the warp finds the closest distance dmin; only windows within dmin + 1 can give a
@@ -325,7 +325,7 @@ extern "C" __global__ void ld_climb(
     }
 }
 
-// Consensus of each model's sites moved by each of the ns shifts along the motif (workers.refine.shifted_
+// Consensus of each model's sites moved by each of the ns shifts along the motif (workers.discover.refine.shifted_
 // consensus): pos (C, T) is the model's window per sequence, use (T) the sequences that count; a site moved off
 // its sequence or onto an N is left out; ties go to the first letter.  Warp per model, lane j < l counts the
 // letters of motif position j.  out (C, ns) packed consensus, nsites_out (C, ns) sites used (0: none).

@@ -16,41 +16,34 @@ CuPy with :class:`CupyKernels`, and in the tests on NumPy with the kernels compi
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from workers.backend import cuda_kernels
 from workers.discover.windows import Windows
 
 SOURCE = Path(__file__).parent / "discover.cu"
+KERNELS = ("gibbs_chains", "ld_proxy", "ld_climb", "shift_consensus")
 #: Widest motif the packed kernels take (2 bits a letter in 64 bits).
 MAX_WIDTH = 32
 #: Warps (chains, models, starts) per block.
 WARPS = 4
 SHIFTS = (-2, -1, 0, 1, 2)
 
-_LOCK = threading.Lock()
-_MODULES: dict = {}
-
-
 class CupyKernels:
-    """The kernels of ``discover.cu`` compiled by NVRTC for the current device (cached per device)."""
+    """The kernels of ``discover.cu`` compiled by NVRTC for the current device, once per device
+    (:func:`workers.backend.cuda_kernels`)."""
 
     def __init__(self):
         import cupy  # noqa: PLC0415
 
         self.xp = cupy
-        dev = cupy.cuda.Device().id
-        with _LOCK:
-            mod = _MODULES.get(dev)
-            if mod is None:
-                mod = _MODULES[dev] = cupy.RawModule(code=SOURCE.read_text(), options=("-std=c++17",))
-        self._mod = mod
+        self._kernels = cuda_kernels(SOURCE, KERNELS)
 
     def launch(self, name: str, grid: int, block: int, smem: int, *args) -> None:
-        self._mod.get_function(name)((int(grid),), (int(block),), args, shared_mem=int(smem))
+        self._kernels[name]((int(grid),), (int(block),), args, shared_mem=int(smem))
 
 
 #: Kernel launcher used for NumPy arrays when none is passed (set by the tests to the host build).

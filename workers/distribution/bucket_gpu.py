@@ -1,27 +1,14 @@
 """GPU kernel of BUCKETSCOREDISTRIBUTION (CuPy; CUDA source in ``workers/distribution/bucket.cu``)."""
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 
-_SRC = (Path(__file__).parent / "bucket.cu").read_text()
+from workers.backend import SHARED_MEMORY_LIMIT, cuda_kernels
+
+SOURCE = Path(__file__).parent / "bucket.cu"
 THREADS = 256
-SHARED_LIMIT = 200 * 1024          # dynamic shared memory asked for at most (H100/H200: 227 kB per block)
-_LOCK = threading.Lock()
-_KERNELS: dict = {}
-
-
-def _kernel(name: str):
-    import cupy as cp  # noqa: PLC0415
-
-    key = (cp.cuda.Device().id, name)
-    with _LOCK:
-        k = _KERNELS.get(key)
-        if k is None:
-            k = _KERNELS[key] = cp.RawKernel(_SRC, name, options=("-std=c++17",))
-    return k
 
 
 def slice_hist_gpu(sc: np.ndarray, pr: np.ndarray, lo: float, delta: float, ncell: int):
@@ -33,9 +20,9 @@ def slice_hist_gpu(sc: np.ndarray, pr: np.ndarray, lo: float, delta: float, ncel
     ns = 1 << (2 * mu)
     n_outer = 1 << (2 * (l - mu))
     need = (2 * ns + ncell) * 8
-    use_shared = need <= SHARED_LIMIT
+    use_shared = need <= SHARED_MEMORY_LIMIT
     smem = need if use_shared else 2 * ns * 8
-    k = _kernel("bucket_slice_hist")
+    k = cuda_kernels(SOURCE, ("bucket_slice_hist",))["bucket_slice_hist"]
     if smem > 48 * 1024:
         k.max_dynamic_shared_size_bytes = smem
     out = cp.zeros(ncell, dtype=cp.float64)

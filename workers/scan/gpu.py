@@ -6,11 +6,11 @@ written, compacted through an atomic counter.  A second kernel rescores the cand
 column order, so hits are identical to the CPU path.  The full score matrix never exists in memory.
 
 Per device, the plan's tables (fp16 fragments of every tile, float64 matrices, thresholds, p-value
-segment edges) are uploaded once and cached on the plan object, which the worker keeps for the whole
-scan; they are read-only.  A worker runs several tasks at once (so that reading and writing overlap the
-GPU): each thread has its own CUDA stream, candidate buffers and counter on each device, so the blocks of
-different threads overlap on the GPU too (one block's copies with another's kernels) and no lock is held
-around the device work.
+segment edges) are uploaded once (:func:`workers.backend.on_device`) and kept while the plan lives, which
+is the whole scan on a worker; they are read-only.  A worker runs several tasks at once (so that reading
+and writing overlap the GPU): each thread has its own CUDA stream, candidate buffers and counter on each
+device, so the blocks of different threads overlap on the GPU too (one block's copies with another's
+kernels) and no lock is held around the device work.
 """
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.scan.plan import BlockHits, ScanPlan
+from workers.backend import cuda_kernels, on_device
+from workers.scan.plan import BlockHits, ScanPlan, folded, stacked_weights
 
-_SRC = (Path(__file__).parent / "scan_mma.cu").read_text()
+SOURCE = Path(__file__).parent / "scan_mma.cu"
 PG = 2                       # 16-window groups per warp iteration (B fragments reused PG times)
 THREADS = 128
 MAX_NCH = 16                 # motifs up to 64 columns on the GPU path
@@ -34,22 +35,16 @@ def _cupy():
     return cupy
 
 
-_COMPILED: dict = {}
-_COMPILE_LOCK = threading.Lock()
+def _scan_kernel(nch: int):
+    """The tensor-core kernel for tiles of ``nch`` 4-column chunks (one template instantiation per width)."""
+    name = f"scan_mma<{nch},{PG}>"
+    return cuda_kernels(SOURCE, (name,), instantiate=(name,))[name]
 
 
-def _kernels(nch: int):
-    """Compiled kernels for tiles of ``nch`` 4-column chunks, cached per device (and by CuPy on disk)."""
-    cp = _cupy()
-    key = (cp.cuda.Device().id, nch)
-    with _COMPILE_LOCK:
-        k = _COMPILED.get(key)
-        if k is None:
-            name = f"scan_mma<{nch},{PG}>"
-            mod = cp.RawModule(code=_SRC, options=("-std=c++17",), name_expressions=(name,))
-            k = _COMPILED[key] = (mod.get_function(name), mod.get_function("rescore_f64"),
-                                  mod.get_function("segment_index"))
-    return k
+def rescore_kernels() -> tuple:
+    """The float64 rescoring and p-value segment kernels (no scan instantiation compiled for them)."""
+    k = cuda_kernels(SOURCE, ("rescore_f64", "segment_index"))
+    return k["rescore_f64"], k["segment_index"]
 
 
 def fragments(P16: np.ndarray, nch: int) -> np.ndarray:
@@ -93,10 +88,7 @@ class _DeviceTables:
             c = len(tile.rows)
             cpad = -(-c // 8) * 8
             # exact folded values (w - alpha/m), in float64, and their fp16 rounding
-            exact = np.zeros((nch * 4, 4, cpad), dtype=np.float64)
-            for k, r in enumerate(tile.rows):
-                m = plan.lengths[r]
-                exact[:m, :, k] = plan.pwms[r] - plan.thresholds[r] / m
+            exact = folded(plan, tile.rows, nch * 4, cpad)
             P16 = exact.astype(np.float16)
             err = np.abs(P16.astype(np.float64) - exact).max(axis=1).sum(axis=0)        # (cpad,)
             thr = -(err + SLACK)
@@ -107,10 +99,11 @@ class _DeviceTables:
                 cand_thr=cp.asarray(thr[:c].astype(np.float32)),
                 rows=cp.asarray(tile.rows.astype(np.int32)),
             ))
-        offs = np.zeros(plan.n_rows, dtype=np.int64)
         if plan.n_rows:
-            offs[1:] = np.cumsum([4 * p.shape[0] for p in plan.pwms])[:-1]
-        flat = np.concatenate([p.reshape(-1) for p in plan.pwms]) if plan.n_rows else np.zeros(1)
+            weights, starts, _ = stacked_weights(plan)          # (sum m, 4) float64, row r from starts[r]
+            flat, offs = weights.reshape(-1), 4 * starts
+        else:
+            flat, offs = np.zeros(1), np.zeros(0, dtype=np.int64)
         self.pwm = cp.asarray(flat.astype(np.float64))
         self.pwm_off = cp.asarray(offs)
         self.lengths = cp.asarray(plan.lengths.astype(np.int32))
@@ -149,32 +142,22 @@ class _ThreadState:
             self.cand_row = cp.empty(self.capacity, dtype=np.int32)
 
 
-_BUILD_LOCK = threading.Lock()
-
-
-def _tables(plan: ScanPlan) -> _DeviceTables:
-    cp = _cupy()
-    dev = cp.cuda.Device().id
-    t = plan._gpu.get(dev)
-    if t is None:
-        with _BUILD_LOCK:
-            t = plan._gpu.get(dev)
-            if t is None:
-                t = plan._gpu[dev] = _DeviceTables(plan)
-    return t
+def device_tables(plan: ScanPlan) -> _DeviceTables:
+    """The plan's tables on the current device (uploaded by the first thread that asks, then kept)."""
+    return on_device(plan, _DeviceTables)
 
 
 def candidates(codes_d, n: int, plan: ScanPlan):
     """Run the tensor-core pass on this thread's stream; return device arrays (pos, row) of candidates
     (views of this thread's buffers, valid until its next call)."""
-    T = _tables(plan)
+    T = device_tables(plan)
     S = T.state()
     L = np.int64(codes_d.size)
     with S.stream:
         while True:
             S.counter.fill(0)
             for tile in T.tiles:
-                kern = _kernels(tile["nch"])[0]
+                kern = _scan_kernel(tile["nch"])
                 per_iter = 16 * PG
                 need_warps = -(-n // per_iter)
                 blocks = max(1, min(T.grid, -(-need_warps // (THREADS // 32))))
@@ -192,7 +175,7 @@ def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
     n = int(n_positions)
     if n <= 0 or not plan.tiles:
         return BlockHits.empty()
-    T = _tables(plan)
+    T = device_tables(plan)
     with T.state().stream:
         return _scan(codes, n, plan, T)
 
@@ -203,7 +186,7 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
     pos, row = candidates(codes_d, n, plan)
     if pos.size == 0:
         return BlockHits.empty()
-    _, rescore, segment_index = _kernels(1)
+    rescore, segment_index = rescore_kernels()
     score = cp.empty(pos.size, dtype=np.float64)
     hit = cp.empty(pos.size, dtype=np.uint8)
     rescore(((pos.size + 255) // 256,), (256,), (codes_d, np.int64(codes_d.size), pos, row, np.uint32(pos.size),

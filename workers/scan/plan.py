@@ -34,9 +34,8 @@ class ScanPlan:
     lengths: np.ndarray             # (R,) int32
     tiles: list = field(default_factory=list)
     max_length: int = 0
-    pvalues: object = None          # optional workers.distribution.pvalue_table.PvalueTable of the rows: a GPU scan then
+    pvalues: object = None          # optional workers.distribution.PvalueTable of the rows: a GPU scan then
                                     # also returns each hit's p-value segment (BlockHits.seg)
-    _gpu: dict = field(default_factory=dict, repr=False)   # per-device cache of uploaded tables
     _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables, stacked weights (built on first use)
 
     @property
@@ -45,7 +44,6 @@ class ScanPlan:
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_gpu"] = {}
         state["_slices"] = {}
         return state
 
@@ -78,12 +76,22 @@ def make_plan(pwms: list, thresholds: np.ndarray, row_motif: np.ndarray, row_str
                     max_length=int(lengths.max()) if len(lengths) else 0)
     for rows in plan_tiles(lengths):
         L = int(lengths[rows].max())
-        P = np.zeros((L, 4, len(rows)), dtype=np.float64)
-        for k, r in enumerate(rows):
-            m = lengths[r]
-            P[:m, :, k] = pwms[r] - plan.thresholds[r] / m
+        P = folded(plan, rows, L, len(rows))
         plan.tiles.append(Tile(rows=rows, length=L, P=P.reshape(4 * L, len(rows)).astype(np.float32)))
     return plan
+
+
+def folded(plan: ScanPlan, rows: np.ndarray, length: int, width: int) -> np.ndarray:
+    """The threshold folded into every column of the rows ``rows``: ``(length, 4, width)`` float64 with
+    ``[j, x, k] = w_r[j, x] - alpha_r / m_r`` for ``r = rows[k]``, 0 past ``m_r`` and past the rows.
+
+    The tiles' float32 pattern matrices and the GPU's fp16 fragments (with their rounding bounds) are made
+    from it."""
+    out = np.zeros((length, 4, width), dtype=np.float64)
+    for k, r in enumerate(rows):
+        m = plan.lengths[r]
+        out[:m, :, k] = plan.pwms[r] - plan.thresholds[r] / m
+    return out
 
 
 @dataclass

@@ -128,7 +128,7 @@ extern "C" __global__ void rescore_f64(
     hit[i] = (ok && acc >= thresholds[r]) ? 1 : 0;
 }
 
-// Score -> p-value segment of each hit (workers/pvalue_table.py, _search): the last segment j of
+// Score -> p-value segment of each hit (workers/distribution/pvalue_table.py, _search): the last segment j of
 // row r's range [offsets[r], offsets[r+1]) with x0[j] < score, or offsets[r] - 1 when there is none.
 // The same binary search as the host's, so the host's exp() sees the same segment.
 extern "C" __global__ void segment_index(
