@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow
-from pipeline.dataset import (Progress, atomic_write_bytes, check_output, prepare_output, read_manifest,
+from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_output, prepare_output, read_manifest,
                               write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
 from pipeline.schema import COMPOSITION_FILE_SCHEMA, COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
@@ -369,8 +369,6 @@ def estimate_hits(ctx: CompositionContext, groups: list, client, n_sample: int) 
 def execute_composition(job: CompositionJob, client, device: str = "cpu", progress: bool = True,
                         command: str | None = None, console=None, max_hits: int | None = None) -> CompositionResult:
     """Estimate (unless counting only), then one task per block group on ``client``; summaries at the end."""
-    from distributed import as_completed  # noqa: PLC0415
-
     max_hits = int(_cfg("max-hits") if max_hits is None else max_hits)
     out = job.out
     counts_only = job.params["counts_only"]
@@ -398,24 +396,14 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
         todo = [g for g in groups if g[0].block_id not in done]
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_compare": 0.0, "seconds_io": 0.0}
     t_tasks0 = time.perf_counter()
-    if todo:
-        ctx_f = client.scatter(ctx, broadcast=True, hash=False)
-        futures = [client.submit(composition_task, ctx_f, g, pure=False,
-                                 key=f"composition-{g[0].block_id}-{uuid.uuid4().hex[:6]}") for g in todo]
-        bar = Progress(console, sum(len(g) for g in todo), progress, label="composition")
-        try:
-            for fut, res in as_completed(futures, with_results=True, raise_errors=False):
-                if fut.status == "error":
-                    exc = fut.exception()
-                    for f in futures:
-                        f.cancel()
-                    raise CompositionError(f"a task failed: {type(exc).__name__}: {exc} "
-                                           f"(finished tasks are kept; rerun with --resume)") from None
-                for k in stats:
-                    stats[k] += res[k]
-                bar.update(res["blocks"], stats["hits"])
-        finally:
-            bar.close()
+    run = TaskRun(client, composition_task, ctx, [(g,) for g in todo], name="composition",
+                  key=lambda g: g[0].block_id)
+    with Progress(console, sum(len(g) for g in todo), progress and len(run) > 0, label="composition") as bar:
+        for res in run.results(lambda exc: CompositionError(f"a task failed: {type(exc).__name__}: {exc} "
+                                                            f"(finished tasks are kept; rerun with --resume)"), out):
+            for k in stats:
+                stats[k] += res[k]
+            bar.update(res["blocks"], stats["hits"])
     t_tasks = time.perf_counter() - t_tasks0
     counts, total_hits = _totals_from_manifest(out, job.plan.n_rows)
     positions = sum(b.core_end - b.start for g in groups for b in g)

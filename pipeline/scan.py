@@ -23,15 +23,14 @@ import os
 import shlex
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__
-from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
-from pipeline.dataset import abspath as _abspath, iter_manifest, remove_temporaries
+from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
+from pipeline.dataset import abspath as _abspath, iter_manifest
 from pipeline.dataset import prepare_output as _prepare_output
 from pipeline import arrow, storage
 from pipeline.genome import Block, GenomeStore
@@ -360,12 +359,9 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
 
 
 def _execute_scan(job: ScanJob, client, device, progress, command, console, pub) -> ScanResult:
-    from distributed import as_completed  # noqa: PLC0415
-
     import dask.config  # noqa: PLC0415
 
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
-    bg, pseudocount = mset.background, mset.pseudocount
     t_thr0 = time.perf_counter()
     tables = row_thresholds(mset, pvalue, client=client, store_later=True)   # cache written while blocks scan
     pwms, row_motif, row_strand = mset.rows()
@@ -373,26 +369,10 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     plan = make_plan(pwms, thr, row_motif, row_strand)
     keep = np.flatnonzero(np.isfinite(thr))
     unreachable = sorted({mset.ids[row_motif[i]] for i in range(len(thr)) if not np.isfinite(thr[i])})
-    meta = {
-        "motifgrid.version": __version__,
-        "motifgrid.hits_format": str(HITS_FORMAT_VERSION),
-        "motifgrid.command": command,
-        "genome.path": _abspath(store.path),
-        "genome.checksum": store.checksum,
-        "genome.block_size": str(store.block_size),
-        "genome.halo": str(store.halo),
-        "motifs.source": mset.source,
-        "motifs.checksum": mset.checksum,
-        "motifs.count": str(len(mset.ids)),
-        "background": json.dumps([float(x) for x in bg]),
-        "pseudocount": repr(pseudocount),
-        "pvalue": repr(pvalue),
-        "device": device,
-    }
     plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
-                      motif_names=mset.names, out=_abspath(out), metadata=meta, device=device,
-                      compression=_compression())
+                      motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
+                      device=device, compression=_compression())
 
     all_blocks = store.blocks()
     todo = [b for b in all_blocks if b.block_id not in done]
@@ -404,39 +384,21 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0, "seconds_task": 0.0}
     t_thresholds = time.perf_counter() - t_thr0
     t_tasks0 = time.perf_counter()
-    futures = {}
-    if groups:
-        ctx_f = client.scatter(ctx, broadcast=True, hash=False)
-        for g in groups:
-            f = client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-{g[0].block_id}-{uuid.uuid4().hex[:6]}")
-            futures[f.key] = f
+    run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan", key=lambda g: g[0].block_id)
     # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
     # the blocks this run skips are those of ``done``: a task of an interrupted client may still finish a block
     # (its manifest entry appears now) that this run has just resubmitted and will count itself
     earlier = [e for e in iter_manifest(out, "block") if e["block"] in done] if done else []
     pub.running(plan, all_blocks, todo, earlier)
     row_hits_run = np.zeros(plan.n_rows, np.int64)
-    if futures:
-        bar = _progress(console, len(todo), progress)
-        try:
-            for fut, res in as_completed(list(futures.values()), with_results=True, raise_errors=False):
-                if fut.status == "error":
-                    exc = fut.exception()
-                    for f in futures.values():
-                        f.cancel()
-                    raise ScanError(_failure_message(exc, out)) from None
-                # its blocks are on disk: let the scheduler forget the task, so that a worker lost later
-                # does not make it recompute (and rewrite) finished blocks
-                futures.pop(fut.key).release()
-                for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
-                    stats[k] += res[k]
-                if res["row_hits"] is not None:
-                    row_hits_run += res["row_hits"]
-                bar.update(res["blocks"], stats["hits"])
-                pub.task_done(res)
-        finally:
-            bar.close()
-        remove_temporaries(out)       # left by a worker killed mid-write (its task ran again elsewhere)
+    with Progress(console, len(todo), progress and len(run) > 0) as bar:
+        for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
+            for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
+                stats[k] += res[k]
+            if res["row_hits"] is not None:
+                row_hits_run += res["row_hits"]
+            bar.update(res["blocks"], stats["hits"])
+            pub.task_done(res)
     from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
 
     wait_for_cache_writes()
@@ -463,6 +425,27 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                       seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
                       column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
                       workers=len(client.scheduler_info().get("workers", {})))
+
+
+def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
+    """The provenance every hits file carries in its key-value metadata."""
+    store, mset = job.store, job.mset
+    return {
+        "motifgrid.version": __version__,
+        "motifgrid.hits_format": str(HITS_FORMAT_VERSION),
+        "motifgrid.command": command,
+        "genome.path": _abspath(store.path),
+        "genome.checksum": store.checksum,
+        "genome.block_size": str(store.block_size),
+        "genome.halo": str(store.halo),
+        "motifs.source": mset.source,
+        "motifs.checksum": mset.checksum,
+        "motifs.count": str(len(mset.ids)),
+        "background": json.dumps([float(x) for x in mset.background]),
+        "pseudocount": repr(mset.pseudocount),
+        "pvalue": repr(job.pvalue),
+        "device": device,
+    }
 
 
 def _failure_message(exc: BaseException, out: str) -> str:
