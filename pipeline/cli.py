@@ -322,7 +322,7 @@ def cmd_thresholds(a) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.genome import GenomeStore  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan import MotifSet, _thresholds_table, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan import MotifSet, motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
 
     if a.out:
         _check_out_file(a.out)
@@ -336,7 +336,7 @@ def cmd_thresholds(a) -> int:
         per_p = row_thresholds_many(mset, a.pvalue, client=client, method=a.method, table=False,
                                     rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()
-    t = pa.concat_tables([_thresholds_table(mset, tables, strands) for tables in per_p])
+    t = pa.concat_tables([motif_thresholds_table(mset, tables, strands) for tables in per_p])
     from pipeline.dataset import atomic_write_bytes, table_tsv  # noqa: PLC0415
 
     text = table_tsv(t)
@@ -467,6 +467,11 @@ def _demo_report(hits: Path, console) -> None:
                   f"{hits}').slice(0, 5).to_pylist())\"  ·  motifgrid export {hits} --format bed -o hits.bed")
 
 
+#: what an interrupted command leaves, for the commands that can go on from it
+_AFTER_INTERRUPT = {"scan": "; finished blocks are kept (rerun with --resume)",
+                    "composition": "; finished blocks are kept (rerun with --resume)",
+                    "demo": "; finished blocks are kept (run the demo again to finish)"}
+
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
             "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo}
 
@@ -495,7 +500,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"motifgrid {a.cmd}: interrupted; finished blocks are kept (rerun with --resume)", file=sys.stderr)
+        print(f"motifgrid {a.cmd}: interrupted{_AFTER_INTERRUPT.get(a.cmd, '')}", file=sys.stderr)
         return 130
 
 

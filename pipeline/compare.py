@@ -177,7 +177,7 @@ def _thresholds_and_rows(set_a, set_b, out: str, client, pvalue: float, bg: np.n
                          threshold_method: str):
     """Thresholds of every (motif, strand) row of both collections (fanned out on ``client``; written to
     ``OUT/thresholds.parquet``), then their COMPARE lattices: ``(rows_a, rows_b)``, the same object when B is A."""
-    from pipeline.scan import _thresholds_table, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan import motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
     from workers.compare import prepare_rows  # noqa: PLC0415
 
     thr_tables = []
@@ -185,7 +185,7 @@ def _thresholds_and_rows(set_a, set_b, out: str, client, pvalue: float, bg: np.n
     for s in ([set_a] if set_b is set_a else [set_a, set_b]):
         tabs = row_thresholds_many(s, [pvalue], client, method=threshold_method, table=False)[0]
         pwms, _, strands = s.rows()
-        thr_tables.append(_thresholds_table(s, tabs, strands))
+        thr_tables.append(motif_thresholds_table(s, tabs, strands))
         rows.append(prepare_rows(pwms, [t.threshold if t.reachable else np.inf for t in tabs], bg, cells=cells))
     thr = pa.concat_tables([t.append_column("collection", arrow.strings([k] * t.num_rows))
                             for k, t in zip("ab", thr_tables)])

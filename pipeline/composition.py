@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow
-from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_output, prepare_output, read_manifest,
+from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_output, open_output, read_manifest,
                               write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
 from pipeline.schema import COMPOSITION_FILE_SCHEMA, COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
@@ -75,10 +75,10 @@ _TEST_CODE[ord("U")] = _TEST_CODE[ord("u")] = 3
 
 def read_tests(path: str) -> SequenceSet:
     """Test sequences from a FASTA file (plain or gzip): A, C, G, T (or U) only, unique names."""
-    from pipeline.genome import _sniff_fasta  # noqa: PLC0415
+    from pipeline.genome import sniff_fasta  # noqa: PLC0415
 
     p = Path(path)
-    kind = _sniff_fasta(p)
+    kind = sniff_fasta(p)
     opener = gzip.open if kind != "plain" else open
     ids, seqs, seen = [], [], {}
     name, start_line, chunks = None, 0, []
@@ -272,7 +272,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
                      block_size: int | None = None, console=None) -> CompositionJob:
     """Read and check every input before any cluster is started; ingest a FASTA reference."""
 
-    from pipeline.genome import _sniff_fasta, ingest  # noqa: PLC0415
+    from pipeline.genome import sniff_fasta, ingest  # noqa: PLC0415
 
     t_start = time.perf_counter()
     if not (0.0 < min_similarity <= 1.0):
@@ -290,7 +290,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
         genome_checksum, B, H = store.checksum, store.block_size, store.halo
         claimed, store_path = False, reference
     else:
-        _sniff_fasta(Path(reference))
+        sniff_fasta(Path(reference))
         genome_checksum = file_checksum(reference)
         B, H = int(block_size or _cfg("block-size")), max_len - 1
         claimed, store_path = True, os.path.join(out, REFERENCE_STORE)
@@ -303,8 +303,8 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
     done: set = set()
     if claimed:
         existed = Path(out, "_run.json").exists()
-        done = prepare_output(out, params, resume, kind="composition run", error=CompositionError, key="task",
-                              dataset="composition dataset")
+        done = open_output(out, params, resume, kind="composition run", error=CompositionError, key="task",
+                           dataset="composition dataset")
         if Path(store_path, "zarr.json").exists():
             store = GenomeStore(store_path)
             if store.checksum != genome_checksum:
@@ -391,8 +391,8 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
                                    f"or use --counts-only for matches per test{kept}")
     done = job.done
     if not job.claimed:
-        done = prepare_output(out, job.params, job.resume, kind="composition run", error=CompositionError,
-                              key="task", dataset="composition dataset")
+        done = open_output(out, job.params, job.resume, kind="composition run", error=CompositionError,
+                           key="task", dataset="composition dataset")
         todo = [g for g in groups if g[0].block_id not in done]
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_compare": 0.0, "seconds_io": 0.0}
     t_tasks0 = time.perf_counter()

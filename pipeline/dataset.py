@@ -117,9 +117,10 @@ def check_output(out: str, resume: bool, kind: str, error=RuntimeError, dataset:
         raise error(f"{out}: exists, is not empty and is not a motifgrid {dataset}")
 
 
-def prepare_output(out: str, params: dict, resume: bool, kind: str = "scan", error=RuntimeError,
-                   key: str = "block", dataset: str = "hits dataset") -> set:
-    """Create or check the output folder; return the ``key`` of every unit already finished."""
+def open_output(out: str, params: dict, resume: bool, kind: str = "scan", error=RuntimeError,
+                key: str = "block", dataset: str = "hits dataset") -> set:
+    """Open the output folder of a run: create it with its ``_run.json``, or (``resume``) check that it holds
+    a run of the same ``params``; return the ``key`` of every unit already finished."""
     run_file = storage.join(out, "_run.json")
     check_output(out, resume, kind, error, dataset)
     if storage.exists(run_file):

@@ -682,7 +682,8 @@ def compare_motifs(motifs: str, database: str, client=None, *, pvalue: float | N
     return out
 
 
-def prepare_output(out: str) -> Path:
+def create_output(out: str) -> Path:
+    """A new, empty output folder (created); one that holds anything is refused (nothing is overwritten)."""
     p = Path(out)
     if p.exists() and not p.is_dir():
         raise DiscoverError(f"{out}: exists and is not a directory")
@@ -786,7 +787,7 @@ def run_discover(fasta: str, out: str, settings: DiscoverSettings, client, devic
         from pipeline.motifs import read_motifs  # noqa: PLC0415
 
         read_motifs(compare_to)                      # a bad database fails before any work
-    outp = prepare_output(out)
+    outp = create_output(out)
     created = []
     try:
         found, stats = discover(seqs, settings, client, device=device, progress=progress)

@@ -31,7 +31,7 @@ import pyarrow as pa
 from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
 from pipeline.dataset import abspath as _abspath, iter_manifest
-from pipeline.dataset import prepare_output as _prepare_output
+from pipeline.dataset import open_output
 from pipeline import arrow, storage
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
@@ -273,12 +273,9 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
     }
 
 
-def prepare_output(out: str, params: dict, resume: bool) -> set:
-    """Create or check the output folder; return the ids of blocks already finished."""
-    return _prepare_output(out, params, resume, kind="scan", error=ScanError)
-
-
-def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
+def motif_thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
+    """One row per (motif, strand) row of ``mset`` with its ``tables[r]`` (ScoreThreshold at one p-value): what a
+    scan's ``_thresholds.parquet``, compare's ``thresholds.parquet`` and ``motifgrid thresholds`` write."""
     from pipeline.thresholds import thresholds_table  # noqa: PLC0415
 
     mi = np.repeat(np.arange(len(mset.ids)), 2)
@@ -288,17 +285,22 @@ def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
 
 @dataclass
 class ScanResult:
+    """What a scan reports.  ``blocks`` and ``hits`` describe the whole dataset in ``out`` (blocks finished by
+    earlier runs included, as ``_summary.json``); ``blocks_skipped`` were finished before this run, and the
+    ``*_this_run`` counts, ``positions``, ``scores``, ``column_scores`` and ``seconds`` are this run's work
+    (rates divide them)."""
     out: str
     blocks: int
     blocks_skipped: int
-    hits: int
+    hits: int                # every hit of the dataset
     seconds: float
-    positions: int
-    scores: int              # window scores computed: positions × (motif, strand) rows
+    positions: int           # window starts scanned by this run
+    scores: int              # window scores computed by this run: positions × (motif, strand) rows
     column_scores: int       # positions × motif columns × strands
     unreachable: list
     device: str
     workers: int
+    hits_this_run: int = 0   # hits of the blocks this run scanned
 
 
 @dataclass
@@ -330,7 +332,7 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
         raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
                         f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
     params = _run_params(store, mset, pvalue, background)
-    done = prepare_output(out, params, resume)
+    done = open_output(out, params, resume, kind="scan", error=ScanError)
     return ScanJob(store, mset, out, pvalue, background, done, t_start)
 
 
@@ -424,7 +426,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     return ScanResult(out=out, blocks=len(all_blocks), blocks_skipped=len(all_blocks) - len(todo), hits=int(total_hits),
                       seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
                       column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
-                      workers=len(client.scheduler_info().get("workers", {})))
+                      workers=len(client.scheduler_info().get("workers", {})), hits_this_run=stats["hits"])
 
 
 def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
@@ -468,7 +470,7 @@ def _totals(entries: list, row_hits: np.ndarray, hits: int):
 
 
 def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
-    storage.write_parquet(_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
+    storage.write_parquet(motif_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
     n = len(mset.ids)
     plus = np.zeros(n, np.int64)
     minus = np.zeros(n, np.int64)

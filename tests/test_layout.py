@@ -113,6 +113,20 @@ def test_workers_never_import_pipeline_nor_dask_at_import_time():
                 f"{name} imports {names} at import time"
 
 
+def test_no_private_name_is_imported_across_modules():
+    """A name another module of pipeline/ or workers/ needs is public: ``from pipeline.scan import _x`` is refused
+    (main imported _thresholds_table, _sniff_fasta, _prepare, _lattice, _kernel and _tables across modules)."""
+    mods = project_modules(ROOT)
+    found = []
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                found += [(name, node.module, a.name) for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")
+                          and f"{node.module}.{a.name}" not in mods]
+    assert found == []
+
+
 def test_every_module_imports_without_cupy():
     """Each module alone (project modules dropped from ``sys.modules`` before each import), with ``cupy``,
     ``cupyx`` and ``dask_cuda`` made unimportable: the GPU modules load, and only fail when a GPU is asked for."""

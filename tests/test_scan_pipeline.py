@@ -182,6 +182,27 @@ def test_resume_after_partial_run_is_identical(genome, finished, client, tmp_pat
     assert not list(part.rglob(".*tmp*"))
 
 
+def test_result_says_what_this_run_did(genome, finished, client, tmp_path):
+    """``hits`` counts the whole dataset; ``hits_this_run`` and ``positions`` count the blocks this run scanned."""
+    import shutil
+
+    store, _ = genome
+    out, full = finished
+    part = tmp_path / "partial"
+    shutil.copytree(out, part)
+    redo = [json.loads(e.read_text()) for e in sorted((part / "_manifest").glob("*.json"))[1::2]]
+    for info in redo:
+        if info["file"]:
+            (part / info["file"]).unlink()
+        (part / "_manifest" / f"{info['block']}.json").unlink()
+    (part / "_summary.json").unlink()
+    res = run_scan(store.path, MOTIFS, str(part), pvalue=1e-3, client=client, progress=False, resume=True)
+    assert res.hits == full.hits and res.blocks_skipped == res.blocks - len(redo)
+    assert res.hits_this_run == sum(i["hits"] for i in redo) < full.hits
+    assert res.positions == sum(i["end"] - i["start"] for i in redo) < full.positions
+    assert full.hits_this_run == full.hits
+
+
 def _cli(*args, **kw):
     env = subprocess_env()
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workers.backend import to_numpy
 from workers.discover.windows import Windows, relative_entropy
 
 
@@ -37,10 +38,6 @@ class ChainResult:
     positions: np.ndarray
     steps: np.ndarray
     chain: np.ndarray
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def _f(xp, q, b):
@@ -134,15 +131,15 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
     def retire(mask):
         sel = xp.flatnonzero(mask)
         if sample:
-            out["counts"].append(_host(best_counts[sel]))
-            out["score"].append(_host(best_score[sel]))
-            out["pos"].append(_host(best_pos[sel]))
+            out["counts"].append(to_numpy(best_counts[sel]))
+            out["score"].append(to_numpy(best_score[sel]))
+            out["pos"].append(to_numpy(best_pos[sel]))
         else:
-            out["counts"].append(_host(counts[sel]))
-            out["score"].append(_host(score[sel]))
-            out["pos"].append(_host(pos[sel]))
-        out["steps"].append(_host(steps[sel]))
-        out["chain"].append(_host(chain[sel]))
+            out["counts"].append(to_numpy(counts[sel]))
+            out["score"].append(to_numpy(score[sel]))
+            out["pos"].append(to_numpy(pos[sel]))
+        out["steps"].append(to_numpy(steps[sel]))
+        out["chain"].append(to_numpy(chain[sel]))
 
     next_check = 2 * T
     every = max(1, T // 2)
@@ -211,10 +208,10 @@ def _run_chains_kernel(win, starts, bg, update, max_steps, pseudocount, patience
     T, l = win.T, win.l
     r = run_chains_device(win, bg, 0, starts=starts, seed=seed, update=update, max_steps=max_steps,
                           pseudocount=pseudocount, patience=patience, kernels=kernels)
-    cnt = _host(r["counts"]).reshape(-1, l, 4).astype(np.float64)
+    cnt = to_numpy(r["counts"]).reshape(-1, l, 4).astype(np.float64)
     ppm = (cnt + pseudocount * np.asarray(bg, np.float64)) / (T + pseudocount)
-    return ChainResult(ppm=ppm, score=_host(r["score"]), positions=_host(r["pos"]).astype(np.int64),
-                       steps=_host(r["steps"]).astype(np.int64), chain=np.arange(ppm.shape[0]))
+    return ChainResult(ppm=ppm, score=to_numpy(r["score"]), positions=to_numpy(r["pos"]).astype(np.int64),
+                       steps=to_numpy(r["steps"]).astype(np.int64), chain=np.arange(ppm.shape[0]))
 
 
 def distinct_best(ppm: np.ndarray, score: np.ndarray, keep: int) -> np.ndarray:

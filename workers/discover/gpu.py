@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.backend import cuda_kernels
+from workers.backend import cuda_kernels, to_numpy
 from workers.discover.windows import Windows
 
 SOURCE = Path(__file__).parent / "discover.cu"
@@ -46,16 +46,10 @@ class CupyKernels:
         self._kernels[name]((int(grid),), (int(block),), args, shared_mem=int(smem))
 
 
-#: Kernel launcher used for NumPy arrays when none is passed (set by the tests to the host build).
-HOST_KERNELS = None
-
-
 def kernels_for(xp, kernels=None):
-    """``kernels`` when given, else the CuPy kernels (``xp`` CuPy) or :data:`HOST_KERNELS` (``xp`` NumPy)."""
+    """``kernels`` when given (the tests pass the host build, ``tests/sim``), else the CuPy kernels (``xp`` CuPy)."""
     if kernels is not None:
         return kernels
-    if xp is np and HOST_KERNELS is not None:
-        return HOST_KERNELS
     if xp is np:
         raise ValueError("the discovery kernels need CuPy arrays (or a host kernel set in the tests)")
     return CupyKernels()
@@ -248,7 +242,7 @@ def climb_from_sites(win: Windows, pos, d: int, keep: int, use=None, kernels=Non
     cons, ns = shift_consensus_device(win, pos, use=use, kernels=kernels)
     starts = xp.unique(cons[ns > 0])
     out, cnt, tot, _ = ld_climb_device(win, starts, d, kernels=kernels)
-    return best_distinct(win.l, _host(out), _host(cnt), _host(tot), keep, int(starts.size))
+    return best_distinct(win.l, to_numpy(out), to_numpy(cnt), to_numpy(tot), keep, int(starts.size))
 
 
 def best_distinct(l: int, cons: np.ndarray, cnt: np.ndarray, tot: np.ndarray, keep: int, n_starts: int) -> Climbed:
@@ -257,10 +251,6 @@ def best_distinct(l: int, cons: np.ndarray, cnt: np.ndarray, tot: np.ndarray, ke
     cnt, tot = cnt[first], tot[first]
     order = np.lexsort((u, tot, -cnt))[:keep]
     return Climbed(cons=unpack_words(u[order], l), count=cnt[order], total=tot[order], starts=n_starts)
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
 def best_windows_device(win: Windows, ppm: np.ndarray, bg: np.ndarray, memory_budget: int = 1 << 26):

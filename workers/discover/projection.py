@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workers.backend import to_numpy
 from workers.discover.windows import Windows
 
 #: Largest projection: a k-mer code must fit the 31 low bits of a sort key.
@@ -139,8 +140,8 @@ def projection_seeds(win: Windows, k: int, s: int, positions: np.ndarray, max_bu
     bkeys = sk[starts]
     btrial = bkeys >> 31
     # largest buckets first within a trial, ties by key (deterministic); at most max_buckets per trial
-    h_trial, h_len, h_key = (np.asarray(_host(a)) for a in (btrial, lens, bkeys & ((1 << 31) - 1)))
-    h_starts = np.asarray(_host(starts))
+    h_trial, h_len, h_key = (np.asarray(to_numpy(a)) for a in (btrial, lens, bkeys & ((1 << 31) - 1)))
+    h_starts = np.asarray(to_numpy(starts))
     rank = np.lexsort((h_key, -h_len, h_trial))
     h_trial, h_len, h_key, h_starts = h_trial[rank], h_len[rank], h_key[rank], h_starts[rank]
     first = np.searchsorted(h_trial, h_trial, side="left")
@@ -158,7 +159,7 @@ def projection_seeds(win: Windows, k: int, s: int, positions: np.ndarray, max_bu
     onehot = win.onehot.reshape(N, 4 * l)
     counts = xp.zeros((B, 4 * l), xp.float32)
     _scatter_add(xp, counts, xp.asarray(bid), onehot[rows])
-    counts = np.asarray(_host(counts), np.float64).reshape(B, l, 4)
+    counts = np.asarray(to_numpy(counts), np.float64).reshape(B, l, 4)
     ppm = (counts + pseudocount * bg) / (h_len[:, None, None] + pseudocount)
     return ppm, np.stack([h_trial, h_len, h_key], axis=1).astype(np.int64)
 
@@ -166,10 +167,6 @@ def projection_seeds(win: Windows, k: int, s: int, positions: np.ndarray, max_bu
 def random_positions(rng: np.random.Generator, m: int, l: int, k: int) -> np.ndarray:
     """``m`` sorted random ``k``-subsets of ``range(l)`` (one row per trial)."""
     return np.sort(np.argsort(rng.random((m, l)), axis=1)[:, :k], axis=1)
-
-
-def _host(a):
-    return a.get() if hasattr(a, "get") else a
 
 
 def _scatter_add(xp, out, idx, vals):
@@ -284,7 +281,7 @@ def em_refine(win: Windows, ppm0: np.ndarray, bg: np.ndarray, model: str = "oops
         for a in range(0, C, sch):
             lo = xp.asarray(theta[a:a + sch].astype(np.float32))
             g = xp.asarray(np.clip(gamma[a:a + sch], 1e-4, 1 - 1e-4).astype(np.float32))
-            ll[a:a + sch] = np.asarray(_host(_e_step(sw, lo, g, zoops, want_counts=False)[0]), np.float64)
+            ll[a:a + sch] = np.asarray(to_numpy(_e_step(sw, lo, g, zoops, want_counts=False)[0]), np.float64)
         top = np.argsort(-ll, kind="stable")[:keep]
         theta, gamma, idx, ll = theta[top], gamma[top], idx[top], ll[top]
     for it in range(iters + 1):
@@ -294,12 +291,12 @@ def em_refine(win: Windows, ppm0: np.ndarray, bg: np.ndarray, model: str = "oops
             lo = xp.asarray(theta[a:a + chunk].astype(np.float32))
             g = xp.asarray(np.clip(gamma[a:a + chunk], 1e-4, 1 - 1e-4).astype(np.float32))
             ll_c, counts, g_new = _e_step(win, lo, g, zoops, want_counts=not last)
-            ll[a:a + chunk] = np.asarray(_host(ll_c), np.float64)
+            ll[a:a + chunk] = np.asarray(to_numpy(ll_c), np.float64)
             if not last:
-                cnt = np.asarray(_host(counts), np.float64).reshape(-1, l, 4)
+                cnt = np.asarray(to_numpy(counts), np.float64).reshape(-1, l, 4)
                 p = (cnt + pseudocount * bgx) / (cnt.sum(axis=2, keepdims=True) + pseudocount)
                 new_theta[a:a + chunk] = np.log(np.maximum(p.reshape(-1, 4 * l), 1e-12)) - logbg
-                new_gamma[a:a + chunk] = np.asarray(_host(g_new), np.float64) if zoops else 1.0
+                new_gamma[a:a + chunk] = np.asarray(to_numpy(g_new), np.float64) if zoops else 1.0
         if last:
             break
         if keep is not None and it + 1 == screen_iters and keep < theta.shape[0]:

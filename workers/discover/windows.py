@@ -132,12 +132,6 @@ def consensus(ppm: np.ndarray) -> str:
     return "".join("ACGT"[i] for i in np.argmax(np.asarray(ppm), axis=1))
 
 
-def encode_word(word: str) -> np.ndarray:
-    """'ACGT' string → uint8 codes (anything else → 4)."""
-    table = {"A": 0, "C": 1, "G": 2, "T": 3}
-    return np.array([table.get(ch, 4) for ch in word.upper()], np.uint8)
-
-
 def relative_entropy(ppm: np.ndarray, bg: np.ndarray) -> np.ndarray:
     """Information content per column, ``sum_x q log2(q/b)`` (bits), for ``(..., l, 4)`` matrices."""
     q = np.asarray(ppm, np.float64)
