@@ -93,113 +93,127 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
     """
     if update not in ("best", "sample"):
         raise ValueError(f"update must be 'best' or 'sample', got {update!r}")
-    xp = win.xp
-    T, P, l = win.T, win.P, win.l
-    L4 = 4 * l
-    C0 = starts.shape[0]
-    if C0 == 0 or T < 2:
+    T = win.T
+    if starts.shape[0] == 0 or T < 2:
         raise ValueError("Gibbs sampling needs at least one chain and two sequences")
     max_steps = max_sweeps * T if max_steps is None else int(max_steps)
-    if kernels is not None or (xp is not np and l <= 32 and engine != "arrays"):
+    if kernels is not None or (win.xp is not np and win.l <= 32 and engine != "arrays"):
         return _run_chains_kernel(win, starts, bg, update, max_steps, pseudocount, patience, seed, kernels)
-    bg = np.asarray(bg, np.float64)
-    bg4 = xp.asarray(np.tile(bg, l))                                     # (4l,) float64
-    logbg4 = xp.log(bg4)
-    X = win.onehot                                                       # (T, P, 4l) float32
-    all_valid = bool(win.valid.all())
-    bias = win.bias[:, :, 0]                                             # (T, P)
-    dcodes = win.dcodes                                                  # (T, P, l) uint8
-    col4 = xp.asarray((4 * np.arange(l)).astype(np.int64))[None, :]       # (1, l)
-    pos = xp.array(np.asarray(starts, np.int64), copy=True)             # (C, T); the caller's starts stay as given
-    chain = xp.arange(C0, dtype=xp.int64)
-    counts = xp.zeros((C0, L4), xp.float64)
-    for i in range(T):
-        counts += X[i, pos[:, i]]
-    n = float(T)
-    den = n + pseudocount
-    q = (counts + pseudocount * bg4) / den
-    score = _f(xp, q, bg4).sum(axis=1) / l                               # (C,)
-    still = xp.zeros(C0, xp.int64)
-    steps = xp.zeros(C0, xp.int64)
-    sample = update == "sample"
-    if sample:
-        best_score, best_pos, best_counts = score.copy(), pos.copy(), counts.copy()
-        grng = xp.random.default_rng(seed) if xp is not np else np.random.default_rng(seed)
-    limit = T if not sample else patience * T
-    out = {k: [] for k in ("counts", "score", "pos", "steps", "chain")}
-
-    def retire(mask):
-        sel = xp.flatnonzero(mask)
-        if sample:
-            out["counts"].append(to_numpy(best_counts[sel]))
-            out["score"].append(to_numpy(best_score[sel]))
-            out["pos"].append(to_numpy(best_pos[sel]))
-        else:
-            out["counts"].append(to_numpy(counts[sel]))
-            out["score"].append(to_numpy(score[sel]))
-            out["pos"].append(to_numpy(pos[sel]))
-        out["steps"].append(to_numpy(steps[sel]))
-        out["chain"].append(to_numpy(chain[sel]))
-
+    chains = _Chains(win, starts, bg, pseudocount, update == "sample", seed)
+    limit = T if update == "best" else patience * T
     next_check = 2 * T
     every = max(1, T // 2)
     step = 0
-    while step < max_steps and chain.size:
-        i = step % T
-        old = pos[:, i]
-        # correcting value of the removed site (seed eq. 3): its l entries go down by one
-        ia = col4 + dcodes[i, old].astype(xp.int64)                      # (C, l) entries of the old letters
-        c_old = xp.take_along_axis(counts, ia, axis=1)
-        b_a = bg4[ia]
-        d_rm = (_f(xp, (c_old - 1 + pseudocount * b_a) / den, b_a) - _f(xp, (c_old + pseudocount * b_a) / den, b_a)).sum(axis=1)
-        counts -= X[i, old]
-        # score every window of sequence i under every chain's (T-1)-row profile: one GEMM
-        W = (xp.log((counts + pseudocount * bg4) / (n - 1 + pseudocount)) - logbg4).astype(xp.float32)
-        S = W @ X[i].T                                                   # (C, P)
-        if not all_valid:
-            S += bias[i][None, :]
-        if sample:
-            u = grng.random(S.shape, dtype=np.float32) if xp is not np else grng.random(S.shape, np.float32)
-            S = S - xp.log(-xp.log(xp.maximum(u, 1e-38)))                # Gumbel-max: a draw from softmax(S)
-        new = xp.argmax(S, axis=1).astype(xp.int64)
-        # correcting value of the added site (seed eq. 2), on the counts without it
-        ib = col4 + dcodes[i, new].astype(xp.int64)
-        c_new = xp.take_along_axis(counts, ib, axis=1)
-        b_b = bg4[ib]
-        d_add = (_f(xp, (c_new + 1 + pseudocount * b_b) / den, b_b) - _f(xp, (c_new + pseudocount * b_b) / den, b_b)).sum(axis=1)
-        counts += X[i, new]
-        score = score + (d_rm + d_add) / l                               # seed eq. 4
-        changed = new != old
-        pos[:, i] = new
-        steps += 1
-        if sample:
-            better = score > best_score + 1e-12
-            best_score = xp.where(better, score, best_score)
-            best_pos[better] = pos[better]
-            best_counts[better] = counts[better]
-            still = xp.where(better, 0, still + 1)
-        else:
-            still = xp.where(changed, 0, still + 1)
+    while step < max_steps and chains.chain.size:
+        chains.step(step % T)
         step += 1
         if step >= next_check or step >= max_steps:
             next_check = step + every
-            done = still >= limit
+            done = chains.still >= limit
             if step >= max_steps:
-                done = xp.ones_like(done)
+                done = win.xp.ones_like(done)
             if bool(done.any()):
-                retire(done)
-                live = xp.flatnonzero(~done)
-                pos, counts, score, still, steps, chain = (a[live] for a in (pos, counts, score, still, steps, chain))
-                if sample:
-                    best_score, best_pos, best_counts = best_score[live], best_pos[live], best_counts[live]
-    if chain.size:
-        retire(xp.ones(chain.size, bool))
-    cnt = np.concatenate(out["counts"]).reshape(-1, l, 4)
-    order = np.argsort(np.concatenate(out["chain"]), kind="stable")
-    ppm = (cnt + pseudocount * bg) / (n + pseudocount)
-    return ChainResult(ppm=ppm[order], score=np.concatenate(out["score"])[order],
-                       positions=np.concatenate(out["pos"])[order], steps=np.concatenate(out["steps"])[order],
-                       chain=np.concatenate(out["chain"])[order])
+                chains.retire(done)
+    if chains.chain.size:
+        chains.retire(win.xp.ones(chains.chain.size, bool))
+    return chains.result()
+
+
+class _Chains:
+    """The live chains of a batch as arrays on ``win.xp`` (chain ``c``: sites ``pos[c]``, letter counts
+    ``counts[c]``, score, sweeps without change ``still``), and the finished chains already on the host."""
+
+    def __init__(self, win: Windows, starts: np.ndarray, bg: np.ndarray, pseudocount: float, sample: bool,
+                 seed: int):
+        xp, T, l = win.xp, win.T, win.l
+        self.win, self.xp, self.l, self.sample, self.pseudocount = win, xp, l, sample, pseudocount
+        self.bg = np.asarray(bg, np.float64)
+        self.bg4 = xp.asarray(np.tile(self.bg, l))                       # (4l,) float64
+        self.logbg4 = xp.log(self.bg4)
+        self.all_valid = bool(win.valid.all())
+        self.col4 = xp.asarray((4 * np.arange(l)).astype(np.int64))[None, :]    # (1, l)
+        C0 = starts.shape[0]
+        self.pos = xp.array(np.asarray(starts, np.int64), copy=True)     # (C, T); the caller's starts stay as given
+        self.chain = xp.arange(C0, dtype=xp.int64)
+        self.counts = xp.zeros((C0, 4 * l), xp.float64)
+        for i in range(T):
+            self.counts += win.onehot[i, self.pos[:, i]]
+        self.n = float(T)
+        self.den = self.n + pseudocount
+        q = (self.counts + pseudocount * self.bg4) / self.den
+        self.score = _f(xp, q, self.bg4).sum(axis=1) / l                 # (C,)
+        self.still = xp.zeros(C0, xp.int64)
+        self.steps = xp.zeros(C0, xp.int64)
+        if sample:
+            self.best_score, self.best_pos, self.best_counts = self.score.copy(), self.pos.copy(), self.counts.copy()
+            self.grng = xp.random.default_rng(seed) if xp is not np else np.random.default_rng(seed)
+        self.out = {k: [] for k in ("counts", "score", "pos", "steps", "chain")}
+
+    def _correction(self, i: int, site, delta: int):
+        """Change of every chain's score when its letters at window ``site`` of sequence ``i`` go from the
+        current counts to counts + ``delta`` (the seed's correcting values, eqs. 2-3), summed over columns."""
+        xp, pc, den = self.xp, self.pseudocount, self.den
+        idx = self.col4 + self.win.dcodes[i, site].astype(xp.int64)      # (C, l) entries of the site's letters
+        c = xp.take_along_axis(self.counts, idx, axis=1)
+        b = self.bg4[idx]
+        return (_f(xp, (c + delta + pc * b) / den, b) - _f(xp, (c + pc * b) / den, b)).sum(axis=1)
+
+    def step(self, i: int) -> None:
+        """Update sequence ``i`` in every live chain: remove its site, score every window of ``i`` under the
+        chain's ``(T-1)``-row profile (one GEMM), take the best window or a draw, add it."""
+        xp, X, pc = self.xp, self.win.onehot, self.pseudocount
+        old = self.pos[:, i]
+        d_rm = self._correction(i, old, -1)                              # seed eq. 3, before the removal
+        self.counts -= X[i, old]
+        W = (xp.log((self.counts + pc * self.bg4) / (self.n - 1 + pc)) - self.logbg4).astype(xp.float32)
+        S = W @ X[i].T                                                   # (C, P)
+        if not self.all_valid:
+            S += self.win.bias[:, :, 0][i][None, :]
+        if self.sample:
+            u = (self.grng.random(S.shape, dtype=np.float32) if xp is not np
+                 else self.grng.random(S.shape, np.float32))
+            S = S - xp.log(-xp.log(xp.maximum(u, 1e-38)))                # Gumbel-max: a draw from softmax(S)
+        new = xp.argmax(S, axis=1).astype(xp.int64)
+        d_add = self._correction(i, new, +1)                             # seed eq. 2, on the counts without it
+        self.counts += X[i, new]
+        self.score = self.score + (d_rm + d_add) / self.l                # seed eq. 4
+        changed = new != old
+        self.pos[:, i] = new
+        self.steps += 1
+        if self.sample:
+            better = self.score > self.best_score + 1e-12
+            self.best_score = xp.where(better, self.score, self.best_score)
+            self.best_pos[better] = self.pos[better]
+            self.best_counts[better] = self.counts[better]
+            self.still = xp.where(better, 0, self.still + 1)
+        else:
+            self.still = xp.where(changed, 0, self.still + 1)
+
+    def retire(self, done) -> None:
+        """Take the chains ``done`` out (their alignment, the best one when sampling, to the host) and compact."""
+        xp = self.xp
+        sel = xp.flatnonzero(done)
+        keep = (self.best_counts, self.best_score, self.best_pos) if self.sample else (self.counts, self.score, self.pos)
+        for k, a in zip(("counts", "score", "pos"), keep):
+            self.out[k].append(to_numpy(a[sel]))
+        self.out["steps"].append(to_numpy(self.steps[sel]))
+        self.out["chain"].append(to_numpy(self.chain[sel]))
+        live = xp.flatnonzero(~done)
+        self.pos, self.counts, self.score, self.still, self.steps, self.chain = (
+            a[live] for a in (self.pos, self.counts, self.score, self.still, self.steps, self.chain))
+        if self.sample:
+            self.best_score, self.best_pos, self.best_counts = (
+                self.best_score[live], self.best_pos[live], self.best_counts[live])
+
+    def result(self) -> ChainResult:
+        """The finished chains in chain order."""
+        out = self.out
+        cnt = np.concatenate(out["counts"]).reshape(-1, self.l, 4)
+        order = np.argsort(np.concatenate(out["chain"]), kind="stable")
+        ppm = (cnt + self.pseudocount * self.bg) / (self.n + self.pseudocount)
+        return ChainResult(ppm=ppm[order], score=np.concatenate(out["score"])[order],
+                           positions=np.concatenate(out["pos"])[order], steps=np.concatenate(out["steps"])[order],
+                           chain=np.concatenate(out["chain"])[order])
 
 
 def _run_chains_kernel(win, starts, bg, update, max_steps, pseudocount, patience, seed, kernels) -> ChainResult:

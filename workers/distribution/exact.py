@@ -421,6 +421,33 @@ def _pvalue_to_score(P: PreparedMatrix, p: float, rel_tol: float, table: bool, e
     if memo["best"] > p:
         # even the best tie class holds more than p: unreachable (certain, no enumeration needed)
         return _unreachable(p, P, True, rel_tol)
+    s_low, eps, span = _first_step(P, p, rel_tol, memo)
+
+    # exact tie classes first, while they cost less than the lattice would
+    if exact:
+        prev = memo.get("classes")
+        if not table and prev is not None and prev.lo <= s_low and prev.total > p:
+            return _from_exact(p, P, prev, rel_tol, table)
+        cl = _exact_classes(P, s_low, max(MIN_CAP, int(span / eps / CAP_RATIO)))
+        if cl is not None and cl.total > p:
+            memo["classes"] = cl
+            return _from_exact(p, P, cl, rel_tol, table)
+    found = _lattice_threshold(P, p, rel_tol, table, exact, memo, s_low, eps, span)
+    if isinstance(found, ScoreThreshold):
+        return found
+    lat, G, eps, ku, alpha, lo_b, hi_b = found
+    bounds = (lo_b, hi_b)
+    score_error = alpha - (eps * (ku - 1) + lat.d_lo)   # thresholds <= eps*(ku-1) + d_lo have Pv > p
+    if not table:
+        return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
+                              exact_threshold=False, max_score=P.max_score, tie=P.tie,
+                              eps=eps, has_table=False, score_error=score_error)
+    return _tail_table(P, p, rel_tol, lat, G, eps, ku, alpha, bounds, score_error)
+
+
+def _first_step(P: PreparedMatrix, p: float, rel_tol: float, memo: dict) -> tuple:
+    """From the coarse lattice (computed once per matrix, kept in ``memo``): ``(s_low, eps, span)``, a score
+    certainly below the threshold, the lattice step for the bracket asked for, and the span above ``s_low``."""
     if "coarse" not in memo:
         memo["coarse"] = _coarse(P)
     lat_c, G_c = memo["coarse"]
@@ -436,18 +463,15 @@ def _pvalue_to_score(P: PreparedMatrix, p: float, rel_tol: float, table: bool, e
     eps = RHO_THR * rel_tol / (lam * (0.5 * P.m + 0.5))
     span = P.max_score - s_low
     eps = min(max(eps, MIN_EPS, span / MAX_CELLS), lat_c.eps / 2)
+    return s_low, eps, span
 
-    # exact tie classes first, while they cost less than the lattice would
-    if exact:
-        prev = memo.get("classes")
-        if not table and prev is not None and prev.lo <= s_low and prev.total > p:
-            return _from_exact(p, P, prev, rel_tol, table)
-        cl = _exact_classes(P, s_low, max(MIN_CAP, int(span / eps / CAP_RATIO)))
-        if cl is not None and cl.total > p:
-            memo["classes"] = cl
-            return _from_exact(p, P, cl, rel_tol, table)
+
+def _lattice_threshold(P: PreparedMatrix, p: float, rel_tol: float, table: bool, exact: bool, memo: dict,
+                       s_low: float, eps: float, span: float):
+    """The threshold on lattices refined until its bracket holds: ``(lat, G, eps, ku, alpha, lo_b, hi_b)``;
+    or the ScoreThreshold itself where exact classes resolve it (an atom or a near tie at the threshold) or
+    the p-value cannot be reached."""
     tried_exact = not exact
-
     for _it in range(8):
         prev = memo.get("lattice") if (_it == 0 and not table) else None
         if (prev is not None and prev[0].eps <= 2.0 * eps
@@ -487,14 +511,13 @@ def _pvalue_to_score(P: PreparedMatrix, p: float, rel_tol: float, table: bool, e
             return _from_exact(p, P, cl, rel_tol, table)
         if hi_b == 0.0:
             return _unreachable(p, P, False, rel_tol)
-    bounds = (lo_b, hi_b)
-    score_error = alpha - (eps * (ku - 1) + lat.d_lo)   # thresholds <= eps*(ku-1) + d_lo have Pv > p
-    if not table:
-        return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
-                              exact_threshold=False, max_score=P.max_score, tie=P.tie,
-                              eps=eps, has_table=False, score_error=score_error)
+    return lat, G, eps, ku, alpha, lo_b, hi_b
 
-    # tail table: lattice levels while the bracket (*) is tight, exact classes above
+
+def _tail_table(P: PreparedMatrix, p: float, rel_tol: float, lat: Lattice, G, eps: float, ku: int,
+                alpha: float, bounds: tuple, score_error: float) -> ScoreThreshold:
+    """The threshold with its tail table: lattice levels while the bracket (*) is tight, exact classes above."""
+    hi_b = bounds[1]
     xs, ys, ks = [], [], []
     c_start = max(ku - 3, G.lo)
     x_first = eps * (c_start - 1) + lat.d_hi
