@@ -25,7 +25,14 @@ DEVICES = ("cpu", "gpu")
 
 @functools.lru_cache(maxsize=1)
 def gpu_available() -> bool:
-    """True when CuPy imports and at least one CUDA device answers."""
+    """Whether this process can compute on a GPU.
+
+    Returns
+    -------
+    bool
+        True when CuPy imports and at least one CUDA device answers (never with ``MOTIFGRID_NO_GPU`` set);
+        probed once per process.
+    """
     if os.environ.get("MOTIFGRID_NO_GPU"):
         return False
     try:
@@ -37,7 +44,18 @@ def gpu_available() -> bool:
 
 
 def resolve_device(device: str | None) -> str:
-    """Map ``None``/"auto"/"cpu"/"gpu" to "cpu" or "gpu"; "gpu" without a GPU is an error."""
+    """The device a worker function computes on.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu", "auto", None}
+        None and "auto": the GPU when one is usable (:func:`gpu_available`), else the CPU.
+
+    Returns
+    -------
+    str
+        "cpu" or "gpu".  "gpu" without a usable GPU raises RuntimeError; any other name ValueError.
+    """
     if device in (None, "auto"):
         return "gpu" if gpu_available() else "cpu"
     if device not in DEVICES:
@@ -48,7 +66,18 @@ def resolve_device(device: str | None) -> str:
 
 
 def array_module(device: str | None):
-    """NumPy for "cpu", CuPy for "gpu"."""
+    """The array module of a device.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu", "auto", None}
+        Resolved by :func:`resolve_device`.
+
+    Returns
+    -------
+    module
+        ``numpy`` for "cpu", ``cupy`` for "gpu".
+    """
     if resolve_device(device) == "gpu":
         import cupy  # noqa: PLC0415
 
@@ -57,7 +86,17 @@ def array_module(device: str | None):
 
 
 def to_numpy(a) -> np.ndarray:
-    """Bring an array (NumPy or CuPy) to the host."""
+    """An array on the host.
+
+    Parameters
+    ----------
+    a : numpy.ndarray or cupy.ndarray, any shape and dtype
+
+    Returns
+    -------
+    numpy.ndarray
+        ``a`` copied from the device (CuPy), or ``a`` itself (NumPy; array-likes through ``numpy.asarray``).
+    """
     if type(a).__module__.startswith("cupy"):
         return a.get()
     return np.asarray(a)
@@ -72,9 +111,13 @@ def limit_blas_threads(n: int = 1) -> None:
 
     Environment variables cover libraries that are not loaded yet; threadpoolctl, when present,
     covers the ones already loaded.  Only the first call (per ``n``) does the work: threadpoolctl walks
-    every loaded shared library through ctypes callbacks, each taking the GIL again, so with the other
-    worker threads busy one call took 0.5-1.5 s (measured: 1.6 s beside 4 busy Python threads, 1.3 ms
-    alone) — per task, before this guard.
+    every loaded shared library through ctypes callbacks, each taking the GIL again, which beside busy
+    worker threads costs up to seconds (docs/benchmarks.md, "threadpoolctl once per process").
+
+    Parameters
+    ----------
+    n : int
+        Threads per BLAS call.
     """
     if _blas_limit["n"] == n:
         return
@@ -93,8 +136,18 @@ def limit_blas_threads(n: int = 1) -> None:
 
 
 def gc_threshold_setting(setting=None) -> tuple | None:
-    """The thresholds ``setting`` asks for (default ``motifgrid.cluster.gc-threshold``): None for Python's own;
-    ValueError unless one to three integers, the first > 0."""
+    """The garbage-collector thresholds a setting asks for.
+
+    Parameters
+    ----------
+    setting : int or sequence of int, optional
+        Default: ``motifgrid.cluster.gc-threshold`` of ``dask.config`` (read here, on the caller's process).
+
+    Returns
+    -------
+    tuple of int or None
+        One to three thresholds (the first > 0, none negative; ValueError otherwise), or None for Python's own.
+    """
     if setting is None:
         import dask.config  # noqa: PLC0415
 
@@ -111,13 +164,23 @@ def gc_threshold_setting(setting=None) -> tuple | None:
 
 
 def set_gc_threshold(setting=None) -> tuple | None:
-    """``gc.set_threshold`` as ``setting`` asks (:func:`gc_threshold_setting`); returns the thresholds set, or None.
+    """``gc.set_threshold`` as ``setting`` asks.
 
     Python collects its youngest generation every 700 net allocations of container objects.  Start-up
     allocates millions (the modules of dask, distributed, numba, bokeh; numba's registries) and each
-    collection that reaches the older generations walks them all again: on the 2-core CPU scan of 10 Mb
-    × 879 motifs, 0.15-0.3 s of a 3.4 s run (GIL held).  With a first threshold of 50,000 the same garbage
-    is found, in fewer, larger passes."""
+    collection that reaches the older generations walks them all again, with the GIL held (docs/benchmarks.md,
+    "GC thresholds").  With a first threshold of 50,000 the same garbage is found, in fewer, larger passes.
+
+    Parameters
+    ----------
+    setting : int or sequence of int, optional
+        As :func:`gc_threshold_setting`.
+
+    Returns
+    -------
+    tuple of int or None
+        The thresholds set, or None (Python's own kept).
+    """
     import gc  # noqa: PLC0415
 
     values = gc_threshold_setting(setting)

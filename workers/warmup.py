@@ -24,7 +24,13 @@ _lock = threading.Lock()
 
 
 def warm(device: str = "cpu") -> None:
-    """Load what the scan and threshold tasks of this process will use (once per process and device)."""
+    """Load what the scan and threshold tasks of this process will use (once per process and device).
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+        "gpu" also opens the CUDA context and loads the rescoring kernels.
+    """
     with _lock:
         if _done.get(device):
             return
@@ -44,8 +50,17 @@ def warm(device: str = "cpu") -> None:
 
 
 def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None) -> None:
-    """Set this worker process's GIL switch interval and GC thresholds (the client's settings: a worker process
-    may not have motifgrid's configuration defaults loaded), then :func:`warm` in a background thread."""
+    """Set this worker process's GIL switch interval and GC thresholds, then :func:`warm` in a background thread.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+    switch_interval : float, optional
+        ``sys.setswitchinterval`` (seconds).
+    gc_threshold : tuple of int, optional
+        As :func:`workers.backend.set_gc_threshold`.  Both are the client's settings: a worker process may not
+        have motifgrid's configuration defaults loaded.
+    """
     # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
     # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
     if switch_interval:

@@ -8,7 +8,23 @@ from workers.compare.rows import CompareRows
 
 
 def aligned(rows_a: CompareRows, ra: int, rows_b: CompareRows, rb: int, shift: int):
-    """Union-length tables of two rows at ``shift``: deficits of A and B, joint letter probabilities."""
+    """Union-length tables of two rows at a relative shift.
+
+    Parameters
+    ----------
+    rows_a, rows_b : CompareRows
+    ra, rb : int
+        Rows of A and B.
+    shift : int
+        Column of A under B's column 0 (negative: B starts first).
+
+    Returns
+    -------
+    KA, KB : ndarray, shape (L, 4), int64
+        Deficits of A and B on the union length ``L`` (0 on padding columns and where a letter cannot occur).
+    PR : ndarray, shape (L, 4), float64
+        Letter probabilities; 0 for a letter either matrix forbids.
+    """
     ka, pa = rows_a.rows_kdef(ra), rows_a.rows_prob(ra)
     kb, pb = rows_b.rows_kdef(rb), rows_b.rows_prob(rb)
     ma, mb = ka.shape[0], kb.shape[0]
@@ -34,7 +50,21 @@ def aligned(rows_a: CompareRows, ra: int, rows_b: CompareRows, rb: int, shift: i
 
 
 def joint_tp_cpu(rows_a: CompareRows, ra: int, rows_b: CompareRows, rb: int, shift: int) -> np.ndarray:
-    """``[TP_low, TP_est, TP_high]`` of one row pair at one shift (numba)."""
+    """The joint tail of one row pair at one shift (numba).
+
+    Parameters
+    ----------
+    rows_a, rows_b : CompareRows
+    ra, rb : int
+    shift : int
+        As :func:`aligned`.
+
+    Returns
+    -------
+    ndarray, shape (3,), float64
+        ``[TP_low, TP_est, TP_high]``: P(both scores above their thresholds), certified low and high ends and
+        the estimate; zeros when either row is unreachable.
+    """
     from workers.compare.cpu_numba import joint_tail  # noqa: PLC0415
 
     ca, cb = rows_a.cut[ra], rows_b.cut[rb]

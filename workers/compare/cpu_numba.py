@@ -9,12 +9,22 @@ import numpy as np
 def joint_tail(ka, kb, pr, na, nb, qa, qb, out):  # pragma: no cover - compiled
     """COMPARE: pruned 2-D lattice DP of two aligned integer matrices, then three joint tails.
 
-    ``ka``/``kb`` (L, 4) int64: per column and letter, the lattice score of matrix A / B relative to
-    that column's best letter (``<= 0``; 0 on padding columns); ``pr`` (L, 4) letter probabilities
-    (0 for letters not allowed).  The state grid holds the partial scores that can still reach the
-    lowest cut: cell ``(i, j)`` after all columns is ``K_A = i - (na - 1)``, ``K_B = j - (nb - 1)``
-    below the best attainable scores.  ``qa``/``qb`` (3,): cut cells of each axis (already in grid
-    coordinates); ``out[r] = P(K_A >= qa[r] and K_B >= qb[r])``.
+    The state grid holds the partial scores that can still reach the lowest cut: cell ``(i, j)`` after all
+    columns is ``K_A = i - (na - 1)``, ``K_B = j - (nb - 1)`` below the best attainable scores.
+
+    Parameters
+    ----------
+    ka, kb : ndarray, shape (L, 4), int64
+        Per column and letter, the lattice score of matrix A / B relative to that column's best letter
+        (``<= 0``; 0 on padding columns).
+    pr : ndarray, shape (L, 4), float64
+        Letter probabilities (0 for letters not allowed).
+    na, nb : int
+        Grid cells per axis.
+    qa, qb : ndarray, shape (3,), int64
+        Cut cells of each axis, in grid coordinates.
+    out : ndarray, shape (3,), float64
+        Written: ``out[r] = P(K_A >= qa[r] and K_B >= qb[r])``.
     """
     L = ka.shape[0]
     cur = np.zeros((na, nb))

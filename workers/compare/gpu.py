@@ -22,7 +22,23 @@ def _upload(rows) -> tuple:
 
 def joint_tp_gpu(rows_a, rows_b, ra: np.ndarray, rb: np.ndarray, shift: np.ndarray,
                  chunk: int = 1 << 20) -> np.ndarray:
-    """``[TP_low, TP_est, TP_high]`` for each case (arrays of row indices and shifts), shape (n, 3)."""
+    """The joint tails of many cases on the GPU, one CUDA block each (twin of
+    :func:`workers.compare.cpu.joint_tp_cpu`).
+
+    Parameters
+    ----------
+    rows_a, rows_b : CompareRows
+        Uploaded once per device (:func:`workers.backend.on_device`).
+    ra, rb, shift : ndarray, shape (n,), int
+        Row of A, row of B and shift of each case.
+    chunk : int
+        Cases per launch.
+
+    Returns
+    -------
+    ndarray, shape (n, 3), float64
+        ``[TP_low, TP_est, TP_high]`` per case.
+    """
     import cupy as cp  # noqa: PLC0415
 
     n = int(np.asarray(ra).size)

@@ -44,13 +44,36 @@ from workers.compare.rows import CompareRows
 
 
 def shifts(ma: int, mb: int, min_overlap: int = 1) -> range:
-    """Relative shifts with at least ``min_overlap`` overlapping columns."""
+    """Relative shifts of two matrices with at least ``min_overlap`` overlapping columns.
+
+    Parameters
+    ----------
+    ma, mb : int
+        Lengths of A and B.
+    min_overlap : int
+
+    Returns
+    -------
+    range
+        Columns of A under B's column 0.
+    """
     k = max(1, min(min_overlap, ma, mb))
     return range(-(mb - k), ma - k + 1)
 
 
 def similarity(tp: np.ndarray, ma: np.ndarray, mb: np.ndarray) -> np.ndarray:
-    """``[J_low, J_est, J_high]`` from ``TP`` and the marginals (each ``[low, est, high]``)."""
+    """The Jaccard similarity of two occurrence sets, ``J = TP / (P_A + P_B - TP)``.
+
+    Parameters
+    ----------
+    tp, ma, mb : ndarray, shape (..., 3), float
+        ``[low, estimate, high]`` of the joint tail and of each marginal.
+
+    Returns
+    -------
+    ndarray, shape (..., 3), float64
+        ``[J_low, J_est, J_high]`` in [0, 1].
+    """
     tp, ma, mb = (np.asarray(x, np.float64) for x in (tp, ma, mb))
     def ratio(t, a, b):
         # J = TP / (P_A + P_B - TP) and P_A + P_B - TP >= max(P_A, P_B) >= TP
@@ -98,8 +121,24 @@ def _cases(rows_a: CompareRows, rows_b: CompareRows, pairs: np.ndarray, min_over
 
 def compare_pairs(rows_a: CompareRows, rows_b: CompareRows, pairs: np.ndarray, *, min_overlap: int = 1,
                   device: str = "cpu") -> PairResult:
-    """COMPARE every (motif ``i`` of A, motif ``j`` of B) in ``pairs`` (n, 2) over all shifts and both
-    strands of B.  Row ``2i`` of a ``CompareRows`` is motif ``i`` forward, ``2i + 1`` its reverse complement."""
+    """COMPARE each pair of motifs over all shifts and both strands of B; its best case.
+
+    Parameters
+    ----------
+    rows_a, rows_b : CompareRows
+        Row ``2i`` is motif ``i`` forward, ``2i + 1`` its reverse complement.
+    pairs : ndarray, shape (n, 2), int
+        (motif of A, motif of B).
+    min_overlap : int
+        Shifts with at least this many common columns.
+    device : {"cpu", "gpu"}
+
+    Returns
+    -------
+    PairResult
+        Per pair the best shift and strand (largest estimate, then largest lower bound, then the smallest
+        ``|shift|``), its overlap, Jaccard bracket ``(n, 3)``, joint tail ``(n, 3)`` and marginals.
+    """
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
     C = _cases(rows_a, rows_b, pairs, min_overlap)
     if device == "gpu":

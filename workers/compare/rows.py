@@ -62,7 +62,22 @@ def _marginal(kdef: np.ndarray, prob: np.ndarray, dmax: int) -> np.ndarray:
 
 
 def prepare_rows(pwms: list[np.ndarray], thresholds: list[float], background, cells: int = 64) -> CompareRows:
-    """Lattices, cuts and marginals of every row (``thresholds[r]``: the row's score threshold)."""
+    """Lattices, cuts and marginals of every row.
+
+    Parameters
+    ----------
+    pwms : list of ndarray, shape (m_r, 4), float64
+        Every (motif, strand) row, as ``MotifSet.rows()`` orders them.
+    thresholds : list of float
+        Each row's score threshold (``inf``: unreachable, the row never matches).
+    background : array_like, shape (4,)
+    cells : int
+        Lattice cells between a row's threshold and its best score (the grid's precision).
+
+    Returns
+    -------
+    CompareRows
+    """
     bg = np.asarray(background, dtype=np.float64)
     ms, kd, pr, cuts, margs, deltas = [], [], [], [], [], []
     for w, alpha in zip(pwms, thresholds):

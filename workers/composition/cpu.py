@@ -13,6 +13,25 @@ def _sorted_hits(row, pos, dist, n_rows) -> CompositionHits:
 
 
 def compare_cpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hits: bool = True):
+    """The windows of one task against every test row, one numba pass per test length.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (V,), uint8
+        The task's sequence (A=0 C=1 G=2 T=3, else 4).
+    segments : Segments
+        Window starts that belong to the task.
+    plan : CompositionPlan
+    hits : bool
+        False: count only.
+
+    Returns
+    -------
+    counts : ndarray, shape (R,), int64
+        Matching windows per plan row.
+    found : CompositionHits or None
+        The matches, sorted by (position, row) (``hits=True``).
+    """
     from workers.composition.cpu_numba import length_pass  # noqa: PLC0415
 
     counts = np.zeros(plan.n_rows, np.int64)

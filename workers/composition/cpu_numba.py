@@ -36,9 +36,25 @@ def _cell_span(ha, hc, hg, da, dc, dmax, a0, c0, g0, d0, d1, d2):  # pragma: no 
 def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no cover - compiled
     """Compare the windows of length ``L`` with the test rows of that length.
 
-    codes : (V,) uint8; windows start at ``[starts[i], starts[i] + ns[i])`` (and end by V);
-    lo, dim : (3,) the (a, c, g) box; dmax : int; rows : (r, 3) int32 test (a, c, g).
-    Returns counts (r,) int64 and, with ``hits``, (row, pos, D) of every match (rows grouped).
+    Parameters
+    ----------
+    codes : ndarray, shape (V,), uint8
+    starts, ns : ndarray, shape (k,), int64
+        Windows start in ``[starts[i], starts[i] + ns[i])`` (and end by ``V``).
+    L : int
+    lo, dim : ndarray, shape (3,), int32
+        The (a, c, g) box of this length.
+    dmax : int
+        Largest L1 distance that matches.
+    rows : ndarray, shape (r, 3), int32
+        (a, c, g) of each test row of this length.
+    hits : bool
+
+    Returns
+    -------
+    counts : ndarray, shape (r,), int64
+    row, pos, dist : ndarray, shape (h,), int32, int64, int32
+        Every match (rows grouped; empty without ``hits``).
     """
     V = codes.shape[0]
     d0, d1, d2 = dim[0], dim[1], dim[2]
@@ -120,8 +136,23 @@ def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no 
 @numba.njit(cache=True, nogil=True)
 def sliding_count(codes, starts, ns, test_hist, L, dmax):  # pragma: no cover - compiled
     """The straightforward loop (the seed's CPU version, its Figure 6): for each test, slide a window
-    histogram along the sequence (one count in, one count out) and compare with the test.
-    Returns matches per test.  codes (V,) uint8; windows start at [starts[i], starts[i] + ns[i])."""
+    histogram along the sequence (one count in, one count out) and compare with the test.  The baseline of
+    ``benchmarks/composition.py``.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (V,), uint8
+    starts, ns : ndarray, shape (k,), int64
+        Windows start in ``[starts[i], starts[i] + ns[i])``.
+    test_hist : ndarray, shape (t, 4), int
+        A, C, G, T counts of each test (all of length ``L``).
+    L, dmax : int
+
+    Returns
+    -------
+    ndarray, shape (t,), int64
+        Matching windows per test.
+    """
     nt = test_hist.shape[0]
     out = np.zeros(nt, np.int64)
     h = np.zeros(5, np.int64)

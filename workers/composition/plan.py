@@ -67,14 +67,40 @@ class CompositionPlan:
 
 
 def max_distance(length: int, min_similarity: float) -> int:
-    """Largest D in [0, 2L] with ``1.0 - D / L >= s`` in float64 (-1 when none); the exact boundary."""
+    """The largest L1 distance that still matches: the exact boundary of ``S >= s``.
+
+    Parameters
+    ----------
+    length : int
+        ``L``, the test's length.
+    min_similarity : float
+        ``s``.
+
+    Returns
+    -------
+    int
+        The largest ``D`` in ``[0, 2L]`` with ``1.0 - D / L >= s`` in float64 (the naive reference's
+        expression), or -1 when none.
+    """
     d = np.arange(2 * length + 1, dtype=np.int64)
     ok = np.flatnonzero(1.0 - d / np.float64(length) >= min_similarity)
     return int(ok[-1]) if ok.size else -1
 
 
 def histograms(codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """(n, 4) int32 counts of A, C, G, T of each test ``codes[offsets[i]:offsets[i+1]]``."""
+    """A, C, G, T counts of each test.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (V,), uint8
+        All tests concatenated (A=0 C=1 G=2 T=3; a code 4 is not counted).
+    offsets : ndarray, shape (n + 1,), int64
+        Test ``i`` is ``codes[offsets[i]:offsets[i+1]]``.
+
+    Returns
+    -------
+    ndarray, shape (n, 4), int32
+    """
     n = offsets.size - 1
     idx = np.repeat(np.arange(n), np.diff(offsets))
     h = np.zeros((n, 5), dtype=np.int64)
@@ -84,7 +110,23 @@ def histograms(codes: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 def make_plan(hists: np.ndarray, lengths: np.ndarray, min_similarity: float,
               both_strands: bool = False) -> CompositionPlan:
-    """Plan for tests given by their (n, 4) A/C/G/T counts and lengths (tests hold A, C, G, T only)."""
+    """The plan of a set of tests.
+
+    Parameters
+    ----------
+    hists : ndarray, shape (n, 4), int
+        A, C, G, T counts of each test (:func:`histograms`); tests hold A, C, G, T only.
+    lengths : ndarray, shape (n,), int
+    min_similarity : float
+        ``s``: a window matches when ``1 - D/L >= s``.
+    both_strands : bool
+        Also a "-" row per test (its reverse complement's counts).
+
+    Returns
+    -------
+    CompositionPlan
+        Rows ordered by (length, test, strand), each length's ``dmax`` and (a, c, g) box.
+    """
     hists = np.asarray(hists, dtype=np.int32).reshape(-1, 4)
     lengths = np.asarray(lengths, dtype=np.int32)
     if hists.shape[0] != lengths.size or np.any(hists.sum(1) != lengths):
@@ -155,5 +197,18 @@ class CompositionHits:
 
 
 def similarity(distance: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """S = 1 - D/L in float64 (the seed's equation 5)."""
+    """The seed's similarity (its equation 5).
+
+    Parameters
+    ----------
+    distance : array_like of int, any shape
+        ``D``.
+    length : array_like of int, broadcast with ``distance``
+        ``L``.
+
+    Returns
+    -------
+    ndarray, float64
+        ``1 - D/L``.
+    """
     return 1.0 - np.asarray(distance, np.float64) / np.asarray(length, np.float64)

@@ -46,7 +46,20 @@ def _f(xp, q, b):
 
 
 def random_starts(win: Windows, n_chains: int, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random valid window per chain and sequence: ``(n_chains, T)`` int64 (host)."""
+    """A uniformly random valid window per chain and sequence.
+
+    Parameters
+    ----------
+    win : Windows
+    n_chains : int
+    rng : numpy.random.Generator
+        Draws ``(n_chains, T)`` uniforms.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_chains, T), int64
+        Window indices (0 for a sequence without a valid window).
+    """
     T, P = win.T, win.P
     table = np.zeros((T, P), np.int64)
     for i in range(T):
@@ -57,7 +70,24 @@ def random_starts(win: Windows, n_chains: int, rng: np.random.Generator) -> np.n
 
 
 def profile_score(counts: np.ndarray, n: float, bg: np.ndarray, pseudocount: float) -> np.ndarray:
-    """Average relative entropy of profiles from ``counts (C, l, 4)`` of ``n`` rows (float64 reference)."""
+    """Average relative entropy of profiles, computed from scratch in float64 (the reference of the chains'
+    incremental scores).
+
+    Parameters
+    ----------
+    counts : ndarray, shape (C, l, 4)
+        Letter counts of each profile.
+    n : float
+        Rows (sites) counted.
+    bg : ndarray, shape (4,), float64
+    pseudocount : float
+        Spread by ``bg``.
+
+    Returns
+    -------
+    ndarray, shape (C,), float64
+        Bits per column.
+    """
     q = (np.asarray(counts, np.float64) + pseudocount * bg) / (n + pseudocount)
     return relative_entropy(q, bg).mean(axis=-1)
 
@@ -90,6 +120,12 @@ def run_chains(win: Windows, starts: np.ndarray, bg: np.ndarray, update: str = "
         kernel (one warp per chain, the whole run in one launch) for widths up to 32.
     engine : "auto" | "arrays"
         "arrays" runs the array program below on CuPy too (the launch-bound baseline of the benchmarks).
+
+    Returns
+    -------
+    ChainResult
+        Every chain in chain order: ``ppm (C, l, 4)`` float64, ``score (C,)``, ``positions (C, T)`` int64,
+        ``steps (C,)`` int64.
     """
     if update not in ("best", "sample"):
         raise ValueError(f"update must be 'best' or 'sample', got {update!r}")
@@ -229,7 +265,19 @@ def _run_chains_kernel(win, starts, bg, update, max_steps, pseudocount, patience
 
 
 def distinct_best(ppm: np.ndarray, score: np.ndarray, keep: int) -> np.ndarray:
-    """Indices of the ``keep`` best-scoring models with distinct consensus strings (best first)."""
+    """The best-scoring models with distinct consensus strings.
+
+    Parameters
+    ----------
+    ppm : ndarray, shape (C, l, 4)
+    score : ndarray, shape (C,)
+    keep : int
+
+    Returns
+    -------
+    ndarray, shape (<= keep,), int64
+        Model indices, best first (ties: the first).
+    """
     order = np.argsort(-np.asarray(score), kind="stable")
     cons = np.argmax(ppm, axis=2)
     seen, out = set(), []

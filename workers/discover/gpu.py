@@ -47,7 +47,20 @@ class CupyKernels:
 
 
 def kernels_for(xp, kernels=None):
-    """``kernels`` when given (the tests pass the host build, ``tests/sim``), else the CuPy kernels (``xp`` CuPy)."""
+    """The kernel launcher for arrays of ``xp``.
+
+    Parameters
+    ----------
+    xp : module
+        numpy or cupy.
+    kernels : object, optional
+        A launcher with ``launch(name, grid, block, smem, *args)`` (the tests pass the host build, ``tests/sim``).
+
+    Returns
+    -------
+    object
+        ``kernels`` when given, else :class:`CupyKernels` (NumPy arrays without a launcher: ValueError).
+    """
     if kernels is not None:
         return kernels
     if xp is np:
@@ -57,7 +70,18 @@ def kernels_for(xp, kernels=None):
 
 # ------------------------------------------------------------------------------------ packing
 def pack_words(codes: np.ndarray) -> np.ndarray:
-    """``(..., l)`` letter codes 0..3 → uint64, letter ``j`` in bits ``2j, 2j+1`` (codes > 3 are packed as 0)."""
+    """Words packed 2 bits a letter.
+
+    Parameters
+    ----------
+    codes : array_like, shape (..., l), uint8
+        Letter codes 0..3 (codes > 3 are packed as 0); ``l <= 32``.
+
+    Returns
+    -------
+    ndarray, shape (...), uint64
+        Letter ``j`` in bits ``2j, 2j+1``.
+    """
     codes = np.asarray(codes)
     l = codes.shape[-1]
     if l > MAX_WIDTH:
@@ -67,7 +91,17 @@ def pack_words(codes: np.ndarray) -> np.ndarray:
 
 
 def unpack_words(words, l: int) -> np.ndarray:
-    """uint64 → ``(n, l)`` uint8 letter codes (host)."""
+    """Packed words back to letter codes.
+
+    Parameters
+    ----------
+    words : array_like of uint64, any shape (flattened)
+    l : int
+
+    Returns
+    -------
+    ndarray, shape (n, l), uint8
+    """
     w = np.asarray(words, np.uint64).reshape(-1, 1)
     return ((w >> (2 * np.arange(l, dtype=np.uint64))) & np.uint64(3)).astype(np.uint8)
 
@@ -87,7 +121,19 @@ class Packed:
 
 
 def packed(win: Windows) -> Packed:
-    """The packed windows of ``win`` (built once, cached on the object)."""
+    """The packed windows of ``win`` on its device (built once, cached on the object).
+
+    Parameters
+    ----------
+    win : Windows
+        Of width ``l <= 32``.
+
+    Returns
+    -------
+    Packed
+        ``wcode (T, P)`` uint64 (0 for invalid windows), ``valid (T, P)`` uint8, ``vtab (T, P)`` int32 (each
+        sequence's valid window indices first), ``nvalid (T,)`` int32, on ``win.xp``.
+    """
     cached = win.__dict__.get("_packed")
     if cached is not None:
         return cached
@@ -111,9 +157,22 @@ def _grid(n: int, per: int) -> int:
 
 # ------------------------------------------------------------------------------------ Gibbs
 def chain_tables(T: int, bg: np.ndarray, pseudocount: float) -> tuple[np.ndarray, np.ndarray]:
-    """``LW (4, T+1)`` float32 log-odds of a letter seen ``c`` times among ``T - 1`` sites and ``F (4, T+1)``
-    float64 ``q log2(q/b)`` of a letter seen ``c`` times among ``T`` (the score's terms), as the NumPy path
-    computes them (so the float32 log-odds are bit-identical)."""
+    """The Gibbs kernel's tables, as the NumPy path computes them (so its float32 log-odds are bit-identical).
+
+    Parameters
+    ----------
+    T : int
+        Sequences.
+    bg : ndarray, shape (4,), float64
+    pseudocount : float
+
+    Returns
+    -------
+    LW : ndarray, shape (4, T + 1), float32
+        Log-odds of a letter seen ``c`` times among ``T - 1`` sites.
+    F : ndarray, shape (4, T + 1), float64
+        ``q log2(q/b)`` of a letter seen ``c`` times among ``T`` (the score's terms).
+    """
     bg = np.asarray(bg, np.float64)
     c = np.arange(T + 1, dtype=np.float64)[None, :]
     b = bg[:, None]
@@ -126,12 +185,36 @@ def chain_tables(T: int, bg: np.ndarray, pseudocount: float) -> tuple[np.ndarray
 def run_chains_device(win: Windows, bg: np.ndarray, n_chains: int, *, starts=None, first: int = 0, seed: int = 0,
                       update: str = "best", max_sweeps: int = 20, max_steps: int | None = None,
                       pseudocount: float = 1.0, patience: int = 3, kernels=None) -> dict:
-    """Run ``n_chains`` Gibbs chains in one launch (see :func:`workers.discover.gibbs.run_chains` for the algorithm).
+    """Run Gibbs chains in one launch, one warp each (see :func:`workers.discover.gibbs.run_chains` for the
+    algorithm).
 
-    ``starts`` (C, T) gives the starting windows; without it they are drawn in the kernel from
-    ``(seed, first + chain, sequence)``, uniformly among the valid windows, so a chain's start does not
-    depend on how chains are grouped into batches.  Returns device arrays: ``pos (C, T)`` int32 (the
-    reported alignment), ``counts (C, 4l)`` int32, ``score (C,)`` float64, ``steps (C,)`` int32.
+    Parameters
+    ----------
+    win : Windows
+        Of width ``l <= 32``.
+    bg : ndarray, shape (4,), float64
+    n_chains : int
+        Chains (ignored when ``starts`` is given).
+    starts : array_like, shape (C, T), int, optional
+        Starting windows; without them they are drawn in the kernel from ``(seed, first + chain, sequence)``,
+        uniformly among the valid windows, so a chain's start does not depend on how chains are batched.
+    first : int
+        Global index of the first chain.
+    seed : int
+    update : {"best", "sample"}
+    max_sweeps : int
+    max_steps : int, optional
+    pseudocount : float
+    patience : int
+        As :func:`workers.discover.gibbs.run_chains`.
+    kernels : object, optional
+        Launcher (:func:`kernels_for`).
+
+    Returns
+    -------
+    dict of str to device arrays
+        ``pos (C, T)`` int32 (the reported alignment), ``counts (C, 4l)`` int32, ``score (C,)`` float64,
+        ``steps (C,)`` int32.
     """
     xp = win.xp
     k = kernels_for(xp, kernels)
@@ -161,7 +244,20 @@ def run_chains_device(win: Windows, bg: np.ndarray, n_chains: int, *, starts=Non
 
 
 def consensus_keys(xp, counts, l: int, bg: np.ndarray, pseudocount: float):
-    """Packed consensus (argmax of the profile with its pseudocount, first letter on ties) of ``counts (C, 4l)``."""
+    """Packed consensus of each chain's profile (argmax with its pseudocount, the first letter on ties).
+
+    Parameters
+    ----------
+    xp : module
+    counts : array, shape (C, 4l), int
+    l : int
+    bg : ndarray, shape (4,), float64
+    pseudocount : float
+
+    Returns
+    -------
+    array, shape (C,), uint64 (on ``xp``)
+    """
     prof = counts.reshape(-1, l, 4).astype(np.float64) + pseudocount * xp.asarray(np.asarray(bg, np.float64))
     arg = xp.argmax(prof, axis=2).astype(np.uint64)
     return (arg << xp.asarray((2 * np.arange(l)).astype(np.uint64))).sum(axis=1, dtype=np.uint64)
@@ -169,8 +265,25 @@ def consensus_keys(xp, counts, l: int, bg: np.ndarray, pseudocount: float):
 
 # ------------------------------------------------------------------------------------ (l, d)
 def shift_consensus_device(win: Windows, pos, use=None, shifts=SHIFTS, kernels=None):
-    """Packed consensus of the sites ``pos (C, T)`` of each model at each shift: ``(cons (C, ns) uint64,
-    nsites (C, ns) int32)`` on the device (``nsites == 0``: no site left at that shift)."""
+    """Packed consensus of each model's sites moved by each phase shift (:func:`workers.discover.refine.
+    shifted_consensus` for many models at once).
+
+    Parameters
+    ----------
+    win : Windows
+    pos : array_like, shape (C, T), int
+        Each model's window per sequence.
+    use : array_like, shape (T,), bool, optional
+        Sequences that count (default: those with a valid window).
+    shifts : sequence of int
+    kernels : object, optional
+
+    Returns
+    -------
+    cons : array, shape (C, len(shifts)), uint64
+    nsites : array, shape (C, len(shifts)), int32
+        Sites left at each shift (0: no consensus there).  Both on the device.
+    """
     xp = win.xp
     k = kernels_for(xp, kernels)
     pk = packed(win)
@@ -188,7 +301,24 @@ def shift_consensus_device(win: Windows, pos, use=None, shifts=SHIFTS, kernels=N
 
 
 def ld_proxy_device(win: Windows, cons, dthr: int, kernels=None):
-    """Per packed consensus: (sequences with a valid window within ``dthr``, summed capped closest distance)."""
+    """The (l, d) proxy of many consensus strings (popcount of the XOR of packed words).
+
+    Parameters
+    ----------
+    win : Windows
+    cons : array_like, shape (C,), uint64
+        Packed consensus strings.
+    dthr : int
+        Mismatches allowed.
+    kernels : object, optional
+
+    Returns
+    -------
+    count : array, shape (C,), int32
+        Sequences with a valid window within ``dthr``.
+    total : array, shape (C,), int32
+        Summed closest distance, capped at ``l``.  Both on the device.
+    """
     xp = win.xp
     k = kernels_for(xp, kernels)
     pk = packed(win)
@@ -205,7 +335,22 @@ def ld_proxy_device(win: Windows, cons, dthr: int, kernels=None):
 def ld_climb_device(win: Windows, cons, d: int, max_moves: int | None = None, kernels=None):
     """The (l, d) local search (:func:`workers.discover.refine.ld_local_search`) from every packed start at once.
 
-    Returns device arrays ``(cons, count, total, moves)``.
+    Parameters
+    ----------
+    win : Windows
+    cons : array_like, shape (C,), uint64
+        Packed starting strings.
+    d : int
+    max_moves : int, optional
+        Default ``4 l``.
+    kernels : object, optional
+
+    Returns
+    -------
+    cons : array, shape (C,), uint64
+        The optima reached.
+    count, total, moves : array, shape (C,), int32
+        Sequences within ``d``, summed capped distance, moves made.  All on the device.
     """
     xp = win.xp
     k = kernels_for(xp, kernels)
@@ -236,8 +381,23 @@ class Climbed:
 
 
 def climb_from_sites(win: Windows, pos, d: int, keep: int, use=None, kernels=None) -> Climbed:
-    """Climb from the shifted consensus of every model's sites (``pos (C, T)``) and keep the ``keep`` best
-    distinct optima (count ↓, total ↑, then the packed string, so the order is deterministic)."""
+    """Climb from the shifted consensus of every model's sites and keep the best distinct optima.
+
+    Parameters
+    ----------
+    win : Windows
+    pos : array_like, shape (C, T), int
+        Each model's window per sequence.
+    d : int
+    keep : int
+    use : array_like, shape (T,), bool, optional
+    kernels : object, optional
+
+    Returns
+    -------
+    Climbed
+        At most ``keep`` optima, ordered by count ↓, total ↑, then the packed string (deterministic).
+    """
     xp = win.xp
     cons, ns = shift_consensus_device(win, pos, use=use, kernels=kernels)
     starts = xp.unique(cons[ns > 0])
@@ -246,6 +406,22 @@ def climb_from_sites(win: Windows, pos, d: int, keep: int, use=None, kernels=Non
 
 
 def best_distinct(l: int, cons: np.ndarray, cnt: np.ndarray, tot: np.ndarray, keep: int, n_starts: int) -> Climbed:
+    """The best distinct optima of a climb.
+
+    Parameters
+    ----------
+    l : int
+    cons : ndarray, shape (C,), uint64
+    cnt, tot : ndarray, shape (C,), int
+    keep : int
+    n_starts : int
+        Distinct starting strings (reported).
+
+    Returns
+    -------
+    Climbed
+        Count ↓, total ↑, then the packed string.
+    """
     cons, cnt, tot = np.asarray(cons, np.uint64), np.asarray(cnt, np.int64), np.asarray(tot, np.int64)
     u, first = np.unique(cons, return_index=True)
     cnt, tot = cnt[first], tot[first]
@@ -254,8 +430,22 @@ def best_distinct(l: int, cons: np.ndarray, cnt: np.ndarray, tot: np.ndarray, ke
 
 
 def best_windows_device(win: Windows, ppm: np.ndarray, bg: np.ndarray, memory_budget: int = 1 << 26):
-    """Best window of every sequence under each model ``ppm (K, l, 4)``: ``(K, T)`` int32 on the device
-    (one GEMM of the one-hot windows per chunk of models, then an argmax along the windows)."""
+    """The best window of every sequence under each model: one GEMM of the one-hot windows per chunk of
+    models, then an argmax along the windows.
+
+    Parameters
+    ----------
+    win : Windows
+    ppm : ndarray, shape (K, l, 4), float
+    bg : ndarray, shape (4,), float64
+    memory_budget : int
+        Score entries per chunk at most.
+
+    Returns
+    -------
+    array, shape (K, T), int32
+        On ``win.xp``'s device.
+    """
     xp = win.xp
     T, P, l = win.T, win.P, win.l
     ppm = np.asarray(ppm, np.float64)

@@ -31,19 +31,42 @@ _SENTINEL = np.int64(1) << np.int64(62)
 
 # ------------------------------------------------------------------------------------ parameters
 def planted_bucket_probability(l: int, d: int, k: int) -> float:
-    """``p̂(l, d, k) = C(l-d, k) / C(l, k)``: a planted occurrence's projection equals the motif's."""
+    """The probability that a planted occurrence's projection equals the motif's, ``p̂ = C(l-d, k) / C(l, k)``.
+
+    Parameters
+    ----------
+    l, d, k : int
+        Motif width, mutations, projected positions.
+
+    Returns
+    -------
+    float
+    """
     if k > l - d:
         return 0.0
     return math.comb(l - d, k) / math.comb(l, k)
 
 
 def binom_cdf_below(n: int, p: float, s: int) -> float:
-    """P(Bin(n, p) < s)."""
+    """``P(Bin(n, p) < s)``.
+
+    Parameters
+    ----------
+    n : int
+    p : float
+    s : int
+
+    Returns
+    -------
+    float
+    """
     return float(sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(0, min(s, n + 1))))
 
 
 @dataclass(frozen=True)
 class ProjectionParameters:
+    """PROJECTION's parameters for one run (:func:`choose_parameters`): ``k`` projected positions, bucket size
+    ``s`` that counts as enriched, ``m`` trials."""
     k: int
     s: int
     m: int
@@ -63,6 +86,23 @@ def choose_parameters(l: int, d: int, t: int, n: int, both_strands: bool = False
     probability ``q``, at least one trial's planted bucket holds ``s`` or more planted occurrences:
     ``m = ceil(log(1 - q) / log B(t̂, p̂, s))`` with ``B`` the binomial probability of fewer than ``s``.
     ``t̂`` is ``t`` (OOPS) or ``ceil(0.75 t)`` (ZOOPS).
+
+    Parameters
+    ----------
+    l, d : int
+        Motif width and mutations (``0 <= d < l``).
+    t, n : int
+        Sequences and their length.
+    both_strands : bool
+    model : {"oops", "zoops"}
+    k, s, m : int, optional
+        Given values are kept (``k`` checked).
+    q : float
+    max_trials : int
+
+    Returns
+    -------
+    ProjectionParameters
     """
     if l < 2:
         raise ValueError(f"motif width must be >= 2, got {l}")
@@ -165,7 +205,18 @@ def projection_seeds(win: Windows, k: int, s: int, positions: np.ndarray, max_bu
 
 
 def random_positions(rng: np.random.Generator, m: int, l: int, k: int) -> np.ndarray:
-    """``m`` sorted random ``k``-subsets of ``range(l)`` (one row per trial)."""
+    """Random projections: sorted ``k``-subsets of the motif positions.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    m, l, k : int
+        Trials, width, positions per trial.
+
+    Returns
+    -------
+    ndarray, shape (m, k), int64
+    """
     return np.sort(np.argsort(rng.random((m, l)), axis=1)[:, :k], axis=1)
 
 
@@ -259,6 +310,11 @@ def em_refine(win: Windows, ppm0: np.ndarray, bg: np.ndarray, model: str = "oops
     screen_sequences : int, optional
         With ``screen_iters=0``: screen on this many evenly spaced sequences only (when there are more):
         on large sets the screen's ranking needs only a sample of the sequences.
+
+    Returns
+    -------
+    EMResult
+        ``ppm (K, l, 4)``, ``loglik (K,)``, ``gamma (K,)`` and the starting model's ``index (K,)``, best first.
     """
     xp = win.xp
     l = win.l
@@ -315,11 +371,23 @@ def em_refine(win: Windows, ppm0: np.ndarray, bg: np.ndarray, model: str = "oops
 def em_sites(win: Windows, ppm: np.ndarray, bg: np.ndarray, model: str = "oops", gamma: float = 1.0):
     """Best window of every sequence under one model and its posterior of holding a site.
 
+    Parameters
+    ----------
+    win : Windows
+    ppm : numpy.ndarray, shape (l, 4)
+    bg : numpy.ndarray, shape (4,)
+    model : {"oops", "zoops"}
+    gamma : float
+        ZOOPS prior fraction of sequences with a site.
+
     Returns
     -------
-    best : numpy.ndarray, shape (T,), int64  — window index (see :meth:`Windows.position`)
-    score : numpy.ndarray, shape (T,), float64 — log2-odds score (bits) of that window
-    post : numpy.ndarray, shape (T,), float64 — P(site in the sequence) (ZOOPS), 1 for OOPS
+    best : numpy.ndarray, shape (T,), int64
+        Window index (see :meth:`Windows.position`).
+    score : numpy.ndarray, shape (T,), float64
+        Log2-odds score (bits) of that window.
+    post : numpy.ndarray, shape (T,), float64
+        P(site in the sequence) (ZOOPS); 1 for OOPS.
     """
     l = win.l
     bg = np.asarray(bg, np.float64)

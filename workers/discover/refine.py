@@ -22,7 +22,21 @@ def _kernels():
 
 
 def ld_score(win: Windows, cons: np.ndarray, d: int) -> tuple[int, int]:
-    """(sequences with a window within ``d`` mismatches of ``cons``, sum of the capped smallest distances)."""
+    """The (l, d) objective of one consensus.
+
+    Parameters
+    ----------
+    win : Windows
+    cons : array_like, shape (l,), uint8
+    d : int
+
+    Returns
+    -------
+    count : int
+        Sequences with a window within ``d`` mismatches of ``cons``.
+    total : int
+        Sum over sequences of the smallest distance, capped at ``l``.
+    """
     min_dist, _ = _kernels()
     dist, _ = min_dist(win.codes, win.valid, np.asarray(cons, np.uint8))
     return int((dist <= d).sum()), int(np.minimum(dist, win.l).sum())
@@ -31,7 +45,19 @@ def ld_score(win: Windows, cons: np.ndarray, d: int) -> tuple[int, int]:
 def ld_proxy_order(win: Windows, ppm: np.ndarray, d: int, slack: int = 1) -> np.ndarray:
     """Models ordered by how close their consensus is to an (l, d) solution, best first: sequences with a
     window within ``d + slack`` mismatches (a consensus one letter off the motif still has almost every
-    occurrence there), then the summed capped distance.  Likelihood ranks such near-misses far down."""
+    occurrence there), then the summed capped distance.  Likelihood ranks such near-misses far down.
+
+    Parameters
+    ----------
+    win : Windows
+    ppm : ndarray, shape (C, l, 4)
+    d, slack : int
+
+    Returns
+    -------
+    ndarray, shape (C,), int64
+        Model indices, best first.
+    """
     if win.xp is not np and win.l <= 32:            # GPU: one thread per consensus, popcount distances
         from workers.discover.gpu import ld_proxy_device, pack_words  # noqa: PLC0415
 
@@ -46,7 +72,20 @@ def ld_proxy_order(win: Windows, ppm: np.ndarray, d: int, slack: int = 1) -> np.
 
 
 def ld_sites(win: Windows, cons: np.ndarray):
-    """Closest window of every sequence to ``cons``: (window index (T,), distance (T,))."""
+    """The closest window of every sequence to a consensus.
+
+    Parameters
+    ----------
+    win : Windows
+    cons : array_like, shape (l,), uint8
+
+    Returns
+    -------
+    window : ndarray, shape (T,), int64
+        Window index (-1 for a sequence without a valid window).
+    distance : ndarray, shape (T,), int64
+        Mismatches (``l + 1`` where there is no window).
+    """
     min_dist, _ = _kernels()
     dist, arg = min_dist(win.codes, win.valid, np.asarray(cons, np.uint8))
     return arg, dist
@@ -54,6 +93,14 @@ def ld_sites(win: Windows, cons: np.ndarray):
 
 def ld_local_search(win: Windows, cons: np.ndarray, d: int, max_moves: int | None = None):
     """Climb from ``cons`` to a local optimum of (count within d ↑, summed distance ↓).
+
+    Parameters
+    ----------
+    win : Windows
+    cons : array_like, shape (l,), uint8
+    d : int
+    max_moves : int, optional
+        Default ``4 l``.
 
     Returns
     -------
@@ -68,8 +115,23 @@ def ld_local_search(win: Windows, cons: np.ndarray, d: int, max_moves: int | Non
 
 
 def shifted_consensus(win: Windows, best: np.ndarray, use: np.ndarray, shifts=range(-2, 3)) -> list:
-    """Consensus (uint8 codes) of the windows at ``best`` (one per sequence, where ``use``) moved by
-    each phase shift along the motif; a window moved off its sequence or onto an N is left out."""
+    """Consensus of the windows at ``best`` moved by each phase shift along the motif; a window moved off its
+    sequence or onto an N is left out.
+
+    Parameters
+    ----------
+    win : Windows
+    best : ndarray, shape (T,), int
+        A window per sequence.
+    use : ndarray, shape (T,), bool
+        Sequences that count.
+    shifts : iterable of int
+
+    Returns
+    -------
+    list of ndarray, shape (l,), uint8
+        One consensus per shift that kept a site (shifts that kept none are left out).
+    """
     pf = win.P_fwd
     p, strand = win.position(best)
     out = []

@@ -7,6 +7,22 @@ import numpy as np
 
 @numba.njit(cache=True, nogil=True)
 def min_dist(codes, valid, cons):  # pragma: no cover - compiled
+    """The closest valid window of every sequence to ``cons``.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (T, P, l), uint8
+        Window letters (:func:`workers.discover.windows.window_codes`).
+    valid : ndarray, shape (T, P), bool
+    cons : ndarray, shape (l,), uint8
+
+    Returns
+    -------
+    dist : ndarray, shape (T,), int64
+        Mismatches of the closest window (``l + 1``: no valid window).
+    arg : ndarray, shape (T,), int64
+        Its index (-1: none; the first on ties).
+    """
     T, P, l = codes.shape
     out = np.full(T, l + 1, np.int64)
     arg = np.full(T, -1, np.int64)
@@ -26,7 +42,17 @@ def min_dist(codes, valid, cons):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def neighbour_mins(codes, valid, cons, mind):
-    """mind[i, j, b]: smallest distance in sequence i to cons with position j set to letter b."""
+    """Every single-letter neighbour's smallest distance in every sequence, in one pass over the windows.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (T, P, l), uint8
+    valid : ndarray, shape (T, P), bool
+    cons : ndarray, shape (l,), uint8
+    mind : ndarray, shape (T, l, 4), int64
+        Written: ``mind[i, j, b]`` = smallest distance in sequence ``i`` to ``cons`` with position ``j`` set to
+        letter ``b``.
+    """
     T, P, l = codes.shape
     for i in range(T):
         for j in range(l):
@@ -52,6 +78,23 @@ def neighbour_mins(codes, valid, cons, mind):
 
 @numba.njit(cache=True, nogil=True)
 def local_search(codes, valid, cons, d, max_moves):
+    """Best-improvement climb of (sequences within ``d`` ↑, summed capped distance ↓) by single-letter changes.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (T, P, l), uint8
+    valid : ndarray, shape (T, P), bool
+    cons : ndarray, shape (l,), uint8
+        Start.
+    d : int
+    max_moves : int
+
+    Returns
+    -------
+    cons : ndarray, shape (l,), uint8
+        The optimum reached.
+    count, total : int
+    """
     T, P, l = codes.shape
     c = cons.copy()
     mind = np.empty((T, l, 4), np.int64)

@@ -87,6 +87,12 @@ def window_codes(codes: np.ndarray, l: int, both_strands: bool) -> tuple[np.ndar
     codes : numpy.ndarray, shape (T, Lmax), uint8
     l : int
     both_strands : bool
+
+    Returns
+    -------
+    win : numpy.ndarray, shape (T, P, l), uint8
+        ``P = Lmax - l + 1`` forward windows, then (``both_strands``) as many reverse-complement ones.
+    valid : numpy.ndarray, shape (T, P), bool
     """
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     T, L = codes.shape
@@ -104,7 +110,21 @@ def window_codes(codes: np.ndarray, l: int, both_strands: bool) -> tuple[np.ndar
 
 
 def make_windows(codes: np.ndarray, l: int, both_strands: bool, xp=np) -> Windows:
-    """Build the :class:`Windows` of ``codes`` for width ``l`` with the one-hot rows on ``xp``'s device."""
+    """The :class:`Windows` of a sequence set for one width, with the one-hot rows on ``xp``'s device.
+
+    Parameters
+    ----------
+    codes : numpy.ndarray, shape (T, Lmax), uint8
+        Padded with code 4.
+    l : int
+    both_strands : bool
+    xp : module
+        numpy or cupy.
+
+    Returns
+    -------
+    Windows
+    """
     win, valid = window_codes(codes, l, both_strands)
     T, P, _ = win.shape
     onehot = np.zeros((T, P, l, 4), np.float32)
@@ -119,8 +139,21 @@ def make_windows(codes: np.ndarray, l: int, both_strands: bool, xp=np) -> Window
 
 
 def background(codes: np.ndarray, both_strands: bool, pseudo: float = 1.0) -> np.ndarray:
-    """Order-0 A C G T frequencies of ``codes`` (code 4 ignored; averaged with the complement when
-    both strands are searched), with ``pseudo`` added to every count."""
+    """Order-0 A C G T frequencies of a sequence set.
+
+    Parameters
+    ----------
+    codes : array_like of uint8, any shape
+        Code 4 is ignored.
+    both_strands : bool
+        Averaged with the complement.
+    pseudo : float
+        Added to every count.
+
+    Returns
+    -------
+    numpy.ndarray, shape (4,), float64
+    """
     c = np.bincount(np.asarray(codes).ravel(), minlength=5)[:4].astype(np.float64) + pseudo
     if both_strands:
         c = (c + c[::-1]) / 2
@@ -128,12 +161,33 @@ def background(codes: np.ndarray, both_strands: bool, pseudo: float = 1.0) -> np
 
 
 def consensus(ppm: np.ndarray) -> str:
-    """``(l, 4)`` matrix → consensus string (the first letter wins ties)."""
+    """The consensus string of a matrix.
+
+    Parameters
+    ----------
+    ppm : array_like, shape (l, 4)
+
+    Returns
+    -------
+    str
+        The best letter of each column (the first wins ties).
+    """
     return "".join("ACGT"[i] for i in np.argmax(np.asarray(ppm), axis=1))
 
 
 def relative_entropy(ppm: np.ndarray, bg: np.ndarray) -> np.ndarray:
-    """Information content per column, ``sum_x q log2(q/b)`` (bits), for ``(..., l, 4)`` matrices."""
+    """Information content per column, ``sum_x q log2(q/b)``.
+
+    Parameters
+    ----------
+    ppm : array_like, shape (..., l, 4)
+    bg : array_like, shape (4,)
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., l), float64
+        Bits.
+    """
     q = np.asarray(ppm, np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(q > 0, q * np.log2(q / np.asarray(bg, np.float64)), 0.0)

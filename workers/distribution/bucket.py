@@ -55,7 +55,20 @@ ENUM_COST = 1.5              # relative cost of one enumerated word vs one convo
 
 
 def split_slices(m: int, n: int) -> list[tuple[int, int]]:
-    """``n`` contiguous slices of near-equal length covering columns ``0..m-1``."""
+    """Contiguous slices of near-equal length covering a matrix.
+
+    Parameters
+    ----------
+    m : int
+        Columns.
+    n : int
+        Slices, ``1 <= n <= m``.
+
+    Returns
+    -------
+    list of (int, int)
+        ``[a, b)`` column ranges, longer slices first.
+    """
     if not 1 <= n <= m:
         raise ValueError(f"number of slices must be in 1..{m}, not {n}")
     base, extra = divmod(m, n)
@@ -68,7 +81,22 @@ def split_slices(m: int, n: int) -> list[tuple[int, int]]:
 
 
 def choose_slices(m: int, span_cells: float, device: str = "cpu") -> int:
-    """Number of slices minimising enumeration + merge cost for a table of ``span_cells`` cells/slice·N."""
+    """The number of slices that minimises enumeration plus merge cost.
+
+    Parameters
+    ----------
+    m : int
+        Columns.
+    span_cells : float
+        Cells of one slice's table (the merged table holds ``N * span_cells``).
+    device : {"cpu", "gpu"}
+        The enumeration's device (the GPU enumerates longer slices).
+
+    Returns
+    -------
+    int
+        ``N``.
+    """
     lmax = MAX_SLICE_GPU if device == "gpu" else MAX_SLICE_CPU
     best, best_cost = None, math.inf
     for n in range(max(1, math.ceil(m / lmax)), m + 1):
@@ -254,6 +282,11 @@ def bucket_distribution(pwm, background, *, n_slices: int | None = None,
     cut_score : float, optional
         Only scores ``>= cut_score`` are needed: slice cells that cannot reach it are dropped.
     device : "cpu" or "gpu"
+
+    Returns
+    -------
+    BucketDistribution
+        ``mass`` (n,) float64 over the cells ``>= k0`` and the certified error terms of its brackets.
     """
     P = prepare_matrix(pwm, background)
     if P.dead:
@@ -312,6 +345,26 @@ def pvalues_to_scores_bucket(pwm, background, pvalues, rel_tol: float = 1e-3, *,
     With ``n_buckets`` the seed's fixed-``B`` computation (full distribution, one pass); otherwise the
     step adapts until every bracket is within ``rel_tol`` (or ``max_passes`` refinements were made,
     or the table would exceed ``MAX_CELLS``; the achieved brackets are reported either way).
+
+    Parameters
+    ----------
+    pwm : ndarray, shape (m, 4), float
+        Log-odds matrix (bits), ``-inf`` for letters that never match.
+    background : ndarray, shape (4,)
+    pvalues : float or sequence of float
+    rel_tol : float
+        Relative width of the p-value brackets asked for.
+    n_slices, n_buckets : int, optional
+        The seed's ``N`` and ``B`` (default: ``N`` chosen per step, ``B`` adaptive).
+    device : {"cpu", "gpu"}
+        Where the slices are enumerated (and, on the GPU, merged).
+    max_passes : int
+        Refinements of the step at most.
+
+    Returns
+    -------
+    list of ScoreThreshold
+        One per p-value, in order (``method="bucket"``, no tail table).
     """
     ps = [float(p) for p in np.atleast_1d(pvalues)]
     if not 0.0 < rel_tol < 1.0:

@@ -12,7 +12,24 @@ THREADS = 256
 
 
 def slice_hist_gpu(sc: np.ndarray, pr: np.ndarray, lo: float, delta: float, ncell: int):
-    """``workers.distribution.bucket_numba.slice_hist`` on the GPU; returns a CuPy array (ncell,)."""
+    """The bucketed distribution of one slice's words on the GPU (twin of
+    :func:`workers.distribution.bucket_numba.slice_hist`).
+
+    Parameters
+    ----------
+    sc, pr : ndarray, shape (l, 4), float64
+        Scores and background probabilities of the slice's columns (0 where a letter cannot occur).
+    lo : float
+        Score of cell 0.
+    delta : float
+        Cell width.
+    ncell : int
+
+    Returns
+    -------
+    cupy.ndarray, shape (ncell,), float64
+        Probability mass per cell (cell of a word: ``floor((score - lo) / delta)``, clamped).
+    """
     import cupy as cp  # noqa: PLC0415
 
     l = int(sc.shape[0])

@@ -11,9 +11,18 @@ SUFFIX_MAX = 8          # words of the last ≤ 8 columns of a slice are tabulat
 def slice_hist(sc, pr, lo, inv_delta, out):  # pragma: no cover - compiled
     """Add the probability of every word of one slice to the bucket of its score.
 
-    ``sc``/``pr`` (l, 4): scores and background probabilities of the slice's columns (0 where a
-    letter is not allowed); bucket of a word: ``floor((score - lo) * inv_delta)`` clamped to
-    ``[0, len(out) - 1]``.  The words of the last ``ls`` columns are tabulated once; the outer loop
+    Parameters
+    ----------
+    sc, pr : ndarray, shape (l, 4), float64
+        Scores and background probabilities of the slice's columns (0 where a letter is not allowed).
+    lo : float
+        Score of bucket 0.
+    inv_delta : float
+        1 / bucket width; a word's bucket is ``floor((score - lo) * inv_delta)`` clamped to ``[0, len(out) - 1]``.
+    out : ndarray, shape (ncell,), float64
+        Added to.
+
+    The words of the last ``ls`` columns are tabulated once; the outer loop
     walks the prefixes, the inner loop the tabulated suffixes (the order of TFM-CUDA §4.4: all
     iterations of the inner loop do the same work on neighbouring words).
     """

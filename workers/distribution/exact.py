@@ -109,10 +109,8 @@ __all__ = [
 ]
 
 MIN_CAP = 40_000           # exact enumeration: always allow this many distinct states
-CAP_RATIO = 5.0            # ... else about (lattice cells) / CAP_RATIO (cost break-even of the numba kernels:
-                           # 20 and 20k, set for the NumPy enumeration, made ~15 % of the long matrices give up
-                           # twice, then pay two lattice levels; 879 vertebrates, human background, 1e-3..1e-5:
-                           # 14-18 % less time, the same precision contract)
+CAP_RATIO = 5.0            # ... else about (lattice cells) / CAP_RATIO: the cost break-even of the numba kernels
+                           # (docs/benchmarks.md, "Exact-enumeration caps re-tuned for the numba kernels")
 EXACT_CAP = 400_000        # cap when resolving an atom at the threshold
 BIG_CAP = 4_000_000        # last resort
 MAX_LEVELS = 6
@@ -388,6 +386,22 @@ def pvalues_to_scores(pwm: np.ndarray, background: np.ndarray, pvalues, rel_tol:
     their tails do not depend on the bound).  Results are in the order of ``pvalues``; each equals
     ``pvalue_to_score`` at that p-value except, when ``table=False``, ``exact_from`` (where the shared
     enumeration started).
+
+    Parameters
+    ----------
+    pwm : ndarray, shape (m, 4), float
+    background : ndarray, shape (4,)
+    pvalues : sequence of float
+    rel_tol : float
+    table : bool
+        Build each tail table (for ``score_to_pvalue``).
+    exact : bool
+        Try the exact tie classes first (as ``pvalue_to_score``).
+
+    Returns
+    -------
+    list of ScoreThreshold
+        One per p-value, in the order of ``pvalues``.
     """
     if not 0.0 < rel_tol < 0.5:
         raise ValueError("rel_tol must lie in (0, 0.5)")

@@ -45,7 +45,18 @@ def _pairwise_block(a, lo, n):  # pragma: no cover - compiled
 def pairwise_sum(a, lo, n):  # pragma: no cover - compiled
     """``a[lo:lo+n].sum()`` exactly as NumPy adds a contiguous float64 array: blocks of at most 128 summed by
     ``_pairwise_block``, halves (cut at a multiple of 8) added as NumPy's recursion adds them.  The recursion
-    runs on an explicit stack: numba's on-disk cache of self-recursive functions can crash when loaded."""
+    runs on an explicit stack: numba's on-disk cache of self-recursive functions can crash when loaded.
+
+    Parameters
+    ----------
+    a : ndarray, shape (>= lo + n,), float64
+    lo, n : int
+
+    Returns
+    -------
+    float
+        The sum, bit-identical to NumPy's.
+    """
     if n <= 128:
         return _pairwise_block(a, lo, n)
     st_lo = np.empty(64, dtype=np.int64)
@@ -88,11 +99,27 @@ def pairwise_sum(a, lo, n):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def prepare(w, bg):  # pragma: no cover - compiled
-    """The per-matrix part of ``workers.distribution.lattice.prepare_matrix`` (``bg`` normalised, validated).
+    """The per-matrix part of :func:`workers.distribution.lattice.prepare_matrix`.
 
-    Returns ``(wz, prob, allowed, dead, max_score, min_score, abs_sum, bad)``; ``bad`` when ``w`` holds NaN
-    or +inf.  Column maxima and minima are exact; the scores add them in column order and ``abs_sum`` adds
-    as NumPy's ``sum`` does, so the result equals the NumPy formulation bit for bit.
+    Column maxima and minima are exact; the scores add them in column order and ``abs_sum`` adds as NumPy's
+    ``sum`` does, so the result equals the NumPy formulation bit for bit.
+
+    Parameters
+    ----------
+    w : ndarray, shape (m, 4), float64
+    bg : ndarray, shape (4,), float64
+        Normalised and validated.
+
+    Returns
+    -------
+    wz, prob : ndarray, shape (m, 4), float64
+        Scores and probabilities, 0 where a letter cannot occur (``bg = 0`` or ``-inf``).
+    allowed : ndarray, shape (m, 4), bool
+    dead : bool
+        A column allows no letter.
+    max_score, min_score, abs_sum : float
+    bad : bool
+        ``w`` holds NaN or +inf.
     """
     m = w.shape[0]
     wz = np.zeros((m, 4))
@@ -143,12 +170,26 @@ def prepare(w, bg):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def lattice(pwm, allowed, eps, nearest):  # pragma: no cover - compiled
-    """``workers.distribution.lattice.integer_lattice`` without the widening: ``(k, d_lo, d_hi, kmin, kmax)``.
+    """:func:`workers.distribution.lattice.integer_lattice` without the widening.
 
     Per column the integer shifts ``k = rint(pwm/eps - centre)``, the centre of the shortest arc covering
     the fractional parts of the allowed letters (``nearest``: plain rounding); ``d_lo``/``d_hi`` add the
     row minima/maxima of ``pwm - eps*k`` as NumPy's ``sum`` does.  Same operations, same order as the
     NumPy formulation (sort of at most 4 parts, first largest gap), so the same bits.
+
+    Parameters
+    ----------
+    pwm : ndarray, shape (m, 4), float64
+    allowed : ndarray, shape (m, 4), bool
+    eps : float
+    nearest : bool
+
+    Returns
+    -------
+    k : ndarray, shape (m, 4), int64
+        0 where a letter is not allowed.
+    d_lo, d_hi : float
+    kmin, kmax : ndarray, shape (m,), int64
     """
     m = pwm.shape[0]
     k = np.zeros((m, 4), dtype=np.int64)
@@ -213,8 +254,19 @@ def lattice(pwm, allowed, eps, nearest):  # pragma: no cover - compiled
 def columns(allowed, prob, k):  # pragma: no cover - compiled
     """Per column, the distinct integer shifts (ascending) and their summed probabilities.
 
-    Returns ``(ks, ps, n)``: ``ks[j, :n[j]]`` the shifts of column ``j`` and ``ps[j, :n[j]]`` their
-    probabilities, added in letter order A C G T.
+    Parameters
+    ----------
+    allowed : ndarray, shape (m, 4), bool
+    prob : ndarray, shape (m, 4), float64
+    k : ndarray, shape (m, 4), int64
+
+    Returns
+    -------
+    ks : ndarray, shape (m, 4), int64
+        ``ks[j, :n[j]]``: the shifts of column ``j``.
+    ps : ndarray, shape (m, 4), float64
+        ``ps[j, :n[j]]``: their probabilities, added in letter order A C G T.
+    n : ndarray, shape (m,), int64
     """
     m = k.shape[0]
     ks = np.zeros((m, 4), dtype=np.int64)
@@ -253,8 +305,20 @@ def columns(allowed, prob, k):  # pragma: no cover - compiled
 def dp(order, wlo, whi, ks, ps, nk, buf0, buf1):  # pragma: no cover - compiled
     """The pruned lattice DP: columns in ``order``, window ``[wlo[i], whi[i]]`` after step ``i``.
 
-    ``buf0``/``buf1`` are scratch arrays at least as long as the widest window; the result is a view of
-    one of them (``mass``, its lowest cell is ``wlo[-1]``).
+    Parameters
+    ----------
+    order : ndarray, shape (m,), int64
+    wlo, whi : ndarray, shape (m,), int64
+        Cells kept after each step.
+    ks, ps, nk : ndarray
+        :func:`columns`.
+    buf0, buf1 : ndarray, shape (>= widest window,), float64
+        Scratch.
+
+    Returns
+    -------
+    ndarray, shape (whi[-1] - wlo[-1] + 1,), float64
+        ``P(K = wlo[-1] + i)``: a view of one of the scratch arrays.
     """
     arr = np.ones(1)
     lo = 0
@@ -283,7 +347,17 @@ def dp(order, wlo, whi, ks, ps, nk, buf0, buf1):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def tail_sums(mass):  # pragma: no cover - compiled
-    """``g[i] = mass[i] + mass[i+1] + ...`` summed from the top (as ``cumsum`` of the reversed array), ``g[n] = 0``."""
+    """Tail sums from the top (as ``cumsum`` of the reversed array).
+
+    Parameters
+    ----------
+    mass : ndarray, shape (n,), float64
+
+    Returns
+    -------
+    ndarray, shape (n + 1,), float64
+        ``g[i] = mass[i] + mass[i+1] + ...``; ``g[n] = 0``.
+    """
     n = mass.size
     g = np.empty(n + 1)
     g[n] = 0.0
@@ -296,8 +370,22 @@ def tail_sums(mass):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def first_loose(upper, w, factor, skip):  # pragma: no cover - compiled
-    """First ``i >= skip`` with ``upper[i] > upper[i + w] * factor`` (``upper`` past its end is 0);
-    ``upper.size - 1`` when there is none."""
+    """The first cell whose bracket is too wide.
+
+    Parameters
+    ----------
+    upper : ndarray, shape (n,), float64
+        Tail sums (0 past the end).
+    w : int
+        Bracket width in cells.
+    factor : float
+    skip : int
+
+    Returns
+    -------
+    int
+        The first ``i >= skip`` with ``upper[i] > upper[i + w] * factor``; ``n - 1`` when there is none.
+    """
     n = upper.size
     for i in range(skip, n):
         lower = upper[i + w] if i + w < n else 0.0
@@ -310,9 +398,26 @@ def first_loose(upper, w, factor, skip):  # pragma: no cover - compiled
 def classes_step(vals, pr, ks, ps, nk, bound, cap):  # pragma: no cover - compiled
     """One column of the exact enumeration: ``vals`` (ascending, distinct) × the column's shifts.
 
-    Keeps the partial sums ``>= bound`` (they can still reach the lower bound), merges equal sums (their
-    probabilities added in letter order) and returns ``(vals, pr, status)`` ascending; ``status`` is 1
-    when more than ``cap`` distinct sums (or ``4 cap`` products) would be needed, 2 when none is left.
+    Keeps the partial sums ``>= bound`` (they can still reach the lower bound) and merges equal sums (their
+    probabilities added in letter order).
+
+    Parameters
+    ----------
+    vals : ndarray, shape (v,), int64
+    pr : ndarray, shape (v,), float64
+    ks, ps : ndarray, shape (4,)
+        The column's shifts and probabilities (:func:`columns`); ``nk`` of them.
+    nk : int
+    bound : int
+    cap : int
+
+    Returns
+    -------
+    vals : ndarray, int64
+        Ascending, distinct.
+    pr : ndarray, float64
+    status : int
+        0; 1 when more than ``cap`` distinct sums (or ``4 cap`` products) would be needed; 2 when none is left.
     """
     kmax = ks[nk - 1]
     # rows that can reach the bound with some letter: vals >= bound - kmax
@@ -369,9 +474,23 @@ def classes_step(vals, pr, ks, ps, nk, bound, cap):  # pragma: no cover - compil
 
 @numba.njit(cache=True, nogil=True)
 def classes(order, rest, ks, ps, nk, lo_q, cap):  # pragma: no cover - compiled
-    """The whole exact enumeration: ``classes_step`` over the columns in ``order``, the partial sums
-    kept ``>= lo_q - rest[i]`` after step ``i``.  Returns ``(vals, pr, status)`` as the last step did
-    (status 1: past ``cap``, 2: nothing left)."""
+    """The whole exact enumeration: :func:`classes_step` over the columns in ``order``.
+
+    Parameters
+    ----------
+    order : ndarray, shape (m,), int64
+    rest : ndarray, shape (m,), int64
+        Partial sums kept ``>= lo_q - rest[i]`` after step ``i``.
+    ks, ps, nk : ndarray
+        :func:`columns` of the integer grid.
+    lo_q : int
+    cap : int
+
+    Returns
+    -------
+    vals, pr, status
+        As the last step returned them (status 1: past ``cap``, 2: nothing left).
+    """
     vals = np.zeros(1, dtype=np.int64)
     pr = np.ones(1)
     for i in range(order.size):
@@ -384,9 +503,24 @@ def classes(order, rest, ks, ps, nk, lo_q, cap):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def classes_setup(pwm, allowed, q):  # pragma: no cover - compiled
-    """Integer grid of the exact enumeration: ``Q = rint(pwm/q)`` (0 where disallowed), the columns by
-    decreasing range ``qmax - qmin`` (stable, as ``np.argsort(kind="stable")``) and ``rest[i]``, the sum of
-    the maxima of the columns after step ``i``."""
+    """Integer grid of the exact enumeration.
+
+    Parameters
+    ----------
+    pwm : ndarray, shape (m, 4), float64
+    allowed : ndarray, shape (m, 4), bool
+    q : float
+        Grid step.
+
+    Returns
+    -------
+    Q : ndarray, shape (m, 4), int64
+        ``rint(pwm/q)``, 0 where disallowed.
+    order : ndarray, shape (m,), int64
+        Columns by decreasing range ``qmax - qmin`` (stable, as ``np.argsort(kind="stable")``).
+    rest : ndarray, shape (m,), int64
+        Sum of the maxima of the columns after step ``i``.
+    """
     m = pwm.shape[0]
     Q = np.zeros((m, 4), dtype=np.int64)
     qmax = np.empty(m, dtype=np.int64)
@@ -417,10 +551,26 @@ def classes_setup(pwm, allowed, q):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def classes_finish(vals, pr, tie_q, q):  # pragma: no cover - compiled
-    """Tie classes of the enumerated scores ``vals`` (ascending): a class breaks where consecutive values
-    differ by more than ``tie_q``.  Returns ``(vmin, vmax, mass, rtail)`` as the NumPy formulation computes
-    them (class mass = first + pairwise sum of the others, as ``np.add.reduceat``; the tail summed from the top
-    and returned top first, ``rtail``)."""
+    """Tie classes of the enumerated scores: a class breaks where consecutive values differ by more than ``tie_q``.
+
+    Parameters
+    ----------
+    vals : ndarray, shape (v,), int64
+        Ascending.
+    pr : ndarray, shape (v,), float64
+    tie_q : float
+        The tie width in grid units.
+    q : float
+        Grid step.
+
+    Returns
+    -------
+    vmin, vmax, mass : ndarray, shape (c,), float64
+        Each class's lowest and highest score and its probability (first + pairwise sum of the others, as
+        ``np.add.reduceat``).
+    rtail : ndarray, shape (c,), float64
+        Tail mass summed from the top, top class first.
+    """
     n = vals.size
     nc = 1
     for i in range(1, n):
@@ -501,8 +651,22 @@ def _block_fit(x, y, xp, lk, n, st, h):  # pragma: no cover - compiled
 def segments(x, y, xp, lk, H):  # pragma: no cover - compiled
     """Blocks of ``H`` steps (then ``H/4``, ... down to 1 where a block fails) covered by one segment.
 
-    ``xp[i]`` is the exclusive left edge of step ``i``, ``lk`` the allowed log excess.  Returns the
-    start indices (ascending) and each segment's ``a`` (at its left edge) and slope ``b``.
+    Parameters
+    ----------
+    x, y : ndarray, shape (n,), float64
+        Step breakpoints and log p-value bounds.
+    xp : ndarray, shape (n,), float64
+        Exclusive left edge of each step.
+    lk : ndarray, shape (n,), float64
+        Allowed log excess per step.
+    H : int
+
+    Returns
+    -------
+    starts : ndarray, shape (s,), int64
+        First step of each segment, ascending.
+    a, b : ndarray, shape (s,), float64
+        Each segment's log bound at its left edge and its slope.
     """
     n = x.size
     cap = n + 1

@@ -22,6 +22,7 @@ _U = 2.0**-53
 
 @dataclass
 class PreparedMatrix:
+    """A PWM as scored under a background (:func:`prepare_matrix`)."""
     pwm: np.ndarray        # (m, 4) float64, disallowed entries set to 0
     prob: np.ndarray       # (m, 4) background probability, 0 where disallowed
     allowed: np.ndarray    # (m, 4) bool: bg > 0 and finite entry
@@ -54,6 +55,22 @@ def _checked_background(raw: bytes) -> tuple[np.ndarray, float]:
 
 
 def prepare_matrix(pwm, background) -> PreparedMatrix:
+    """A PWM as scored under a background: validated, with its bounds and error margins.
+
+    Parameters
+    ----------
+    pwm : array_like, shape (m, 4), float
+        Log-odds (bits); ``-inf`` for a letter that never matches.
+    background : array_like, shape (4,), float
+        Probabilities (validated and normalised once per distinct background).
+
+    Returns
+    -------
+    PreparedMatrix
+        ``pwm`` and ``prob`` (m, 4) float64 (0 where a letter cannot occur), ``allowed`` (m, 4) bool, the best and
+        worst scores in column order, the float64 summation bound ``fe`` and the tie width; ``dead`` when a
+        column allows no letter.  NaN or +inf entries raise ValueError.
+    """
     w = np.ascontiguousarray(pwm, dtype=np.float64)
     if w.ndim != 2 or w.shape[1] != 4 or w.shape[0] < 1:
         raise ValueError(f"pwm must have shape (m, 4), m >= 1, not {w.shape}")
@@ -66,16 +83,13 @@ def prepare_matrix(pwm, background) -> PreparedMatrix:
     fe = 8.0 * (m + 2) * _U * (abs_sum + 1.0)
     tie = max(TIE_MIN, 64.0 * fe)
     log_words = float(m * entropy)
-    return PreparedMatrix(wz, prob, allowed, m, float(max_score), float(min_score), float(abs_sum), fe, tie, log_words,
-                 bool(dead))
-
-
-# --------------------------------------------------------------------------------------------
-# integer lattice and its dynamic programme
+    return PreparedMatrix(wz, prob, allowed, m, float(max_score), float(min_score), float(abs_sum), fe, tie,
+                          log_words, bool(dead))
 
 
 @dataclass
 class Lattice:
+    """A PWM on an integer lattice of step ``eps`` with certified residual bounds (:func:`integer_lattice`)."""
     eps: float
     k: np.ndarray          # (m, 4) int64 (0 where disallowed)
     d_lo: float            # widened: eps*K + d_lo <= S_float - tie/2
@@ -85,6 +99,22 @@ class Lattice:
 
 
 def integer_lattice(P: PreparedMatrix, eps: float, nearest: bool = False) -> Lattice:
+    """Every column on integers of step ``eps`` with certified residuals.
+
+    Parameters
+    ----------
+    P : PreparedMatrix
+    eps : float
+        Lattice step (bits).
+    nearest : bool
+        Plain nearest rounding instead of the shortest arc per column.
+
+    Returns
+    -------
+    Lattice
+        ``k`` (m, 4) int64 and ``d_lo``/``d_hi`` (widened by ``fe`` and ``tie/2``) with
+        ``eps*K(u) + d_lo <= S(u) <= eps*K(u) + d_hi`` for every word ``u``; ``kmin``/``kmax`` (m,) per column.
+    """
     k, dlo, dhi, kmin, kmax = _nb.lattice(P.pwm, P.allowed, float(eps), bool(nearest))
     slack = P.fe + 0.5 * P.tie
     return Lattice(eps, k, float(dlo) - slack, float(dhi) + slack, kmin, kmax)

@@ -17,6 +17,8 @@ import numpy as np
 
 @dataclass
 class PvalueTable:
+    """The tail tables of every scan row, flattened: row ``r``'s log-linear segments are
+    ``offsets[r]:offsets[r+1]`` of ``x0``, ``a``, ``b``; built once per scan, looked up per hit."""
     x0: np.ndarray          # (S,) float64 segment lower edges, rows concatenated
     a: np.ndarray           # (S,) float64
     b: np.ndarray           # (S,) float64
@@ -26,6 +28,17 @@ class PvalueTable:
 
     @classmethod
     def from_thresholds(cls, tables) -> "PvalueTable":
+        """The table of some rows.
+
+        Parameters
+        ----------
+        tables : sequence of ScoreThreshold
+            One per row, with its tail table (``pvalue_to_score(..., table=True)``).
+
+        Returns
+        -------
+        PvalueTable
+        """
         sizes = np.array([t.seg_x0.size for t in tables], dtype=np.int64)
         offsets = np.zeros(len(tables) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
@@ -36,8 +49,21 @@ class PvalueTable:
                    top_zero=np.array([t.top_zero for t in tables], dtype=np.uint8))
 
     def lookup(self, rows, scores, seg=None) -> np.ndarray:
-        """P-values of ``scores`` of plan rows ``rows`` (host arrays).  ``seg``: each score's segment
-        index, when the GPU has already searched for it (:func:`_search` semantics)."""
+        """P-values of hit scores, as :func:`workers.distribution.score_to_pvalue` computes them.
+
+        Parameters
+        ----------
+        rows : array_like, shape (n,), int
+            Row of each score.
+        scores : array_like, shape (n,), float64
+        seg : array_like, shape (n,), int32, optional
+            Each score's segment, when the GPU has already searched for it (:func:`_search` semantics).
+
+        Returns
+        -------
+        ndarray, shape (n,), float64
+            NaN below a row's table.
+        """
         rows = np.ascontiguousarray(rows, dtype=np.int32)
         scores = np.ascontiguousarray(scores, dtype=np.float64)
         if seg is None:

@@ -42,12 +42,29 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
 def scan_blocks(codes_list: list, n_positions: list, plan: ScanPlan, device: str | None = None,
                 method: str | None = None) -> list[BlockHits]:
     """:func:`scan_block` of several blocks in one call: what short blocks (promoters, scaffolds) need, since a
-    call has a fixed cost (~2 ms on the CPU for 1,562 rows) that a 2 kb block cannot amortise.
+    call has a fixed cost, whatever the block's size, that a 2 kb block cannot amortise (docs/benchmarks.md).
 
     Each block row is cut to its ``n + L - 1`` codes (``L`` the longest motif), the cuts are laid end to end and
     scanned as one row; a hit belongs to the block whose window starts it covers, and the windows that start in
     a cut's last ``L - 1`` codes (they reach into the next cut) are dropped.  Every kept window reads exactly the
-    codes it reads in its own block, so the hits are those of one ``scan_block`` per block (tests check it)."""
+    codes it reads in its own block, so the hits are those of one ``scan_block`` per block (tests check it).
+
+    Parameters
+    ----------
+    codes_list : list of ndarray, shape (>= n_i + plan.max_length - 1,), uint8
+        The block rows.
+    n_positions : list of int
+        Window starts of each block.
+    plan : ScanPlan
+    device : {"cpu", "gpu", None}
+    method : {"slices", "blas", None}
+        As :func:`scan_block`.
+
+    Returns
+    -------
+    list of BlockHits
+        One per block, positions relative to its own row, sorted by (row, position).
+    """
     if len(codes_list) != len(n_positions):
         raise ValueError("one n_positions per block row")
     if len(codes_list) <= 1:

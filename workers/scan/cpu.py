@@ -29,9 +29,27 @@ _ONE_HOT = np.vstack([np.eye(4, dtype=np.float32), np.zeros((1, 4), np.float32)]
 
 
 def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndarray, plan: ScanPlan) -> BlockHits:
-    """Exact float64 scores of candidate windows (``cpu_numba.rescore_windows``: column order, as a plain
-    loop); keep those >= alpha with no N, sorted by (row, position).  Host arrays; ``codes`` must reach
-    ``max(pos) + max_length``."""
+    """Exact float64 scores of candidate windows; the hits among them.
+
+    Columns are added in order from 0.0, as a plain float64 loop does (:func:`workers.scan.cpu_numba.
+    rescore_windows`), so the scores are bit-identical to it on every device.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (>= max(pos) + plan.max_length,), uint8
+    npref : ndarray, shape (codes.size + 1,), int32
+        :func:`workers.scan.plan.n_prefix` of ``codes``.
+    pos : ndarray, shape (n,), int64
+        Candidate window starts.
+    rows : ndarray, shape (n,), int32
+        Their plan rows.
+    plan : ScanPlan
+
+    Returns
+    -------
+    BlockHits
+        The candidates scoring ``>= alpha`` with no code 4 in the window, sorted by (row, position).
+    """
     from workers.scan.cpu_numba import rescore_windows  # noqa: PLC0415
 
     if pos.size == 0:
@@ -105,14 +123,14 @@ SLICE_SLACK = 1e-3
 def _padded_width(c):
     """Rows an int16 tile of ``c`` rows (an int or an array of them) is scanned with: LLVM's vector loop over
     rows handles 128 rows per iteration (16 lanes, unrolled 8 times on AVX2) and leaves the rest to slower
-    epilogues, so 118 rows cost twice 128 (AMD EPYC, 1 Mi positions, 5 slices: 23.2 vs 11.7 ms; 64 rows
-    11.5 ms).  Tiles above 32 rows are padded to 128 with rows that can never be candidates; narrower ones to
-    a multiple of 16."""
+    epilogues, so 118 rows cost about twice 128 (docs/benchmarks.md, "Int16 tile padding").  Tiles above 32
+    rows are padded to 128 with rows that can never be candidates; narrower ones to a multiple of 16."""
     return np.where(np.asarray(c) > 32, SLICE_WIDTH, -(-np.asarray(c) // 16) * 16)
 
 
 @dataclass
 class SliceTile:
+    """One tile of the Slices Strategy (:func:`slice_tiles`)."""
     rows: np.ndarray         # (c,) int32 plan rows
     T: np.ndarray            # (S, 4**ℓ + 1, w) int16 (quantised) or float32: each ℓ-mer's slice score - alpha share;
                              # w >= c: int16 tiles are padded (_padded_width) with zero rows
@@ -203,7 +221,19 @@ def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
     the slices' float32 rounding plus ``SLICE_SLACK``; ``-1e30`` for an N inside the motif).  Rows of one
     table type are sorted by slice count and cut into tiles (:func:`_tile_bounds`); a tile has its
     longest row's slice count S, shorter rows get zero tables for their missing slices (ℓ-mers past
-    the motif).  Cached on the plan.
+    the motif).
+
+    Parameters
+    ----------
+    plan : ScanPlan
+    ell : int
+        ℓ, the slice width (tables of ``4**ℓ + 1`` entries per slice).
+
+    Returns
+    -------
+    list of SliceTile
+        ``T`` of shape ``(S, 4**ℓ + 1, w)``, int16 or float32, and ``cand_thr`` of shape ``(w,)``; built once
+        per plan and ℓ (the threads of a worker wait for the first) and cached on the plan.
     """
     cached = plan._slices.get(ell)
     if cached is not None:
@@ -277,8 +307,22 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
 
 
 def scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, method: str | None = None) -> BlockHits:
-    """The CPU scan of one block row: the Slices Strategy (``method`` "slices" or None) or BLAMM's BLAS products
-    ("blas"); both give the same hits (see :func:`workers.scan.scan_block`)."""
+    """The CPU scan of one block row.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (>= n_positions + plan.max_length - 1,), uint8
+    n_positions : int
+        Window starts ``0 .. n_positions - 1``.
+    plan : ScanPlan
+    method : {"slices", "blas", None}
+        The Slices Strategy (default) or BLAMM's BLAS products; the same hits either way.
+
+    Returns
+    -------
+    BlockHits
+        Sorted by (row, position); see :func:`workers.scan.scan_block`.
+    """
     method = method or "slices"
     if method == "slices":
         return _scan_cpu_slices(np.asarray(codes, dtype=np.uint8), n_positions, plan)

@@ -11,7 +11,22 @@ import numpy as np
 
 @numba.njit(cache=True, nogil=True)
 def kmer_codes(codes, n, ell):  # pragma: no cover - compiled
-    """Index of the ℓ-mer starting at each position 0..n-1 (4**ℓ when it holds a code > 3)."""
+    """Index of the ℓ-mer starting at each position, first base most significant.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (V,), uint8
+        Read as code 4 past its end.
+    n : int
+        Positions.
+    ell : int
+        ℓ.
+
+    Returns
+    -------
+    ndarray, shape (n,), int32
+        ``4**ℓ`` where the ℓ-mer holds a code > 3.
+    """
     out = np.empty(n, dtype=np.int32)
     bad = 1 << (2 * ell)
     mask = bad - 1
@@ -32,12 +47,28 @@ def kmer_codes(codes, n, ell):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def scan_tile(kmer, n, tables, ell, cand_thr, out_pos, out_col):  # pragma: no cover - compiled
-    """Candidates of one tile: windows p < n whose slice-table sum reaches ``cand_thr``.
+    """Candidates of one tile: windows ``p < n`` whose slice-table sum reaches ``cand_thr``.
 
-    kmer : (n + S*ell,) int32 ℓ-mer indices; tables : tuple of S (4**ℓ + 1, c) slice tables, all int16
-    (quantised) or all float32, threshold folded in; cand_thr : (c,) of the tables' dtype.  Writes at
-    most ``out_pos.size`` candidates and returns how many there were (the caller retries with more room
-    if larger).
+    Parameters
+    ----------
+    kmer : ndarray, shape (n + S*ell,), int32
+        :func:`kmer_codes` of the block row.
+    n : int
+        Window starts.
+    tables : tuple of S ndarrays, shape (4**ℓ + 1, c), all int16 (quantised) or all float32
+        Slice tables of the tile, threshold folded in (:func:`workers.scan.cpu.slice_tiles`).
+    ell : int
+    cand_thr : ndarray, shape (c,), the tables' dtype
+        Lowest table sum a hit can have, per row.
+    out_pos : ndarray, shape (cap,), int64
+        Window start of each candidate (written).
+    out_col : ndarray, shape (cap,), int32
+        Tile column of each candidate (written).
+
+    Returns
+    -------
+    int
+        Candidates found; at most ``cap`` were written (the caller retries with more room if larger).
 
     The tuple's length is part of its numba type, so each slice count S gets its own machine code in
     which the slice loop is unrolled inside the row loop: LLVM vectorises over rows (32 int16 or 16
@@ -46,7 +77,7 @@ def scan_tile(kmer, n, tables, ell, cand_thr, out_pos, out_col):  # pragma: no c
     storing the sums instead would let LLVM assume the stores may change ``off``, and it would not
     vectorise.  Every add is cast back to the tables' dtype: numba promotes int16 arithmetic to int64,
     and the cast lets LLVM keep int16 lanes (the sums never leave int16, see
-    :func:`workers.scan.slice_tiles`).
+    :func:`workers.scan.cpu.slice_tiles`).
     """
     S = len(tables)
     c = cand_thr.shape[0]
@@ -80,11 +111,27 @@ def scan_tile(kmer, n, tables, ell, cand_thr, out_pos, out_col):  # pragma: no c
 def rescore_windows(codes, npref, pos, rows, weights, starts, lengths, alpha):  # pragma: no cover - compiled
     """Exact float64 score of each candidate window, and whether it is a hit.
 
-    codes : (>= max pos + m,) uint8; npref : prefix count of codes > 3 (``workers.scan.plan.n_prefix``);
-    pos, rows : (n,) candidates; weights : (sum of m, 4) float64 matrices of all rows stacked, row r at
-    ``starts[r] .. starts[r] + lengths[r]``; alpha : (R,) thresholds.  Columns are added in order from
-    0.0, exactly as a plain float64 loop does (no fast-math: LLVM keeps the order), so scores are
-    bit-identical to it.  A window holding a code > 3 is never a hit.
+    Columns are added in order from 0.0, exactly as a plain float64 loop does (no fast-math: LLVM keeps the
+    order), so scores are bit-identical to it.  A window holding a code > 3 is never a hit.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (>= max(pos) + m,), uint8
+    npref : ndarray, shape (codes.size + 1,), int32
+        :func:`workers.scan.plan.n_prefix` of ``codes``.
+    pos : ndarray, shape (n,), int64
+    rows : ndarray, shape (n,), int32
+    weights : ndarray, shape (sum of m_r, 4), float64
+        All rows' matrices stacked; row ``r`` at ``starts[r] .. starts[r] + lengths[r]``.
+    starts, lengths : ndarray, shape (R,), int64
+    alpha : ndarray, shape (R,), float64
+        Thresholds.
+
+    Returns
+    -------
+    score : ndarray, shape (n,), float64
+        Undefined where the window holds a code > 3.
+    hit : ndarray, shape (n,), bool
     """
     n = pos.shape[0]
     score = np.empty(n, dtype=np.float64)

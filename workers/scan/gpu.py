@@ -42,7 +42,13 @@ def _scan_kernel(nch: int):
 
 
 def rescore_kernels() -> tuple:
-    """The float64 rescoring and p-value segment kernels (no scan instantiation compiled for them)."""
+    """The float64 rescoring and p-value segment kernels of the current device.
+
+    Returns
+    -------
+    rescore_f64, segment_index : cupy.RawKernel
+        Compiled from ``scan_mma.cu`` without any ``scan_mma`` instantiation.
+    """
     k = cuda_kernels(SOURCE, ("rescore_f64", "segment_index"))
     return k["rescore_f64"], k["segment_index"]
 
@@ -54,6 +60,9 @@ def fragments(P16: np.ndarray, nch: int) -> np.ndarray:
     ----------
     P16 : ndarray, shape (4 * nch * 4, c) float16
         Rows ``4*j + x`` (motif column j, base x), columns = tile rows (zero-padded to a multiple of 8).
+    nch : int
+        4-column chunks of the tile.
+
     Returns
     -------
     ndarray, shape (nch, c // 8, 32, 4) float16
@@ -143,13 +152,39 @@ class _ThreadState:
 
 
 def device_tables(plan: ScanPlan) -> _DeviceTables:
-    """The plan's tables on the current device (uploaded by the first thread that asks, then kept)."""
+    """The plan's tables on the current device.
+
+    Parameters
+    ----------
+    plan : ScanPlan
+
+    Returns
+    -------
+    _DeviceTables
+        fp16 fragments and candidate bounds per tile, stacked float64 matrices, thresholds and p-value segment
+        edges as CuPy arrays, and each thread's stream and buffers; uploaded by the first thread that asks
+        (:func:`workers.backend.on_device`), then kept while the plan lives.
+    """
     return on_device(plan, _DeviceTables)
 
 
 def candidates(codes_d, n: int, plan: ScanPlan):
-    """Run the tensor-core pass on this thread's stream; return device arrays (pos, row) of candidates
-    (views of this thread's buffers, valid until its next call)."""
+    """The tensor-core pass of every tile, on this thread's stream: the windows within the fp16 rounding bound
+    of a row's threshold.
+
+    Parameters
+    ----------
+    codes_d : cupy.ndarray, shape (>= n + plan.max_length - 1,), uint8
+    n : int
+        Window starts ``0 .. n - 1``.
+    plan : ScanPlan
+
+    Returns
+    -------
+    pos, row : cupy.ndarray, shape (k,), int32
+        Candidate window starts and plan rows, unordered: views of this thread's buffers, valid until its next
+        call.
+    """
     T = device_tables(plan)
     S = T.state()
     L = np.int64(codes_d.size)
@@ -171,7 +206,20 @@ def candidates(codes_d, n: int, plan: ScanPlan):
 
 
 def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
-    """GPU twin of :func:`workers.scan.cpu.scan_cpu`; same result, sorted by (row, position)."""
+    """The GPU scan of one block row: twin of :func:`workers.scan.cpu.scan_cpu`, the same hits.
+
+    Parameters
+    ----------
+    codes : ndarray or cupy.ndarray, shape (>= n_positions + plan.max_length - 1,), uint8
+    n_positions : int
+    plan : ScanPlan
+        Motifs up to 64 columns; with ``plan.pvalues`` each hit's p-value segment is found on the device.
+
+    Returns
+    -------
+    BlockHits
+        Host arrays (page-locked buffers), sorted by (row, position); ``seg`` set when the plan has p-values.
+    """
     n = int(n_positions)
     if n <= 0 or not plan.tiles:
         return BlockHits.empty()
@@ -202,8 +250,8 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
         segment_index(((pos.size + 255) // 256,), (256,), (row, score, np.uint32(pos.size), T.seg_x0,
                                                             T.seg_offsets, seg))
     # to the host through page-locked buffers (CuPy's pinned pool): one async copy each on this thread's
-    # stream, then one wait.  Pageable copies took 12 ms for a block's 2.8 M hits on an H100 (plus 4.5 ms to
-    # widen the positions on the host), pinned ones 1.2 ms.  The buffers go back to the pool when the arrays
+    # stream, then one wait; pageable copies cost ten times more (docs/benchmarks.md, the GPU end-to-end
+    # table, change 6).  The buffers go back to the pool when the arrays
     # (and the Arrow table built on them) are freed, so nothing is reused while a caller holds it.
     dev = [pos.astype(np.int64), row, score] + ([seg] if seg is not None else [])
     out = [_to_host(x) for x in dev]

@@ -14,6 +14,7 @@ import numpy as np
 
 @dataclass
 class Tile:
+    """Rows of similar length scanned together: their pattern matrix, threshold folded in (:func:`folded`)."""
     rows: np.ndarray          # (c,) int32 indices into ScanPlan rows
     length: int               # padded length L (the longest motif of the tile)
     P: np.ndarray             # (4L, c) float32; entry [4j+x, k] = w_k[j, x] - alpha_k / m_k (0 past m_k)
@@ -49,7 +50,22 @@ class ScanPlan:
 
 
 def plan_tiles(lengths: np.ndarray, waste: float = 0.15, max_width: int = 512) -> list[np.ndarray]:
-    """Group rows into tiles of similar length (padding waste <= ``waste``), longest first."""
+    """Group rows into tiles of similar length, longest first.
+
+    Parameters
+    ----------
+    lengths : ndarray, shape (R,), int
+        Motif length of every row.
+    waste : float
+        A tile takes rows down to ``(1 - waste)`` of its longest one (padding at most ``waste``).
+    max_width : int
+        Rows per tile at most.
+
+    Returns
+    -------
+    list of ndarray, shape (c,), int32
+        The rows of each tile, longest first.
+    """
     order = np.argsort(-lengths, kind="stable")
     tiles, cur, cur_len = [], [], 0
     for r in order:
@@ -66,7 +82,24 @@ def plan_tiles(lengths: np.ndarray, waste: float = 0.15, max_width: int = 512) -
 
 
 def make_plan(pwms: list, thresholds: np.ndarray, row_motif: np.ndarray, row_strand: np.ndarray) -> ScanPlan:
-    """Build the plan from per-row float64 matrices and thresholds (rows with alpha = inf are dropped)."""
+    """The scan plan of a set of rows.
+
+    Parameters
+    ----------
+    pwms : list of ndarray, shape (m_r, 4), float64
+        Matrix of every row as scored (the "-" row holds the reverse complement).
+    thresholds : ndarray, shape (R,), float64
+        Score threshold ``alpha`` of every row; rows with ``alpha = inf`` (unreachable) are left out.
+    row_motif : ndarray, shape (R,), int
+        Motif index of every row.
+    row_strand : ndarray, shape (R,), int
+        0 for "+", 1 for "-".
+
+    Returns
+    -------
+    ScanPlan
+        The rows kept, their length tiles with float32 pattern matrices ``(4L, c)`` (threshold folded in).
+    """
     thresholds = np.asarray(thresholds, dtype=np.float64)
     keep = np.flatnonzero(np.isfinite(thresholds))
     pwms = [np.ascontiguousarray(pwms[i], dtype=np.float64) for i in keep]
@@ -82,11 +115,22 @@ def make_plan(pwms: list, thresholds: np.ndarray, row_motif: np.ndarray, row_str
 
 
 def folded(plan: ScanPlan, rows: np.ndarray, length: int, width: int) -> np.ndarray:
-    """The threshold folded into every column of the rows ``rows``: ``(length, 4, width)`` float64 with
-    ``[j, x, k] = w_r[j, x] - alpha_r / m_r`` for ``r = rows[k]``, 0 past ``m_r`` and past the rows.
+    """The threshold folded into every column of some rows: the tiles' float32 pattern matrices and the GPU's
+    fp16 fragments (with their rounding bounds) are made from it.
 
-    The tiles' float32 pattern matrices and the GPU's fp16 fragments (with their rounding bounds) are made
-    from it."""
+    Parameters
+    ----------
+    plan : ScanPlan
+    rows : ndarray, shape (c,), int
+        Plan rows, ``c <= width``.
+    length, width : int
+        Columns (``>=`` the longest row's length) and rows of the result.
+
+    Returns
+    -------
+    ndarray, shape (length, 4, width), float64
+        ``[j, x, k] = w_r[j, x] - alpha_r / m_r`` for ``r = rows[k]``; 0 past ``m_r`` and past the rows.
+    """
     out = np.zeros((length, 4, width), dtype=np.float64)
     for k, r in enumerate(rows):
         m = plan.lengths[r]
@@ -113,14 +157,37 @@ class BlockHits:
 
 
 def n_prefix(codes: np.ndarray) -> np.ndarray:
-    """(n+1,) int32 prefix count of code-4 positions, for O(1) "window contains N" tests."""
+    """Prefix counts of code-4 positions, for O(1) "window holds an N" tests.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (n,), uint8
+
+    Returns
+    -------
+    ndarray, shape (n + 1,), int32
+        ``out[i]`` = codes > 3 among ``codes[:i]``.
+    """
     out = np.zeros(codes.size + 1, dtype=np.int32)
     np.cumsum(codes >= 4, out=out[1:])
     return out
 
 
 def stacked_weights(plan: ScanPlan) -> tuple:
-    """All rows' matrices stacked, ``(weights (sum m, 4), starts (R,), lengths (R,))``; cached on the plan."""
+    """All rows' matrices stacked (built once, cached on the plan): the float64 rescoring reads them.
+
+    Parameters
+    ----------
+    plan : ScanPlan
+        With at least one row.
+
+    Returns
+    -------
+    weights : ndarray, shape (sum of m_r, 4), float64
+        Row ``r`` at ``weights[starts[r]:starts[r] + lengths[r]]``.
+    starts : ndarray, shape (R,), int64
+    lengths : ndarray, shape (R,), int64
+    """
     cached = plan._slices.get("weights")
     if cached is None:
         starts = np.zeros(plan.n_rows, dtype=np.int64)
