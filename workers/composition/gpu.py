@@ -52,25 +52,9 @@ class _DevicePlan:
 
 
 def compare_gpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hits: bool = True):
-    """The windows of one task against every test row on the GPU, all lengths at once (twin of
-    :func:`workers.composition.cpu.compare_cpu`).
-
-    Parameters
-    ----------
-    codes : ndarray, shape (V,), uint8
-        The task's sequence (A=0 C=1 G=2 T=3, else 4).
-    segments : Segments
-        Window starts that belong to the task.
-    plan : CompositionPlan
-    hits : bool
-        False: count only.
-
-    Returns
-    -------
-    counts : ndarray, shape (R,), int64
-        Matching windows per plan row.
-    found : CompositionHits or None
-        The matches, sorted by (position, row) (``hits=True``).
+    """The windows of one task against every test row on the GPU, all lengths at once: the twin of
+    :func:`workers.composition.cpu.compare_cpu`, with its parameters (``codes (V,)`` uint8, shorter than 2**31)
+    and its result (``counts (R,)`` int64 and the matches sorted by (position, row), or None without ``hits``).
     """
     if plan.lengths.size == 0 or codes.size == 0:
         return np.zeros(plan.n_rows, np.int64), (CompositionHits.empty() if hits else None)
