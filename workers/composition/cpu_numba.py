@@ -41,11 +41,10 @@ def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no 
     codes : ndarray, shape (V,), uint8
     starts, ns : ndarray, shape (k,), int64
         Windows start in ``[starts[i], starts[i] + ns[i])`` (and end by ``V``).
-    L : int
+    L, dmax : int
+        Length, and the largest L1 distance that matches.
     lo, dim : ndarray, shape (3,), int32
         The (a, c, g) box of this length.
-    dmax : int
-        Largest L1 distance that matches.
     rows : ndarray, shape (r, 3), int32
         (a, c, g) of each test row of this length.
     hits : bool
@@ -54,7 +53,7 @@ def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no 
     -------
     counts : ndarray, shape (r,), int64
     row, pos, dist : ndarray, shape (h,), int32, int64, int32
-        Every match (rows grouped; empty without ``hits``).
+        Every match, rows grouped (empty without ``hits``).
     """
     V = codes.shape[0]
     d0, d1, d2 = dim[0], dim[1], dim[2]
@@ -103,6 +102,20 @@ def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no 
         counts[j] = tot
     if not hits:
         return counts, np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int32)
+    out_row, out_pos, out_d = _emit(off, cell, counts, rows, dmax, lo, dim)
+    return counts, out_row, out_pos, out_d
+
+
+@numba.njit(cache=True, nogil=True)
+def _emit(off, cell, counts, rows, dmax, lo, dim):  # pragma: no cover - compiled
+    """The matches of :func:`length_pass` (hit mode): window starts counting-sorted by cell, then each row's
+    ball read cell run by cell run.  ``(row, pos, dist)`` of every match, rows grouped."""
+    V = cell.shape[0]
+    d0, d1, d2 = dim[0], dim[1], dim[2]
+    a0, c0, g0 = lo[0], lo[1], lo[2]
+    ncell = d0 * d1 * d2
+    r = rows.shape[0]
+    k = dmax // 2
     # counting sort of window starts by cell (ascending positions within a cell)
     order = np.empty(off[ncell], np.int32)
     cur = off[:ncell].copy()
@@ -130,7 +143,7 @@ def length_pass(codes, starts, ns, L, lo, dim, dmax, rows, hits):  # pragma: no 
                         out_pos[o] = order[q]
                         out_d[o] = D
                         o += 1
-    return counts, out_row, out_pos, out_d
+    return out_row, out_pos, out_d
 
 
 @numba.njit(cache=True, nogil=True)
