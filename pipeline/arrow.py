@@ -2,8 +2,8 @@
 
 The first ``pa.array`` / ``pa.table`` of plain values in a process imports pandas (pyarrow's lazy pandas shim
 checks every input for pandas objects; apache/arrow#34994).  Nothing here ever converts a pandas object, and in
-a cold CPU scan of 10 Mb × 879 motifs on 2 cores that import was 0.34 s of GIL-held time (measured: 3.74 → 3.50 s,
-medians of 4 interleaved runs).  These helpers build the same arrays from buffers
+a cold CPU scan that import was a noticeable share of the GIL-held time (docs/benchmarks.md, "No pandas
+import").  These helpers build the same arrays from buffers
 (``pa.Array.from_buffers``), which never look for pandas; numeric data is not copied.  Outputs are plain Arrow
 arrays: equal to ``pa.array`` of the same values and type (tests/test_arrow.py checks that).
 """

@@ -129,8 +129,8 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
 
     One task computes all p-values of its matrices (the bucket method reads them all from one
     distribution).  ``device`` is where the bucket method enumerates its slices.  ``store_later``: the
-    new cache entries are written by a background thread (a scan goes on with its blocks meanwhile; 879
-    entries take ~0.25 s to write); :func:`wait_for_cache_writes` waits for it, and so does the exit of
+    new cache entries are written by a background thread (a scan goes on with its blocks meanwhile;
+    docs/benchmarks.md); :func:`wait_for_cache_writes` waits for it, and so does the exit of
     the process.
     """
     if method not in METHODS:
@@ -204,8 +204,7 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
     if threads:
         # two batches per worker thread (the kernels release the GIL), but at most 8 per worker process:
         # the Python between the kernels holds the GIL, and many threads queueing for it lose more than
-        # they gain (879 matrices on one 32-thread GPU worker: 1.29 s in 8 batches, 1.87 s in 63); at
-        # least 4 matrices each
+        # they gain (docs/benchmarks.md, GPU section: batches per worker); at least 4 matrices each
         nb = max(1, min(2 * threads, 8 * len(nthreads)))
         batch = min(batch, max(4, -(-len(pwms) // nb)))
     groups = _batches(pwms, batch)
@@ -296,7 +295,7 @@ def _unpack(v: np.ndarray) -> ScoreThreshold:
 
 
 def _load(cache: Path, key: str) -> ScoreThreshold | None:
-    """One cache entry: a single ``.npy`` float64 vector (``_pack``), about 0.1 ms to read."""
+    """One cache entry: a single ``.npy`` float64 vector (``_pack``), quick to read (docs/benchmarks.md)."""
     path = cache / key[:2] / f"{key}.npy"
     try:
         return _unpack(np.load(path, allow_pickle=False))
