@@ -62,3 +62,11 @@ def table(columns: dict, schema: pa.Schema | None = None) -> pa.Table:
             raise TypeError(f"table: column {k!r} is dictionary-typed; build it with dictionary()")
         arrays[k] = column(v, t)
     return pa.table(arrays, schema=schema)
+
+
+def by_descending(tbl: pa.Table, column_name: str) -> pa.Array:
+    """Row indices of ``tbl`` by ``column_name``, largest first, ties in row order (Arrow's sort is stable; no NumPy
+    round trip, whose ``to_numpy``/``pa.array`` imports pandas)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return pc.sort_indices(tbl, sort_keys=[(column_name, "descending")])

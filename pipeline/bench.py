@@ -241,22 +241,24 @@ def part_e2e(args, sink):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="motifgrid bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--parts", default="kernel,baseline,cpu")
+def main(argv=None, formatter_class=argparse.HelpFormatter) -> int:
+    """``motifgrid bench``; the CLI passes its ``formatter_class`` (every option's default in ``-h``)."""
+    ap = argparse.ArgumentParser(prog="motifgrid bench", description=__doc__.splitlines()[0],
+                                 formatter_class=formatter_class)
+    ap.add_argument("--parts", default="kernel,baseline,cpu", help="comma-separated: kernel, baseline, cpu, e2e")
     ap.add_argument("--fasta", help="sequence for the kernel parts (default: the bundled human slice)")
-    ap.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates")
-    ap.add_argument("--pvalue", type=float, default=1e-4)
-    ap.add_argument("--positions", type=int, default=8 << 20)
-    ap.add_argument("--cpu-positions", type=int, default=1 << 20)
-    ap.add_argument("--genome-size", type=float, default=3.1e9)
-    ap.add_argument("--block-size", type=int, default=1 << 24)
-    ap.add_argument("--pvalues", type=float, nargs="+", default=[1e-4, 1e-5])
-    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
-    ap.add_argument("--workers", type=int)
+    ap.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates", help="motif file or JASPAR release")
+    ap.add_argument("--pvalue", type=float, default=1e-4, help="p-value of the kernel parts")
+    ap.add_argument("--positions", type=int, default=8 << 20, help="positions of the kernel and baseline parts")
+    ap.add_argument("--cpu-positions", type=int, default=1 << 20, help="positions scanned by the CPU part")
+    ap.add_argument("--genome-size", type=float, default=3.1e9, help="e2e: bases of the synthetic genome")
+    ap.add_argument("--block-size", type=int, default=1 << 24, help="e2e: block size of its store")
+    ap.add_argument("--pvalues", type=float, nargs="+", default=[1e-4, 1e-5], help="e2e: one scan per p-value")
+    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"], help="e2e: where the workers compute")
+    ap.add_argument("--workers", type=int, help="e2e: workers (default: as motifgrid scan)")
     ap.add_argument("--threads", type=int, help="threads per worker (default: motifgrid scan's; I/O overlaps the GPU)")
     ap.add_argument("--work", help="folder for the e2e store and hits (kept)")
-    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the e2e hits")
     ap.add_argument("--warm", action="store_true", help="e2e: also rerun each p-value with the threshold cache filled")
     ap.add_argument("--json", help="also write the records here")
     a = ap.parse_args(argv)

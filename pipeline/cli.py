@@ -9,6 +9,7 @@ import argparse
 import os
 import shlex
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,14 +56,67 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--processes", action="store_true",
                    help="local CPU cluster of N single-threaded worker processes instead of threads in one process")
     g.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
-                   help="where the workers compute (default: GPUs when present, else CPU)")
+                   help="where the workers compute (auto: GPUs when present, else CPU)")
     g.add_argument("--tls-ca", metavar="PEM", help="TLS to the scheduler: CA certificate(s) of the cluster")
     g.add_argument("--tls-cert", metavar="PEM", help="TLS: this client's certificate")
     g.add_argument("--tls-key", metavar="PEM", help="TLS: this client's private key (when not in --tls-cert)")
 
 
+def _motif_args(p: argparse.ArgumentParser) -> None:
+    """The motif source of a command that scores motifs (scan, thresholds): a file or a release, a selection,
+    and the file's format when neither its name nor its content tells it."""
+    from pipeline.motifs import FORMATS  # noqa: PLC0415
+
+    p.add_argument("motifs", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or a JASPAR release: "
+                   "JASPAR2024, JASPAR2024:CORE:vertebrates, JASPAR2024:MA0139.2,MA0079.5 or JASPAR2024:CTCF "
+                   "(matrix ids or names)")
+    p.add_argument("--motif", action="append", metavar="ID_OR_NAME", dest="motif_select",
+                   help="only this motif, by id (MA0139.2, or MA0139 for any version) or name (CTCF); repeat "
+                        "for more (default: every motif of the source)")
+    p.add_argument("--motif-format", choices=FORMATS, metavar="FORMAT",
+                   help=f"format of the motif file ({', '.join(FORMATS)}; default: from its extension, "
+                        "else its content)")
+
+
+def _dataset_args(p: argparse.ArgumentParser, kind: str, metavar: str) -> None:
+    """--resume / --overwrite of a command that writes a dataset folder."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resume", action="store_true", help=f"complete an interrupted {kind} into {metavar}")
+    g.add_argument("--overwrite", action="store_true",
+                   help=f"replace the motifgrid dataset in {metavar} (finished or not) with a new {kind}; removed "
+                        "once this run's inputs are checked and it is about to write; any other folder is refused")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``-h`` shows every option's default (the p-value default had to be found by experiment): appended to the
+    help text unless the text already says it, or there is none (flags, options off by default)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (action.default not in (None, False, argparse.SUPPRESS) and "default" not in text
+                and (action.option_strings or action.nargs in ("?", "*"))):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _like_args(p: argparse.ArgumentParser) -> None:
+    """``--like`` and ``--strand`` (scan, thresholds).  ``--background`` defaults to None here, resolved by
+    ``pipeline.scan.default_background`` (FIMO's NRDB with --like fimo, else motifgrid.scan.background)."""
+    p.add_argument("--like", choices=["fimo"], default=None,
+                   help="fimo: FIMO 5.4.1's scores (its integer lattice), p-values and hits, NRDB background "
+                        "by default (README, docs/formats.md)")
+    p.add_argument("--strand", choices=["both", "+", "-"], default="both",
+                   help="strands scanned (default both; + is FIMO's --norc)")
+    p.set_defaults(background=None)
+
+
 class _Parser(argparse.ArgumentParser):
-    """Argument errors as one line (``motifgrid scan: error: ...``), exit status 2; ``-h`` shows the usage."""
+    """Argument errors as one line (``motifgrid scan: error: ...``), exit status 2; ``-h`` shows the usage
+    and every option's default."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
@@ -75,20 +129,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("ingest", help="FASTA (plain, gzip, bgzip) → Zarr genome store of overlapping blocks")
-    s.add_argument("fasta")
-    s.add_argument("store")
-    s.add_argument("--block-size", type=_posint, default=cfg["ingest"]["block-size"])
-    s.add_argument("--halo", type=_nonnegint, default=cfg["ingest"]["halo"], help="overlap; >= longest motif - 1")
+    s.add_argument("fasta", help="FASTA file: plain, gzip or bgzip (an index beside it is never used)")
+    s.add_argument("store", help="the new genome store (a folder, or an fsspec URL such as s3://bucket/g.zarr)")
+    s.add_argument("--block-size", type=_posint, default=cfg["ingest"]["block-size"],
+                   help="positions per block (one scan task reads one block)")
+    s.add_argument("--halo", type=_nonnegint, default=cfg["ingest"]["halo"],
+                   help="overlap between blocks; must be >= the longest motif - 1")
 
     s = sub.add_parser("scan", help="scan a genome store with a motif set → hive-partitioned Parquet hits")
-    s.add_argument("store")
-    s.add_argument("motifs", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or a release like JASPAR2024:CORE:vertebrates")
-    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"])
-    s.add_argument("--out", required=True, metavar="HITS")
-    s.add_argument("--background", default=cfg["scan"]["background"], help="uniform | genome | FILE | a,c,g,t")
-    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
-    s.add_argument("--resume", action="store_true", help="complete an interrupted scan into HITS")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("store", help="genome store (motifgrid ingest)")
+    _motif_args(s)
+    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
+                   help="report windows with a p-value at most this (the threshold per motif and strand)")
+    s.add_argument("--out", required=True, metavar="HITS", help="hits dataset folder (or fsspec URL) to write")
+    s.add_argument("--background", help="uniform | genome | FILE | a,c,g,t | nrdb (default: "
+                   f"{cfg['scan']['background']}; FIMO's nrdb with --like fimo)")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
+                   help="added to the counts (scaled by the background) before the log-odds")
+    _dataset_args(s, "scan", "HITS")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _like_args(s)
     _cluster_args(s)
 
     def c(name):
@@ -99,58 +159,66 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("tests", help="FASTA of test sequences (A, C, G, T/U; any lengths up to the store halo + 1)")
     s.add_argument("reference", help="genome store (motifgrid ingest) or FASTA (ingested into OUT/_reference.zarr)")
     s.add_argument("--min-similarity", type=_similarity, default=c("min-similarity"), metavar="S",
-                   help="report windows with 1 - D/|T| >= S (default %(default)s)")
-    s.add_argument("--out", required=True, metavar="OUT")
+                   help="report windows with 1 - D/|T| >= S")
+    s.add_argument("--out", required=True, metavar="OUT", help="composition dataset folder to write")
     s.add_argument("--both-strands", action="store_true",
                    help="also compare with each test's reverse complement (A<->T, C<->G counts; strand '-')")
     s.add_argument("--counts-only", action="store_true", help="write matches per test only, not the matches")
     s.add_argument("--max-hits", type=_nonnegint, default=c("max-hits"), metavar="N",
-                   help="refuse when the estimated number of matches is larger (default %(default)s)")
+                   help="refuse when the estimated number of matches is larger")
     s.add_argument("--block-size", type=_posint, default=None,
                    help="block size of the store a FASTA reference is ingested into (default %s)" % c("block-size"))
-    s.add_argument("--resume", action="store_true", help="complete an interrupted run into OUT")
-    s.add_argument("--no-progress", action="store_true")
+    _dataset_args(s, "composition run", "OUT")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _cluster_args(s)
 
     s = sub.add_parser("thresholds", help="score thresholds (achieved p-values, error bounds) per motif and strand")
-    s.add_argument("motifs")
+    _motif_args(s)
     s.add_argument("--pvalue", type=_pvalue, nargs="+", default=[cfg["scan"]["pvalue"]],
                    help="one or more p-values (one row per motif, strand and p-value)")
     s.add_argument("--method", choices=["exact", "bucket", "auto"], default="exact",
-                   help="exact lattice DP, BUCKETSCOREDISTRIBUTION, or per matrix the cheaper (default exact)")
+                   help="exact lattice DP, BUCKETSCOREDISTRIBUTION, or per matrix the cheaper")
     s.add_argument("--rel-tol", type=_number(float, lambda v: 0 < v < 0.5, "must be in (0, 0.5)"),
-                   default=1e-3, help="relative precision of the p-value brackets (default 1e-3)")
-    s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t (genome needs --store)")
+                   default=1e-3, help="relative precision of the p-value brackets")
+    s.add_argument("--background", help="uniform | FILE | a,c,g,t | nrdb (genome needs --store; default: "
+                   f"{cfg['scan']['background']}; FIMO's nrdb with --like fimo)")
     s.add_argument("--store", help="genome store, for --background genome")
-    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
-    s.add_argument("-o", "--out", help="TSV file (default: stdout)")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
+                   help="added to the counts (scaled by the background) before the log-odds")
+    s.add_argument("-o", "--out", default="-", help="TSV file, or - for standard output")
+    _like_args(s)
     _cluster_args(s)
 
     s = sub.add_parser("compare", help="COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet")
-    s.add_argument("motifs_a", metavar="A")
-    s.add_argument("motifs_b", metavar="B", nargs="?")
-    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("motifs_a", metavar="A", help="motif file or JASPAR release (its pairs, or each against B)")
+    s.add_argument("motifs_b", metavar="B", nargs="?", help="second motif file or release (A x B pairs)")
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder (pairs/ Parquet, clusters)")
     s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"], help="thresholds of both matrices")
     s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t")
-    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
+                   help="added to the counts (scaled by the background) before the log-odds")
     s.add_argument("--cells", type=_number(int, lambda v: 4 <= v <= 110, "must be in 4..110"), default=64,
-                   help="lattice cells per matrix between its threshold and its best score (precision; default 64)")
+                   help="lattice cells per matrix between its threshold and its best score (precision)")
     s.add_argument("--min-overlap", type=_posint, default=1, help="shifts with at least this many common columns")
     s.add_argument("--cluster", type=_number(float, lambda v: 0 < v <= 1, "must be in (0, 1]"), metavar="S",
                    help="also group redundant motifs of A at similarity >= S (clusters.parquet, clusters.tsv)")
-    s.add_argument("--pairs-per-task", type=_posint)
+    s.add_argument("--pairs-per-task", type=_posint, metavar="N", help="pairs per Dask task (default: chosen from "
+                   "the pairs and workers)")
     _cluster_args(s)
 
     s = sub.add_parser("export", help="hits dataset → BED, FIMO TSV or GFF3")
-    s.add_argument("hits")
-    s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True)
-    s.add_argument("-o", "--out", required=True)
+    s.add_argument("hits", help="hits dataset (motifgrid scan --out)")
+    s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True,
+                   help="BED6+3 (0-based), FIMO TSV or GFF3 (1-based)")
+    s.add_argument("-o", "--out", required=True, metavar="FILE",
+                   help="output file, or - for standard output (a symbolic link keeps pointing at its target)")
 
     s = sub.add_parser("discover", help="de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
                        "MEME/JASPAR motifs, sites Parquet, summary")
     s.add_argument("sequences", help="FASTA (plain or gzip): peak sequences, promoters, ...")
     s.add_argument("--width", "-w", type=_posint, required=True, metavar="L", help="motif width")
-    s.add_argument("--algorithm", choices=["gibbs", "projection", "both"], default="both")
+    s.add_argument("--algorithm", choices=["gibbs", "projection", "both"], default="both",
+                   help="Gibbs chains, PROJECTION trials, or both (their best models refined by EM)")
     s.add_argument("--mutations", "-d", type=_nonnegint, metavar="D",
                    help="planted (l, d) problem: rank by sequences with an l-mer within D mismatches of the "
                         "consensus (and choose PROJECTION's k from it)")
@@ -165,18 +233,24 @@ def build_parser() -> argparse.ArgumentParser:
                    "scaled by 20/sequences, at least 256)")
     s.add_argument("--update", choices=["best", "sample"], default="best",
                    help="Gibbs update: the best window (deterministic, default) or a draw from the posterior")
-    s.add_argument("--seed", type=_nonnegint, default=0)
+    s.add_argument("--seed", type=_nonnegint, default=0, help="seed of the random draws (a run is determined by it)")
     s.add_argument("--compare-to", metavar="MOTIFS", help="motif database for each motif's best match")
-    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder (motifs, sites, summary)")
     _cluster_args(s)
+
+    s = sub.add_parser("summary", help="what a motifgrid output folder holds (scan, composition, compare or discover): "
+                       "parameters, progress, totals, top motifs, hits per contig")
+    s.add_argument("path", metavar="PATH", help="an output folder (the --out of scan, composition, compare, discover)")
+    s.add_argument("--top", type=_posint, default=10, metavar="N", help="motifs (tests, pairs) listed (default 10)")
+    s.add_argument("--json", action="store_true", help="the summary as JSON on stdout")
 
     sub.add_parser("bench", help="throughput of the scan worker (GPU kernel, CuPy baseline, CPU) and end to end; "
                    "motifgrid bench -h")
 
     s = sub.add_parser("demo", help="ingest the bundled genome slice and scan it with JASPAR 2024 CORE vertebrates")
-    s.add_argument("--dir", default="motifgrid-demo", help="working folder (default: ./motifgrid-demo)")
-    s.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates")
-    s.add_argument("--pvalue", type=_pvalue, default=1e-4)
+    s.add_argument("--dir", default="motifgrid-demo", help="working folder")
+    s.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates", help="motif file or JASPAR release")
+    s.add_argument("--pvalue", type=_pvalue, default=1e-4, help="p-value threshold of the scan")
     _cluster_args(s)
     return p
 
@@ -221,14 +295,19 @@ def _security(a):
 
 
 def _check_out_file(path: str) -> None:
-    """An output file (``-o``) must go into an existing folder and not be a folder itself."""
-    if "://" in path:
-        return
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
+    """An output file (``-o``): ``-`` (standard output), a stream (FIFO, device), or a file in an existing folder,
+    not a folder itself; written by :func:`pipeline.storage.open_output`."""
+    from pipeline import storage  # noqa: PLC0415
+
+    if storage.is_url(path):
+        raise UserError(f"-o {path}: give a local file name, or - for standard output")
+    try:
+        kind, target = storage.output_target(path)
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; give a file name") from None
+    d = os.path.dirname(target)
+    if kind == "file" and not os.path.isdir(d):
         raise UserError(f"{path}: cannot write it, the folder {d} does not exist")
-    if os.path.isdir(path):
-        raise UserError(f"{path}: is a folder; give a file name")
 
 
 def _local_out(a) -> None:
@@ -249,7 +328,8 @@ def _client_kwargs(a):
                 threads_per_worker=a.threads, processes=a.processes, security=_security(a))
 
 
-def cmd_scan(a, console=None) -> int:
+def cmd_scan(a, console=None, before_scan=None) -> int:
+    """``before_scan(job)``: called once the cluster is up, before the thresholds and blocks (the demo's notes)."""
     from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
     from pipeline.scan import execute_scan, plan_scan  # noqa: PLC0415
 
@@ -257,12 +337,16 @@ def cmd_scan(a, console=None) -> int:
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
-                    pseudocount=a.pseudocount, resume=a.resume)
+                    pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
+                    strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
+                    select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None))
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
         console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
                       f"worker(s); dashboard: {dashboard_link(client)}{follow}")
+        if before_scan is not None:
+            before_scan(job)
         res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
     _print_summary(res, console)
     return 0
@@ -281,8 +365,24 @@ def _print_summary(res, console) -> None:
     if res.unreachable:
         console.print(f"{len(res.unreachable)} motif(s) cannot reach the p-value on some strand and report no hits there: "
                       + ", ".join(res.unreachable[:10]) + (" …" if len(res.unreachable) > 10 else ""))
-    console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.parquet  "
-                  f"· thresholds: {res.out}/_thresholds.parquet")
+    from pipeline.summary import top_motifs  # noqa: PLC0415
+
+    for line in _top_motif_lines(top_motifs(res.out, 5), res.out):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.tsv (.parquet)  "
+                  f"· thresholds: {res.out}/_thresholds.parquet  · motifgrid summary {res.out}", soft_wrap=True)
+
+
+def _top_motif_lines(rows: list, out: str) -> list:
+    """The motifs with the most hits, one line each (the end of a scan, the demo, ``motifgrid summary``)."""
+    if not rows:
+        return []
+    w = max(len(f"{r['motif_name']} ({r['motif_id']})") for r in rows)
+    lines = [f"motifs with the most hits (all of them: {out}/_motif_summary.tsv):"]
+    for r in rows:
+        label = f"{r['motif_name']} ({r['motif_id']})"
+        lines.append(f"  {label:<{w}}  {r['hits']:>11,} hits  (+ {r['hits_plus']:,} / - {r['hits_minus']:,})")
+    return lines
 
 
 def cmd_composition(a) -> int:
@@ -293,7 +393,8 @@ def cmd_composition(a) -> int:
     console = _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     job = plan_composition(a.tests, a.reference, a.out, min_similarity=a.min_similarity, both_strands=a.both_strands,
-                           counts_only=a.counts_only, resume=a.resume, block_size=a.block_size, console=console)
+                           counts_only=a.counts_only, resume=a.resume, block_size=a.block_size, console=console,
+                           overwrite=a.overwrite)
     p = job.plan
     console.print(f"{len(job.tests.ids):,} tests ({p.lengths.size} lengths, {int(p.lengths.min())}-{p.max_length} nt"
                   f"{', both strands' if p.both_strands else ''}) × {job.store.total_length:,} bp in "
@@ -322,13 +423,14 @@ def cmd_thresholds(a) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.genome import GenomeStore  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan import MotifSet, motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan import MotifSet, check_like, default_background, motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
 
-    if a.out:
-        _check_out_file(a.out)
+    _check_out_file(a.out or "-")
+    check_like(a.like, a.strand)
     gbg = GenomeStore(a.store).background if a.store else None
-    bg = read_background(a.background, genome_background=gbg)
-    mset = MotifSet.load(a.motifs, bg, a.pseudocount)
+    bg = read_background(a.background or default_background(a.like), genome_background=gbg)
+    mset = MotifSet.load(a.motifs, bg, a.pseudocount, select=a.motif_select, format=a.motif_format, like=a.like,
+                         strands=a.strand)
     kw = _client_kwargs(a)
     device = kw["device"]
     kw["device"] = "cpu"
@@ -337,13 +439,11 @@ def cmd_thresholds(a) -> int:
                                     rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()
     t = pa.concat_tables([motif_thresholds_table(mset, tables, strands) for tables in per_p])
-    from pipeline.dataset import atomic_write_bytes, table_tsv  # noqa: PLC0415
+    from pipeline.dataset import table_tsv  # noqa: PLC0415
+    from pipeline.storage import open_output  # noqa: PLC0415
 
-    text = table_tsv(t)
-    if a.out:
-        atomic_write_bytes(os.path.abspath(a.out), text)
-    else:
-        sys.stdout.write(text.decode())
+    with open_output(a.out or "-", "wb") as f:
+        f.write(table_tsv(t))
     reach = np.asarray(t.column("reachable").to_pylist())
     err = np.asarray(t.column("score_error").to_pylist(), dtype=float)[reach]
     lo = np.asarray(t.column("pvalue_low").to_pylist())[reach]
@@ -372,7 +472,7 @@ def cmd_compare(a) -> int:
         res = run_compare(a.motifs_a, a.motifs_b, a.out, client, pvalue=a.pvalue, background=bg,
                           background_spec=a.background, pseudocount=a.pseudocount, cells=a.cells,
                           min_overlap=a.min_overlap, pairs_per_task=a.pairs_per_task, device=device,
-                          cluster=a.cluster)
+                          cluster=a.cluster, command=" ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]]))
     msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {device} "
            f"worker(s) in {res['seconds']:.1f} s → {a.out}/pairs")
     if "clusters" in res:
@@ -382,6 +482,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_discover(a) -> int:
+    started = time.perf_counter()        # the time printed and summary.json's span the whole command
     _local_out(a)
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.discover import DiscoverSettings, read_sequences, run_discover  # noqa: PLC0415
@@ -405,56 +506,196 @@ def cmd_discover(a) -> int:
 
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         res = run_discover(a.sequences, a.out, settings, client, device=device, compare_to=a.compare_to,
-                           command=command, progress=progress)
+                           command=command, progress=progress, started=started)
     for m in res.motifs:
         bm = m["best_match"]
         if bm:
             console.print(f"{m['id']} {m['consensus']}: best match {bm['id']} {bm['name']} "
                           f"(similarity {bm['score']:.2f} over {bm['overlap']} columns, strand {bm['strand']})")
-    console.print(f"done in {res.seconds:.1f}s on {device}: {res.out}/motifs.meme, motifs.jaspar, sites.parquet, "
-                  "summary.json")
+    ph = res.stats["seconds"]
+    console.print(f"done in {res.seconds:.1f}s on {device} (start-up {ph['setup']:.1f}s, search {ph['search']:.1f}s"
+                  + (f", --compare-to {ph['compare_to']:.1f}s" if a.compare_to else "") + f", writing {ph['write']:.1f}s"
+                  f"; as summary.json): {res.out}/motifs.meme, motifs.jaspar, sites.parquet, summary.json")
     return 0
 
 
 def cmd_export(a) -> int:
     from pipeline.export import export  # noqa: PLC0415
 
+    from pipeline.storage import output_target  # noqa: PLC0415
+
     _check_out_file(a.out)
     n = export(a.hits, a.format, a.out)
-    print(f"wrote {n:,} hits to {a.out} ({a.format})")
+    to_stdout = output_target(a.out)[0] == "stdout"
+    print(f"wrote {n:,} hits to {'standard output' if to_stdout else a.out} ({a.format})",
+          file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def cmd_summary(a) -> int:
+    import json  # noqa: PLC0415
+
+    from pipeline.summary import summarize  # noqa: PLC0415
+
+    s = summarize(a.path, top=a.top)
+    try:
+        print(json.dumps(s, indent=1) if a.json else "\n".join(_summary_lines(s)), flush=True)
+    except BrokenPipeError:          # `motifgrid summary X --json | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _fmt(v) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def _summary_lines(s: dict) -> list:
+    """``motifgrid summary`` as text: what, where, with which parameters, how far, then the kind's top rows."""
+    p, prog, tot = s["parameters"], s["progress"], s["totals"]
+    lines = [f"{s['kind']}: {s['path']} ({'finished' if s['finished'] else 'UNFINISHED'})"]
+    lines += [f"  {k.replace('_', ' ')}: {_fmt(v)}" for k, v in p.items() if v is not None and v != ""]
+    if s["command"]:
+        lines.append(f"  command: {s['command']}")
+    total = "?" if prog["total"] is None else _fmt(prog["total"])
+    lines.append(f"  {prog['unit']} done: {_fmt(prog['done'])} of {total}")
+    if s["next"]:
+        lines.append(f"  {s['next']}")
+    if tot:
+        took = f" in {s['seconds']:.1f} s" if s.get("seconds") is not None else ""
+        lines.append("  " + ", ".join(f"{_fmt(v)} {k.replace('_', ' ')}" for k, v in tot.items() if v is not None)
+                     + took)
+    return lines + _summary_rows(s)
+
+
+def _summary_rows(s: dict) -> list:
+    kind, lines = s["kind"], []
+    thr = s.get("thresholds")
+    if thr:
+        un = thr["unreachable_motifs"]
+        rng = ("" if thr["score_min"] is None else
+               f", threshold scores {thr['score_min']:.2f} to {thr['score_max']:.2f} bits")
+        lines.append(f"  thresholds: {thr['rows']:,} motif x strand rows{rng}; {len(un)} motif(s) cannot reach the p-value on some strand"
+                     + (": " + ", ".join(un[:10]) + (" ..." if len(un) > 10 else "") if un else ""))
+    if kind == "scan":
+        lines += ["  " + x for x in _top_motif_lines(s["top_motifs"], s["path"])]
+    if s.get("contigs"):
+        more = " ..." if len(s["contigs"]) < s["totals"].get("contigs_with_hits", 0) else ""
+        lines.append(f"  {'hits' if kind == 'scan' else 'matches'} per contig (most first): "
+                     + ", ".join(f"{c['chrom']} {c['hits']:,}" for c in s["contigs"]) + more)
+    for t in s.get("top_tests", []):
+        lines.append(f"  test {t['test_id']} ({t['length']} nt): {t['matches']:,} matches")
+    for r in s.get("top_pairs", []):
+        lines.append(f"  {r['motif_a']} {r['name_a']} ~ {r['motif_b']} {r['name_b']}: similarity "
+                     f"{r['similarity']:.3f} (shift {r['shift']}, strand {r['strand']}, {r['overlap']} columns)")
+    for m in s.get("motifs", []):
+        bm = m.get("best_match")
+        match = f", best match {bm['id']} {bm['name']} ({bm['score']:.2f})" if bm else ""
+        lines.append(f"  {m['id']} {m['consensus']}: {m['sites']} sites, {m['information_content_bits']:.1f} bits"
+                     f"{match}")
+    if s.get("files") and not s["finished"]:
+        lines.append("  files present: " + ", ".join(s["files"]))
+    return lines
 
 
 def cmd_demo(a) -> int:
     from pipeline.genome import GenomeStore, ingest  # noqa: PLC0415
 
+    t0 = time.perf_counter()
+    warm = _KernelWarmup.start(a)
     console = _console()
     d = Path(a.dir)
     d.mkdir(parents=True, exist_ok=True)
     fasta = Path(__file__).parent / "data" / "hs37_chrX_20-22Mb.fa.gz"
     store = d / "genome.zarr"
+    t_ingest = None
     if not store.exists():
         console.print(f"ingesting the bundled genome slice {fasta.name} (human GRCh37 chrX:20,000,001-22,000,000) → {store}")
+        t_ingest = time.perf_counter()
         ingest(fasta, store, block_size=262_144)
+        t_ingest = time.perf_counter() - t_ingest
     else:
         GenomeStore(store)
     hits = d / "hits"
     a.store, a.out, a.background, a.pseudocount = str(store), str(hits), "uniform", 0.1
     a.resume, a.no_progress = True, False
     console.print(f"scanning with {a.motifs}, p < {a.pvalue}, both strands")
-    cmd_scan(a, console=console)
+    cmd_scan(a, console=console, before_scan=warm.announce if warm else None)
     _demo_report(hits, console)
+    _demo_times(hits, console, warm, t_ingest, time.perf_counter() - t0)
     return 0
+
+
+def _workers_dispatchers() -> list:
+    """The numba kernels of the ``workers`` modules imported so far."""
+    from numba.core.dispatcher import Dispatcher  # noqa: PLC0415
+
+    return [v for name, mod in list(sys.modules.items()) if name.startswith("workers.") and mod is not None
+            for v in list(vars(mod).values()) if isinstance(v, Dispatcher)]
+
+
+class _KernelWarmup:
+    """The demo's first seconds on a new machine are numba compiling the kernels (~10 s on 2 cores; cached on disk
+    after that, next to the sources or, where those are read-only, in numba's user cache folder; NUMBA_CACHE_DIR
+    chooses).  For a local CPU cluster (threads of this process) they are compiled or loaded here, in a thread
+    started before the genome is ingested, the motifs read and the cluster started: the workers find them
+    ready (``workers.warmup.warm`` runs once per process)."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.seconds = None
+        self.thread = threading.Thread(target=self._run, name="motifgrid-demo-warmup", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def start(cls, a):
+        """A running warm-up, or None where the workers are other processes or machines (they warm up themselves)."""
+        if a.scheduler or a.scheduler_file or a.processes or a.device == "gpu":
+            return None
+        from workers.backend import gpu_available  # noqa: PLC0415
+
+        return cls() if a.device == "cpu" or not gpu_available() else None
+
+    def _run(self):
+        from workers.warmup import warm  # noqa: PLC0415
+
+        try:
+            warm("cpu")
+        except Exception:          # noqa: BLE001 - the scan's own tasks will say what is wrong
+            pass
+        self.seconds = time.perf_counter() - self.t0
+
+    def compiled(self) -> int:
+        """Kernels compiled so far in this process because numba's disk cache had none (0: loaded from the cache)."""
+        return sum(sum(d.stats.cache_misses.values()) for d in _workers_dispatchers())
+
+    def announce(self, job) -> None:
+        if self.thread.is_alive() and self.compiled():
+            _console().print(f"first run on this machine: compiling the scan and threshold kernels (numba; about 10 s "
+                             f"on 2 cores), then the thresholds of {len(job.mset.ids)} motifs; both are cached for "
+                             "later runs …")
+
+
+def _demo_times(hits: Path, console, warm, t_ingest, total: float) -> None:
+    """Where the demo's time went: ingest, kernels (compiled or loaded, in the background), motifs and cluster,
+    thresholds, blocks (from the scan's ``_summary.json``)."""
+    import json  # noqa: PLC0415
+
+    s = json.loads((hits / "_summary.json").read_text())
+    parts = [] if t_ingest is None else [f"ingest {t_ingest:.1f} s"]
+    if warm is not None:
+        warm.thread.join()
+        how = "compiled (first run; cached now)" if warm.compiled() else "loaded from numba's cache"
+        parts.append(f"kernels {how}, ready {warm.seconds:.1f} s after the start")
+    if s.get("blocks_this_run"):
+        rest = s["seconds"] - s["seconds_thresholds"] - s["seconds_tasks_wall"]
+        parts += [f"motifs, cluster, summaries {rest:.1f} s", f"thresholds {s['seconds_thresholds']:.1f} s",
+                  f"blocks {s['seconds_tasks_wall']:.1f} s"]
+    console.print("times: " + " · ".join(parts + [f"whole demo {total:.1f} s"]), soft_wrap=True)
 
 
 def _demo_report(hits: Path, console) -> None:
     import pyarrow.compute as pc  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
 
-    ms = pq.read_table(hits / "_motif_summary.parquet").sort_by([("hits", "descending")]).slice(0, 5)
-    console.print("motifs with the most hits: " + ", ".join(
-        f"{n} ({i}) {h:,}" for i, n, h in zip(ms["motif_id"].to_pylist(), ms["motif_name"].to_pylist(),
-                                              ms["hits"].to_pylist())))
     from pipeline.scan import read_hits  # noqa: PLC0415
 
     t = read_hits(str(hits), columns=["chrom", "start", "end", "strand", "motif_name", "score", "pvalue"])
@@ -467,13 +708,22 @@ def _demo_report(hits: Path, console) -> None:
                   f"{hits}').slice(0, 5).to_pylist())\"  ·  motifgrid export {hits} --format bed -o hits.bed")
 
 
+def _message(e: Exception, a) -> str:
+    """The error's line, its advice for Python callers (``format=`` of read_motifs) replaced by this command's
+    flag (``--motif-format``), or dropped where the command has none."""
+    if getattr(e, "hint", None) and hasattr(e, "with_hint"):
+        return e.with_hint("or pass --motif-format FORMAT" if hasattr(a, "motif_format") else None)
+    return str(e)
+
+
 #: what an interrupted command leaves, for the commands that can go on from it
 _AFTER_INTERRUPT = {"scan": "; finished blocks are kept (rerun with --resume)",
                     "composition": "; finished blocks are kept (rerun with --resume)",
                     "demo": "; finished blocks are kept (run the demo again to finish)"}
 
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
-            "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo}
+            "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
+            "summary": cmd_summary}
 
 
 def main(argv=None) -> int:
@@ -481,13 +731,13 @@ def main(argv=None) -> int:
     if argv[:1] == ["bench"]:                      # its own option parser (pipeline/bench.py)
         from pipeline.bench import main as bench_main  # noqa: PLC0415
 
-        return bench_main(argv[1:])
+        return bench_main(argv[1:], formatter_class=HelpFormatter)
     parser = build_parser()
     a = parser.parse_args(argv)
     try:
         return COMMANDS[a.cmd](a) or 0
     except (MotifgridError, UserError) as e:
-        print(f"motifgrid {a.cmd}: error: {e}", file=sys.stderr)
+        print(f"motifgrid {a.cmd}: error: {_message(e, a)}", file=sys.stderr)
         return EXIT_USAGE
     except FileNotFoundError as e:
         print(f"motifgrid {a.cmd}: error: {e.filename}: no such file or directory", file=sys.stderr)

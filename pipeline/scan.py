@@ -12,7 +12,7 @@ Output layout::
     HITS/_manifest/<block>.json     one entry per finished block
     HITS/chrom=<name>/part-<block>.parquet
     HITS/_thresholds.parquet        per motif and strand: threshold and its exact p-value
-    HITS/_motif_summary.parquet     hits per motif
+    HITS/_motif_summary.parquet     hits per motif (and .tsv, most hits first)
     HITS/_summary.json              totals; its presence marks a finished run
 """
 from __future__ import annotations
@@ -30,8 +30,8 @@ import pyarrow as pa
 
 from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
-from pipeline.dataset import abspath as _abspath, iter_manifest
-from pipeline.dataset import open_output
+from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
+from pipeline.dataset import open_run
 from pipeline import arrow, storage
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
@@ -44,9 +44,16 @@ class ScanError(MotifgridError, RuntimeError):
 
 
 # ------------------------------------------------------------------------------------ motif set
+_STRAND_ROWS = {"both": (0, 1), "+": (0,), "-": (1,)}
+
+
 @dataclass
 class MotifSet:
-    """Motifs read from a source, their PWMs under a background, both strands."""
+    """Motifs read from a source, their PWMs under a background, the strands scanned.
+
+    ``like="fimo"``: the matrices are FIMO's integer-scaled PSSMs (``lattices``, one per motif, forward
+    strand) and ``pwms`` their ``q/scale + offset``; ``background`` is the one FIMO uses (:mod:`pipeline.fimo`).
+    """
     source: str
     checksum: str
     ids: list
@@ -54,31 +61,62 @@ class MotifSet:
     pwms: list                 # forward (m, 4) float64
     background: np.ndarray
     pseudocount: float
+    strands: str = "both"      # "both", "+" or "-"
+    like: str | None = None    # None (motifgrid's exact scores) or "fimo"
+    lattices: list | None = None   # like="fimo": workers.fimo_lattice.LatticeMatrix per motif (forward)
+    select: list | None = None     # ids/names chosen from the source (--motif), recorded in the provenance
 
     @classmethod
-    def load(cls, source: str, background: np.ndarray, pseudocount: float) -> "MotifSet":
+    def load(cls, source: str, background: np.ndarray, pseudocount: float, select=None,
+             format: str | None = None, *, like: str | None = None, strands: str = "both") -> "MotifSet":
+        """Read ``source`` (``format`` when neither its name nor content tells it), keep the motifs ``select``
+        chooses by id or name (:func:`pipeline.motifs.select_motifs`), and build their PWMs."""
         from pipeline.motifs import motifs_checksum, pwm_from_motif, read_motifs  # noqa: PLC0415
 
-        motifs = read_motifs(source)
-        pwms = [pwm_from_motif(m, background, pseudocount) for m in motifs]
+        if strands not in _STRAND_ROWS:
+            raise ValueError(f"strands must be one of {', '.join(_STRAND_ROWS)}, not {strands!r}")
+        if like == "fimo" and strands == "-":
+            raise ValueError("FIMO scans both strands or the forward one (--norc): --like fimo takes --strand both or +")
+        select = list(select) if select else None
+        motifs = read_motifs(source, format=format, select=select)
+        lattices = None
+        if like == "fimo":
+            from pipeline.fimo import fimo_background, fimo_matrix  # noqa: PLC0415
+
+            background = fimo_background(background, both_strands=strands == "both")
+            lattices = [fimo_matrix(m, background, pseudocount) for m in motifs]
+            pwms = [lat.pwm for lat in lattices]
+        elif like is None:
+            pwms = [pwm_from_motif(m, background, pseudocount) for m in motifs]
+        else:
+            raise ValueError(f"like must be None or 'fimo', not {like!r}")
         return cls(source=str(source), checksum=motifs_checksum(source), ids=[m.id for m in motifs],
                    names=[m.name for m in motifs], pwms=pwms, background=np.asarray(background, float),
-                   pseudocount=float(pseudocount))
+                   pseudocount=float(pseudocount), strands=strands, like=like, lattices=lattices, select=select)
 
     @property
     def max_length(self) -> int:
         return max((p.shape[0] for p in self.pwms), default=0)
 
     def rows(self):
-        """(pwms, motif index, strand) for every (motif, strand) row: '+' then '-' per motif."""
+        """(pwms, motif index, strand) for every (motif, strand) row scanned: '+' then '-' per motif
+        (one of them with ``strands`` "+" or "-")."""
         from pipeline.motifs import reverse_complement  # noqa: PLC0415
 
         pwms, mi, st = [], [], []
         for i, w in enumerate(self.pwms):
-            pwms += [w, reverse_complement(w)]
-            mi += [i, i]
-            st += [0, 1]
+            for s in _STRAND_ROWS[self.strands]:
+                pwms.append(w if s == 0 else reverse_complement(w))
+                mi.append(i)
+                st.append(s)
         return pwms, np.asarray(mi, np.int32), np.asarray(st, np.int8)
+
+    def row_lattices(self) -> list | None:
+        """``like="fimo"``: the LatticeMatrix of every row, in ``rows()`` order; else None."""
+        if self.lattices is None:
+            return None
+        return [lat if s == 0 else lat.reverse_complement()
+                for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
 
 
 def row_thresholds(mset: MotifSet, pvalue: float, client=None, store_later: bool = False):
@@ -92,22 +130,39 @@ def row_thresholds(mset: MotifSet, pvalue: float, client=None, store_later: bool
 def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "exact",
                         table: bool = True, rel_tol: float = 1e-3, device: str = "cpu",
                         store_later: bool = False):
-    """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list."""
+    """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list (``rows()`` order).
+    ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.fimo_lattice.lattice_thresholds`; ``method``,
+    ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
+    from pipeline.motifs import reverse_complement  # noqa: PLC0415
     from pipeline.thresholds import compute_thresholds_many  # noqa: PLC0415
 
     bg = mset.background
-    kw = dict(client=client, method=method, table=table, rel_tol=rel_tol, device=device, store_later=store_later)
-    fwd = compute_thresholds_many(mset.pwms, bg, pvalues, **kw)
-    if np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
-        rev = fwd
+    if mset.lattices is not None:
+        from workers.fimo_lattice import lattice_thresholds  # noqa: PLC0415
+
+        def compute(mats):
+            per = [lattice_thresholds(lat, bg, pvalues) for lat in mats]                  # [matrix][p]
+            return [[t[j] for t in per] for j in range(len(pvalues))]
+
+        mats, rc = mset.lattices, (lambda lat: lat.reverse_complement())
     else:
-        pwms, _, st = mset.rows()
-        rev = compute_thresholds_many([p for p, s in zip(pwms, st) if s == 1], bg, pvalues, **kw)
+        def compute(mats):
+            return compute_thresholds_many(mats, bg, pvalues, client=client, method=method, table=table,
+                                           rel_tol=rel_tol, device=device, store_later=store_later)
+
+        mats, rc = mset.pwms, reverse_complement
+    fwd = compute(mats) if mset.strands != "-" else None
+    if mset.strands == "+":
+        rev = None
+    elif fwd is not None and np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
+        rev = fwd               # a strand-symmetric background: the reverse-complement matrix scores alike
+    else:
+        rev = compute([rc(x) for x in mats])
     out = []
-    for fj, rj in zip(fwd, rev):
+    for j in range(len(pvalues)):
         rows = []
-        for f, r in zip(fj, rj):
-            rows += [f, r]
+        for i in range(len(mset.pwms)):
+            rows += [(fwd if s == 0 else rev)[j][i] for s in _STRAND_ROWS[mset.strands]]
         out.append(rows)
     return out
 
@@ -124,6 +179,7 @@ class ScanContext:
     metadata: dict = field(default_factory=dict)
     device: str = "cpu"
     compression: str = "zstd"      # Parquet codec of the hits files (motifgrid.scan.compression)
+    lattice: tuple | None = None   # --like fimo: (scale, m*offset) per plan row, to put scores on FIMO's lattice
 
     @functools.cached_property
     def columns(self) -> dict:
@@ -158,13 +214,18 @@ def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     rows = hits.row
     start = hits.pos + block.start
     pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
+    score = hits.score
+    if ctx.lattice is not None:
+        from workers.fimo_lattice import snap_scores  # noqa: PLC0415
+
+        score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
     return arrow.table({
         "start": start,
         "end": start + c["lengths"][rows],
         "strand": arrow.dictionary(c["row_strand"][rows], _STRANDS),
         "motif_id": arrow.dictionary(c["row_motif"][rows], c["ids"]),
         "motif_name": arrow.dictionary(c["row_name"][rows], c["names"]),
-        "score": hits.score,
+        "score": score,
         "pvalue": pvals,
     }, schema=HITS_FILE_SCHEMA)
 
@@ -265,11 +326,14 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
         "halo": store.halo,
         "motifs_source": mset.source,
         "motifs_checksum": mset.checksum,
+        "motifs_select": mset.select,
         "motifs": len(mset.ids),
         "pvalue": pvalue,
         "background": [float(x) for x in mset.background],
         "background_spec": bg_spec,
         "pseudocount": mset.pseudocount,
+        "strands": mset.strands,
+        "like": mset.like,
     }
 
 
@@ -278,7 +342,7 @@ def motif_thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
     scan's ``_thresholds.parquet``, compare's ``thresholds.parquet`` and ``motifgrid thresholds`` write."""
     from pipeline.thresholds import thresholds_table  # noqa: PLC0415
 
-    mi = np.repeat(np.arange(len(mset.ids)), 2)
+    _, mi, _ = mset.rows()
     return thresholds_table([mset.ids[i] for i in mi], [mset.names[i] for i in mi], strands, tables,
                             lengths=[mset.pwms[i].shape[0] for i in mi])
 
@@ -315,32 +379,60 @@ class ScanJob:
     t_start: float
 
 
-def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
-              pseudocount: float = 0.1, resume: bool = False) -> ScanJob:
-    """Read and check every input and claim the output folder, before any cluster is started."""
+def default_background(like: str | None) -> str:
+    """The background when none is asked for: FIMO's (MEME's NRDB) with ``like="fimo"``, else
+    ``motifgrid.scan.background`` (uniform)."""
+    import dask.config  # noqa: PLC0415
+
+    return "nrdb" if like == "fimo" else str(dask.config.get("motifgrid.scan.background", default="uniform"))
+
+
+def check_like(like: str | None, strands: str) -> None:
+    """Refuse a ``like``/``strands`` combination that has no meaning (one line, ScanError)."""
+    if strands not in _STRAND_ROWS:
+        raise ScanError(f"--strand must be one of {', '.join(_STRAND_ROWS)}, not {strands!r}")
+    if like not in (None, "fimo"):
+        raise ScanError(f"--like must be fimo, not {like!r}")
+    if like == "fimo" and strands == "-":
+        raise ScanError("--like fimo scans both strands or, as FIMO's --norc, the forward one: --strand both or +")
+
+
+def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
+              pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
+              strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None) -> ScanJob:
+    """Read and check every input and claim the output folder, before any cluster is started.
+    ``background`` None: :func:`default_background`.  ``like="fimo"``: FIMO 5.4.1's scores, p-values and
+    hits (:mod:`pipeline.fimo`); ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep
+    (:func:`pipeline.motifs.select_motifs`); ``overwrite`` replaces the hits dataset in ``out``, once everything
+    else is checked."""
     from pipeline.motifs import read_background  # noqa: PLC0415
 
     t_start = time.perf_counter()
     if not (0 < pvalue < 1):
         raise ScanError(f"--pvalue must be in (0, 1), got {pvalue}")
+    check_like(like, strands)
     _compression()                  # a bad setting is refused before anything is claimed
+    if background is None:
+        background = default_background(like)
     store = GenomeStore(store_path)
     bg = read_background(background, genome_background=store.background)
-    mset = MotifSet.load(motifs, bg, pseudocount)
+    mset = MotifSet.load(motifs, bg, pseudocount, select=select, format=motif_format, like=like, strands=strands)
     if mset.max_length - 1 > store.halo:
         longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
         raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
                         f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
     params = _run_params(store, mset, pvalue, background)
-    done = open_output(out, params, resume, kind="scan", error=ScanError)
+    done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
     return ScanJob(store, mset, out, pvalue, background, done, t_start)
 
 
-def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
+def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
              pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
-             progress: bool = True, command: str | None = None, console=None) -> ScanResult:
+             progress: bool = True, command: str | None = None, console=None, *, like: str | None = None,
+             strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None) -> ScanResult:
     """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
-    job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume)
+    job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume, like=like, strands=strands,
+                    overwrite=overwrite, select=select, motif_format=motif_format)
     return execute_scan(job, client, device=device, progress=progress, command=command, console=console)
 
 
@@ -372,9 +464,12 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     keep = np.flatnonzero(np.isfinite(thr))
     unreachable = sorted({mset.ids[row_motif[i]] for i in range(len(thr)) if not np.isfinite(thr[i])})
     plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
+    lats = mset.row_lattices()
+    lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),
+                                         np.array([lats[i].base for i in keep], np.float64))
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
-                      device=device, compression=_compression())
+                      device=device, compression=_compression(), lattice=lattice)
 
     all_blocks = store.blocks()
     todo = [b for b in all_blocks if b.block_id not in done]
@@ -442,10 +537,13 @@ def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
         "genome.halo": str(store.halo),
         "motifs.source": mset.source,
         "motifs.checksum": mset.checksum,
+        "motifs.select": json.dumps(mset.select),
         "motifs.count": str(len(mset.ids)),
         "background": json.dumps([float(x) for x in mset.background]),
         "pseudocount": repr(mset.pseudocount),
         "pvalue": repr(job.pvalue),
+        "strands": mset.strands,
+        "like": mset.like or "",
         "device": device,
     }
 
@@ -478,10 +576,21 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
     np.add.at(minus, plan.row_motif[plan.row_strand == 1], row_hits[plan.row_strand == 1])
     reach = np.zeros(n, bool)
     reach[plan.row_motif] = True
-    storage.write_parquet(arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
-                                    "hits_minus": minus, "hits": plus + minus, "reachable": reach},
-                                   schema=MOTIF_SUMMARY_SCHEMA), storage.join(out, "_motif_summary.parquet"))
+    per_motif = arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
+                             "hits_minus": minus, "hits": plus + minus, "reachable": reach}, schema=MOTIF_SUMMARY_SCHEMA)
+    storage.write_parquet(per_motif, storage.join(out, "_motif_summary.parquet"))
+    _atomic_write_bytes(storage.join(out, "_motif_summary.tsv"), motif_summary_tsv(per_motif))
     _atomic_write_bytes(storage.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
+
+
+def rank_motifs(table: pa.Table) -> pa.Table:
+    """The per-motif table (``_motif_summary.parquet``) by hits, most first; ties keep the motif file's order."""
+    return table.take(arrow.by_descending(table, "hits"))
+
+
+def motif_summary_tsv(table: pa.Table) -> bytes:
+    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable), most hits first."""
+    return table_tsv(rank_motifs(table))
 
 
 def read_hits(out: str, columns=None, filter=None) -> pa.Table:
