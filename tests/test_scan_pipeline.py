@@ -432,7 +432,7 @@ def test_overwrite_replaces_only_a_hits_dataset(genome, finished, client, tmp_pa
     other files too, is refused and left as it was."""
     import shutil
 
-    from pipeline.dataset import prepare_output
+    from pipeline.dataset import open_run
 
     store, _ = genome
     out, _ = finished
@@ -454,7 +454,7 @@ def test_overwrite_replaces_only_a_hits_dataset(genome, finished, client, tmp_pa
     (other / "notes.txt").write_text("mine\n")
     with pytest.raises(ScanError, match="is not a motifgrid hits dataset; --overwrite replaces only a motifgrid "
                                         "hits dataset"):
-        prepare_output(str(other), {"hits_format": 1}, False, error=ScanError, overwrite=True)
+        open_run(str(other), {"hits_format": 1}, False, error=ScanError, overwrite=True)
     assert os.listdir(other) == ["notes.txt"]
     (old / "hits.bed").write_text("exported\n")                  # a dataset with a user's file in it
     with pytest.raises(ScanError, match=r"would remove files that are not part of the hits dataset \(hits.bed\)"):
