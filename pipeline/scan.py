@@ -63,7 +63,7 @@ class MotifSet:
     pseudocount: float
     strands: str = "both"      # "both", "+" or "-"
     like: str | None = None    # None (motifgrid's exact scores) or "fimo"
-    lattices: list | None = None   # like="fimo": workers.fimo_lattice.LatticeMatrix per motif (forward)
+    lattices: list | None = None   # like="fimo": workers.distribution.fimo_lattice.LatticeMatrix per motif (forward)
     select: list | None = None     # ids/names chosen from the source (--motif), recorded in the provenance
 
     @classmethod
@@ -131,14 +131,14 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
                         table: bool = True, rel_tol: float = 1e-3, device: str = "cpu",
                         store_later: bool = False):
     """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list (``rows()`` order).
-    ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.fimo_lattice.lattice_thresholds`; ``method``,
-    ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
+    ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.distribution.fimo_lattice.lattice_thresholds`;
+    ``method``, ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
     from pipeline.motifs import reverse_complement  # noqa: PLC0415
     from pipeline.thresholds import compute_thresholds_many  # noqa: PLC0415
 
     bg = mset.background
     if mset.lattices is not None:
-        from workers.fimo_lattice import lattice_thresholds  # noqa: PLC0415
+        from workers.distribution.fimo_lattice import lattice_thresholds  # noqa: PLC0415
 
         def compute(mats):
             per = [lattice_thresholds(lat, bg, pvalues) for lat in mats]                  # [matrix][p]
@@ -216,7 +216,7 @@ def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
     score = hits.score
     if ctx.lattice is not None:
-        from workers.fimo_lattice import snap_scores  # noqa: PLC0415
+        from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
 
         score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
     return arrow.table({
