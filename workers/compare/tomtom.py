@@ -139,6 +139,11 @@ def prepare_targets(ppms, *, distance: str = "ed", both_strands: bool = True, de
     both_strands : bool
         Also match the targets' reverse complements (their columns join the background too).
     device : None, "cpu" or "gpu"
+
+    Returns
+    -------
+    TargetSet
+        The targets' columns laid out on the device for :func:`search`.
     """
     if distance not in DISTANCES:
         raise ValueError(f"distance must be one of {DISTANCES}, got {distance!r}")
@@ -590,6 +595,11 @@ def alignment_similarity(q: np.ndarray, t: np.ndarray, offset: int, strand: int,
         The target as given; ``strand`` 1 aligns its reverse complement.
     offset, strand : int
         As in :class:`TomtomResult`.
+
+    Returns
+    -------
+    float
+        0 when no columns face each other.
     """
     t = t[::-1, ::-1] if strand else t
     i0, i1 = max(0, -offset), min(q.shape[0], t.shape[0] - offset)

@@ -53,8 +53,17 @@ class _DevicePlan:
 
 def compare_gpu(codes: np.ndarray, segments: Segments, plan: CompositionPlan, hits: bool = True):
     """The windows of one task against every test row on the GPU, all lengths at once: the twin of
-    :func:`workers.composition.cpu.compare_cpu`, with its parameters (``codes (V,)`` uint8, shorter than 2**31)
-    and its result (``counts (R,)`` int64 and the matches sorted by (position, row), or None without ``hits``).
+    :func:`workers.composition.cpu.compare_cpu`.
+
+    Parameters
+    ----------
+    codes, segments, plan, hits
+        As :func:`workers.composition.cpu.compare_cpu` (``codes (V,)`` uint8, ``V < 2**31``).
+
+    Returns
+    -------
+    counts, found
+        As :func:`workers.composition.cpu.compare_cpu`: ``(R,)`` int64, matches sorted by (position, row).
     """
     if plan.lengths.size == 0 or codes.size == 0:
         return np.zeros(plan.n_rows, np.int64), (CompositionHits.empty() if hits else None)
