@@ -41,6 +41,7 @@ _nonneg = _number(float, lambda v: 0.0 <= v < float("inf"), "must be a finite nu
 _posint = _number(int, lambda v: v >= 1, "must be >= 1")
 _nonnegint = _number(int, lambda v: v >= 0, "must be >= 0")
 _similarity = _number(float, lambda v: 0.0 < v <= 1.0, "a similarity must be in (0, 1]")
+_qvalue = _number(float, lambda v: 0.0 < v <= 1.0, "a q-value must be in (0, 1]")
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
@@ -88,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--background", default=cfg["scan"]["background"], help="uniform | genome | FILE | a,c,g,t")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
     s.add_argument("--resume", action="store_true", help="complete an interrupted scan into HITS")
+    s.add_argument("--no-qvalue", action="store_true",
+                   help="skip the q-values (Benjamini-Hochberg per motif over every window tested; HITS/_qvalues.parquet)")
+    s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
+                   help="record Q: read_hits and motifgrid export then keep hits with q <= Q (the files keep all)")
     s.add_argument("--no-progress", action="store_true")
     _cluster_args(s)
 
@@ -145,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("hits")
     s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True)
     s.add_argument("-o", "--out", required=True)
+    s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
+                   help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit)")
 
     s = sub.add_parser("discover", help="de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
                        "MEME/JASPAR motifs, sites Parquet, summary")
@@ -257,7 +264,8 @@ def cmd_scan(a, console=None) -> int:
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
-                    pseudocount=a.pseudocount, resume=a.resume)
+                    pseudocount=a.pseudocount, resume=a.resume, qvalues=not getattr(a, "no_qvalue", False),
+                    max_qvalue=getattr(a, "max_qvalue", None))
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
@@ -281,6 +289,13 @@ def _print_summary(res, console) -> None:
     if res.unreachable:
         console.print(f"{len(res.unreachable)} motif(s) cannot reach the p-value on some strand and report no hits there: "
                       + ", ".join(res.unreachable[:10]) + (" …" if len(res.unreachable) > 10 else ""))
+    q = res.qvalues
+    if q:
+        kept = (" (kept when the hits are read: read_hits, motifgrid export)" if q["max_qvalue"] is not None
+                else "")
+        console.print(f"q-values: {q['hits_at_level']:,} of {s['hits']:,} hits have q <= {q['level']:g}{kept}; "
+                      f"Benjamini-Hochberg per motif over {s['tests']:,} tests (windows without N x 2 strands) "
+                      f"→ {res.out}/_qvalues.parquet")
     console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.parquet  "
                   f"· thresholds: {res.out}/_thresholds.parquet")
 
@@ -420,7 +435,7 @@ def cmd_export(a) -> int:
     from pipeline.export import export  # noqa: PLC0415
 
     _check_out_file(a.out)
-    n = export(a.hits, a.format, a.out)
+    n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue)
     print(f"wrote {n:,} hits to {a.out} ({a.format})")
     return 0
 

@@ -4,7 +4,15 @@ BED is BED6+2: chrom, start, end, motif_id, score, strand, p-value, motif_name.
 Coordinates inside motifgrid are 0-based half-open on the forward strand.  BED keeps them; FIMO TSV
 and GFF3 are 1-based inclusive (start + 1, end).  Files are visited in genome order (contig order of
 the store, then block order) and each file's rows are put in start order (a stable sort: motifs of one start
-keep the motif file's order), so each output is sorted by contig and start.
+keep the motif file's order), so BED and GFF3 are sorted by contig and start.
+
+FIMO TSV is sorted as FIMO 5.4.1 sorts it (``cisml_match_iterator_next``): by p-value, ascending; equal
+p-values of different motifs with the later motif of the motif file first; then, within a motif, by FIMO's
+start (the window's first base on "+", its last on "-").  Where FIMO leaves the order to its heap (same
+p-value and start), contig order, "+" first.  Records beyond ``motifgrid.export.sort-rows`` are sorted in
+runs on disk and merged (:mod:`pipeline.extsort`).  The q-value column (and GFF3's ``qvalue=``) comes from
+``HITS/_qvalues.parquet`` (empty without it); ``max_qvalue`` (or the scan's ``--max-qvalue``) keeps only
+hits with q <= it.
 """
 from __future__ import annotations
 
@@ -70,13 +78,48 @@ def _sequences(store, chrom, starts, ends, strands):
             for s, e, st in zip((starts - lo).tolist(), (ends - lo).tolist(), strands.tolist())]
 
 
-def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
-    """Write ``hits`` as ``fmt`` to ``out`` (atomically); return the number of records."""
+def _qvalue_setting(hits: str, max_qvalue: float | None):
+    """(QvalueMap or None, the q-value limit to apply or None)."""
+    from pipeline.qvalues import QvalueMap, check_max_qvalue  # noqa: PLC0415
+
+    try:
+        check_max_qvalue(max_qvalue)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
+    qmap = QvalueMap.read(hits)
+    limit = max_qvalue if max_qvalue is not None else (qmap.max_qvalue if qmap else None)
+    if limit is not None and qmap is None:
+        raise ExportError(f"{hits}: has no q-values (scanned with --no-qvalue, or unfinished): "
+                          f"cannot keep q <= {limit}")
+    return qmap, limit
+
+
+def _motif_order(hits: str, qmap) -> dict:
+    """Motif id → position in the motif file (FIMO's tie order), from the run's motif summary."""
+    path = storage.join(hits, "_motif_summary.parquet")
+    ids = (storage.read_parquet(path, columns=["motif_id"]).column("motif_id").to_pylist()
+           if storage.exists(path) else (qmap.ids if qmap else []))
+    return {m: i for i, m in reversed(list(enumerate(ids)))}
+
+
+def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue: float | None = None) -> int:
+    """Write ``hits`` as ``fmt`` to ``out`` (atomically); return the number of records.  ``max_qvalue``: only
+    hits with q <= it (default: the scan's ``--max-qvalue``, if any)."""
+    from pipeline.extsort import ExternalSort  # noqa: PLC0415
+    from pipeline.qvalues import add_qvalues  # noqa: PLC0415
+
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    qmap, limit = _qvalue_setting(hits, max_qvalue)
     tmp = f"{out}.tmp-{os.getpid()}"
     n = 0
     store = None
+    sorter = ranks = None
+    if fmt == "fimo":
+        import dask.config  # noqa: PLC0415
+
+        sorter = ExternalSort(os.path.dirname(os.path.abspath(out)), int(dask.config.get("motifgrid.export.sort-rows")))
+        ranks = (_motif_order(hits, qmap), {})
     try:
         with open(tmp, "w") as f:
             if fmt == "fimo":
@@ -84,7 +127,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
             elif fmt == "gff3":
                 f.write("##gff-version 3\n")
             for chrom, path in _ordered_files(hits):
-                t = storage.read_parquet(path)
+                t = add_qvalues(storage.read_parquet(path), qmap, limit)
                 if t.num_rows == 0:
                     continue
                 if store is None and with_sequence and fmt == "fimo":
@@ -95,22 +138,46 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
                 start, end = c["start"].astype(np.int64), c["end"].astype(np.int64)
                 for lo in range(0, len(start), _CHUNK):       # bounded memory whatever a file holds
                     hi = lo + _CHUNK
-                    f.write(_lines(fmt, chrom, {k: v[lo:hi] for k, v in c.items()}, start[lo:hi], end[lo:hi], store))
+                    part = {k: v[lo:hi] for k, v in c.items()}
+                    rec = _records(fmt, chrom, part, start[lo:hi], end[lo:hi], store, qmap is not None)
+                    if sorter is None:
+                        f.write("\n".join(rec) + "\n")
+                    else:
+                        sorter.add(_fimo_keys(chrom, part, start[lo:hi], end[lo:hi], *ranks), rec)
                 n += t.num_rows
+            if sorter is not None:
+                sorter.write(f)
         os.replace(tmp, out)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+    finally:
+        if sorter is not None:
+            sorter.close()
     return n
 
 
 _CHUNK = 1 << 16      # records formatted at a time
 
 
-def _lines(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, store) -> str:
-    """One file's records as text (columns formatted whole, Python objects from ``tolist``: NumPy scalars
-    formatted one by one took 3-4 times as long)."""
+def _fimo_keys(chrom: str, c: dict, start: np.ndarray, end: np.ndarray, motif_rank: dict, contigs: dict) -> tuple:
+    """FIMO's sort keys (see the module docstring): p-value, later motif first, FIMO's start, contig, strand."""
+    minus = c["strand"].astype(str) == "-"
+    rank = np.array([motif_rank.get(m, 0) for m in c["motif_id"].tolist()], dtype=np.int64)
+    contig = contigs.setdefault(chrom, len(contigs))
+    return (c["pvalue"].astype(np.float64), -rank, np.where(minus, end, start + 1),
+            np.int64(2 * contig) + minus.astype(np.int64))
+
+
+def _fmt_q(fmt: str, q: np.ndarray) -> list:
+    """q-values as text; empty where unknown."""
+    return ["" if v != v else fmt.format(v) for v in q.tolist()]
+
+
+def _records(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, store, with_q: bool) -> list:
+    """One file's records as lines of text (columns formatted whole, Python objects from ``tolist``: NumPy
+    scalars formatted one by one took 3-4 times as long)."""
     n = len(start)
     fmt6 = "{:.6g}".format
     scores = list(map(fmt6, c["score"].tolist()))
@@ -121,16 +188,18 @@ def _lines(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, st
     elif fmt == "fimo":
         seqs = _sequences(store or None, chrom, start, end, c["strand"])
         cols = [c["motif_id"].tolist(), c["motif_name"].tolist(), repeat(chrom, n), map(str, (start + 1).tolist()),
-                map(str, end.tolist()), strands, scores, map("{:.3g}".format, c["pvalue"].tolist()), repeat("", n),
-                seqs]
+                map(str, end.tolist()), strands, scores, map("{:.3g}".format, c["pvalue"].tolist()),
+                _fmt_q("{:.3g}", c["qvalue"]) if with_q else repeat("", n), seqs]
     else:
         esc: dict = {}
         e = (lambda v: esc[v] if v in esc else esc.setdefault(v, _gff_escape(v)))      # noqa: E731
         attrs = map("Name={};motif_id={};pvalue={}".format, map(e, c["motif_name"].tolist()),
                     map(e, c["motif_id"].tolist()), map("{:.4g}".format, c["pvalue"].tolist()))
+        if with_q:
+            attrs = map("{};qvalue={}".format, attrs, _fmt_q("{:.4g}", c["qvalue"]))
         cols = [repeat(_gff_escape(chrom), n), repeat("motifgrid", n), repeat("TF_binding_site", n),
                 map(str, (start + 1).tolist()), map(str, end.tolist()), scores, strands, repeat(".", n), attrs]
-    return "\n".join(map("\t".join, zip(*cols))) + "\n"
+    return list(map("\t".join, zip(*cols)))
 
 
 def _gff_escape(s: str) -> str:
