@@ -9,7 +9,7 @@ keep the motif file's order), so BED and GFF3 are sorted by contig and start.
 FIMO TSV is sorted as FIMO 5.4.1 sorts it (``cisml_match_iterator_next``): by p-value, ascending; equal
 p-values of different motifs with the later motif of the motif file first; then, within a motif, by FIMO's
 start (the window's first base on "+", its last on "-").  Where FIMO leaves the order to its heap (same
-p-value and start), contig order, "+" first.  Records beyond ``motifgrid.export.sort-rows`` are sorted in
+p-value and start), genome order.  Records beyond ``motifgrid.export.sort-rows`` are sorted in
 runs on disk and merged (:mod:`pipeline.extsort`).  The q-value column (and GFF3's ``qvalue=``) comes from
 ``HITS/_qvalues.parquet`` (empty without it); ``max_qvalue`` (or the scan's ``--max-qvalue``) keeps only
 hits with q <= it.
@@ -106,7 +106,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
     """Write ``hits`` as ``fmt`` to ``out`` (atomically); return the number of records.  ``max_qvalue``: only
     hits with q <= it (default: the scan's ``--max-qvalue``, if any)."""
     from pipeline.extsort import ExternalSort  # noqa: PLC0415
-    from pipeline.qvalues import add_qvalues  # noqa: PLC0415
+    from pipeline.qvalues import add_qvalues, family_codes  # noqa: PLC0415
 
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
@@ -119,7 +119,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
         import dask.config  # noqa: PLC0415
 
         sorter = ExternalSort(os.path.dirname(os.path.abspath(out)), int(dask.config.get("motifgrid.export.sort-rows")))
-        ranks = (_motif_order(hits, qmap), {})
+        ranks = _motif_order(hits, qmap)
     try:
         with open(tmp, "w") as f:
             if fmt == "fimo":
@@ -133,6 +133,8 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
                 if store is None and with_sequence and fmt == "fimo":
                     store = _store_for(path) or False
                 c = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names}
+                if ranks is not None:                    # per dictionary entry, not per row
+                    c["rank"] = family_codes(t.column("motif_id"), ranks)
                 o = np.argsort(c["start"], kind="stable")        # files are grouped by motif row
                 c = {k: v[o] for k, v in c.items()}
                 start, end = c["start"].astype(np.int64), c["end"].astype(np.int64)
@@ -143,7 +145,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
                     if sorter is None:
                         f.write("\n".join(rec) + "\n")
                     else:
-                        sorter.add(_fimo_keys(chrom, part, start[lo:hi], end[lo:hi], *ranks), rec)
+                        sorter.add(_fimo_keys(part, start[lo:hi], end[lo:hi]), rec)
                 n += t.num_rows
             if sorter is not None:
                 sorter.write(f)
@@ -161,18 +163,21 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
 _CHUNK = 1 << 16      # records formatted at a time
 
 
-def _fimo_keys(chrom: str, c: dict, start: np.ndarray, end: np.ndarray, motif_rank: dict, contigs: dict) -> tuple:
-    """FIMO's sort keys (see the module docstring): p-value, later motif first, FIMO's start, contig, strand."""
-    minus = c["strand"].astype(str) == "-"
-    rank = np.array([motif_rank.get(m, 0) for m in c["motif_id"].tolist()], dtype=np.int64)
-    contig = contigs.setdefault(chrom, len(contigs))
-    return (c["pvalue"].astype(np.float64), -rank, np.where(minus, end, start + 1),
-            np.int64(2 * contig) + minus.astype(np.int64))
+def _fimo_keys(c: dict, start: np.ndarray, end: np.ndarray) -> tuple:
+    """FIMO's sort keys (see the module docstring): the p-value, then one integer: the motif's position in the
+    motif file reversed (bits 40-62: later motifs first) and FIMO's start (bits 0-39).  Ties stay in the input's
+    genome order (the sort is stable)."""
+    fstart = np.where(c["strand"] == "-", end, start + 1)
+    later = (np.int64((1 << 23) - 1) - np.maximum(c["rank"], 0)) << np.int64(40)
+    return c["pvalue"].astype(np.float64), later | fstart
 
 
-def _fmt_q(fmt: str, q: np.ndarray) -> list:
+def _fmt_q(fmt: str, q: np.ndarray):
     """q-values as text; empty where unknown."""
-    return ["" if v != v else fmt.format(v) for v in q.tolist()]
+    text = list(map(fmt.format, q.tolist()))
+    for i in np.flatnonzero(np.isnan(q)).tolist():
+        text[i] = ""
+    return text
 
 
 def _records(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, store, with_q: bool) -> list:

@@ -1,11 +1,12 @@
 """Sorting text records that may not fit in memory: sorted runs on disk, then a k-way merge.
 
-Records (one output line each, as an Arrow string array) come with sort keys (a tuple of NumPy arrays,
-most significant first).  Up to ``max_rows`` are held and sorted in memory; beyond that each full buffer
-is sorted and written as a run (a Parquet file in a temporary folder) and the runs are merged in batches:
-every run holds a buffer of rows, all buffered rows with keys up to the smallest last key among runs not
-yet exhausted are sorted and written, and the emptied buffers are refilled.  The sort is stable (a row
-counter is the last key), so the output is the same however many runs there are.
+Records (one output line each) come with sort keys (a tuple of NumPy arrays, most significant first).  Up
+to ``max_rows`` are held and sorted in memory (``np.lexsort``, stable: ties keep the input order).  Beyond
+that each full buffer is sorted and written as a run (an Arrow IPC file in a temporary folder, read back
+memory-mapped) with the rows' input positions as a last key, and the runs are merged in rounds: every run
+holds its current batch, all held rows with keys up to the smallest last key among runs not yet exhausted
+are sorted and written, and the emptied batches are replaced by the runs' next ones.  The output is the same
+however many runs there are.
 """
 from __future__ import annotations
 
@@ -41,39 +42,38 @@ class ExternalSort:
         self.keys: list = []            # per added chunk: list of key arrays
         self.lines: list = []           # per added chunk: pa.StringArray
         self.held = 0
-        self.seen = 0
+        self.seen = 0                   # rows added before the held ones
         self.runs: list = []
         self.tmp = None
 
     def add(self, keys: tuple, lines) -> None:
         lines = lines if isinstance(lines, pa.Array) else pa.array(lines, pa.string())
-        n = len(lines)
-        if n == 0:
+        if len(lines) == 0:
             return
-        seq = np.arange(self.seen, self.seen + n, dtype=np.int64)      # stability: input order breaks ties
-        self.seen += n
-        self.keys.append([np.asarray(k) for k in keys] + [seq])
+        self.keys.append([np.asarray(k) for k in keys])
         self.lines.append(lines)
-        self.held += n
+        self.held += len(lines)
         if self.held >= self.max_rows:
             self._spill()
 
     def _take(self):
+        """The held rows, sorted: (keys, input positions, lines)."""
         keys = [np.concatenate(k) for k in zip(*self.keys)]
         lines = pa.concat_arrays(self.lines)
-        self.keys, self.lines, self.held = [], [], 0
         o = _order(keys)
-        return [k[o] for k in keys], lines.take(pa.array(o))
+        seq = self.seen + o.astype(np.int64)
+        self.seen += len(lines)
+        self.keys, self.lines, self.held = [], [], 0
+        return [k[o] for k in keys], seq, lines.take(pa.array(o))
 
     def _spill(self) -> None:
-        import pyarrow.parquet as pq  # noqa: PLC0415
-
         if self.tmp is None:
             self.tmp = tempfile.mkdtemp(prefix=".sort-", dir=self.tmp_parent)
-        keys, lines = self._take()
-        t = pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "line": lines})
-        path = os.path.join(self.tmp, f"run-{len(self.runs):06d}.parquet")
-        pq.write_table(t, path, compression="lz4")
+        keys, seq, lines = self._take()
+        t = pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "seq": seq, "line": lines})
+        path = os.path.join(self.tmp, f"run-{len(self.runs):06d}.arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, t.schema) as w:
+            w.write_table(t, max_chunksize=max(1024, self.max_rows // 16))
         self.runs.append(path)
 
     def write(self, f) -> None:
@@ -81,8 +81,7 @@ class ExternalSort:
         try:
             if not self.runs:
                 if self.held:
-                    _, lines = self._take()
-                    _write_lines(f, lines)
+                    _write_lines(f, self._take()[2])
                 return
             if self.held:
                 self._spill()
@@ -96,27 +95,28 @@ class ExternalSort:
             self.tmp = None
 
     def _merge(self, f) -> None:
-        import pyarrow.parquet as pq  # noqa: PLC0415
-
-        batch = max(1024, self.max_rows // (2 * len(self.runs)))       # all buffers together: ~max_rows / 2
-        files = [pq.ParquetFile(p) for p in self.runs]
-        nkeys = files[0].schema_arrow.names.index("line")
-        its = [pf.iter_batches(batch_size=batch) for pf in files]
-        bufs: list = [None] * len(its)
+        readers = [pa.ipc.open_file(pa.memory_map(p)) for p in self.runs]
+        nkeys = readers[0].schema.names.index("line")          # the keys, then "seq"
+        nxt = [0] * len(readers)
+        bufs: list = [None] * len(readers)
 
         def refill(i):
-            b = next(its[i], None)
-            if b is None:                  # run exhausted: it no longer bounds what may be written
-                its[i] = bufs[i] = None
-            else:
-                bufs[i] = ([b.column(j).to_numpy() for j in range(nkeys)], b.column(nkeys))
+            if nxt[i] == readers[i].num_record_batches:
+                bufs[i] = None
+                return
+            b = readers[i].get_batch(nxt[i])
+            nxt[i] += 1
+            bufs[i] = ([b.column(j).to_numpy() for j in range(nkeys)], b.column(nkeys))
 
-        for i in range(len(its)):
+        def more(i):
+            return nxt[i] < readers[i].num_record_batches
+
+        for i in range(len(readers)):
             refill(i)
         while any(b is not None for b in bufs):
             live = [i for i, b in enumerate(bufs) if b is not None]
-            # rows up to the smallest last buffered key of a run with more to read are all known: write them
-            bound = min((tuple(k[-1] for k in bufs[i][0]) for i in live if its[i] is not None), default=None)
+            # every row up to the smallest last held key of a run with more to read is known: write them
+            bound = min((tuple(k[-1] for k in bufs[i][0]) for i in live if more(i)), default=None)
             keys, lines = [], []
             for i in live:
                 k, ln = bufs[i]

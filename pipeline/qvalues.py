@@ -178,10 +178,18 @@ def add_qvalues(table: pa.Table, qmap: "QvalueMap | None", max_qvalue: float | N
 
 # ------------------------------------------------------------------------------------ tasks
 def _distinct(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None = None) -> np.ndarray:
-    """Distinct (family, p-value) pairs with their summed counts, sorted, as a ``_PIECE`` array."""
-    order = np.lexsort((p, fam))
-    fam, p = fam[order], p[order]
-    count = np.ones(p.size, np.int64) if count is None else count[order]
+    """Distinct (family, p-value) pairs with their summed counts, sorted, as a ``_PIECE`` array.
+
+    A stable sort of the families (the hits come in runs of one motif: block files are grouped by motif row),
+    then each family's p-values sorted on their own: 3x faster than ``np.lexsort`` on the 2.2 M hits of 10 Mb
+    of chrX × 879 motifs (cache-sized segments)."""
+    o = np.argsort(fam, kind="stable")
+    fam, p = fam[o], p[o]
+    count = np.ones(p.size, np.int64) if count is None else count[o]
+    seg = np.flatnonzero(np.r_[True, fam[1:] != fam[:-1]]) if p.size else np.zeros(0, int)
+    for lo, hi in zip(seg.tolist(), np.r_[seg[1:], p.size].tolist()):
+        k = np.argsort(p[lo:hi])
+        p[lo:hi], count[lo:hi] = p[lo:hi][k], count[lo:hi][k]
     first = np.flatnonzero(np.r_[True, (fam[1:] != fam[:-1]) | (p[1:] != p[:-1])]) if p.size else np.zeros(0, int)
     out = np.empty(first.size, _PIECE)
     out["family"], out["pvalue"] = fam[first], p[first]
@@ -227,8 +235,11 @@ def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
             x = np.load(io.BytesIO(storage.read_bytes(x)), allow_pickle=False)
         if x is not None:
             arrays.append(x)
-    cat = np.concatenate(arrays) if arrays else np.zeros(0, _PIECE)
-    d = _distinct(cat["family"].astype(np.int64), cat["pvalue"], cat["count"])
+    if len(arrays) == 1:
+        d = arrays[0]                          # already distinct and sorted
+    else:
+        cat = np.concatenate(arrays) if arrays else np.zeros(0, _PIECE)
+        d = _distinct(cat["family"].astype(np.int64), cat["pvalue"], cat["count"])
     fam_b = np.flatnonzero(np.r_[True, d["family"][1:] != d["family"][:-1]]) if d.size else np.zeros(0, int)
     parts = {"family": [], "pvalue": [], "qvalue": [], "hits": []}
     for lo, hi in zip(fam_b.tolist(), np.r_[fam_b[1:], d.size].tolist()):
@@ -241,16 +252,15 @@ def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
     return {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in parts.items()}
 
 
-def single_task(out: str, files: list, index: dict, tests: np.ndarray) -> dict:
-    """Collect and reduce in one task (a run whose hits fit one task)."""
-    return reduce_task(0, [collect_task(out, files, index, np.zeros(1, np.int64), None, 0)], tests)
-
-
 # ------------------------------------------------------------------------------------ the reduction
 def _cfg_task_hits() -> int:
     import dask.config  # noqa: PLC0415
 
     return int(dask.config.get("motifgrid.qvalues.task-hits", default=20_000_000))
+
+
+#: hits below which one collect task is not split further to use more threads
+_MIN_SPLIT = 500_000
 
 
 def _cuts(sizes, budget: int, max_items: int | None = None) -> list:
@@ -292,24 +302,25 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     np.add.at(hits_f, fam, np.asarray(hits, np.int64))
     index = {m: f for f, m in enumerate(ids)}
     budget = _cfg_task_hits()
-    file_groups = _cuts([h for _, h in files], budget, max_items=2048)
+    total = sum(h for _, h in files)
+    threads = max(1, sum(client.nthreads().values()))
+    file_groups = _cuts([h for _, h in files], min(budget, max(_MIN_SPLIT, -(-total // threads))), max_items=2048)
     fam_groups = _cuts(hits_f, budget)
+    starts = np.array([g[0] for g in fam_groups], dtype=np.int64)
     tag = uuid.uuid4().hex[:6]
     parts = storage.join(out, PARTS_DIR)
     _rmtree(parts)                               # left by a reduction that was interrupted
-    if len(file_groups) <= 1 and len(fam_groups) <= 1:
-        rel = [files[i][0] for i in (file_groups[0] if file_groups else [])]
-        results = [client.submit(single_task, out, rel, index, tests_f, pure=False, key=f"qvalues-{tag}").result()]
-        n_tasks = 1
-    else:
-        starts = np.array([g[0] for g in fam_groups], dtype=np.int64)
-        collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, parts, k, pure=False,
-                                   key=f"qvalues-collect-{k}-{tag}") for k, g in enumerate(file_groups)]
-        reduced = [client.submit(reduce_task, g, collected, tests_f, pure=False, key=f"qvalues-reduce-{g}-{tag}")
-                   for g in range(len(fam_groups))]
-        results = client.gather(reduced)
-        n_tasks = len(collected) + len(reduced)
-        _rmtree(parts)
+    # one group of motifs: the collect tasks' pieces (at most ``budget`` p-values in all) go to the reduce task
+    # through Dask; several: through files, so that no process holds more than one group's
+    where = parts if len(fam_groups) > 1 else None
+    collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, pure=False,
+                               key=f"qvalues-collect-{k}-{tag}") for k, g in enumerate(file_groups)]
+    reduced = [client.submit(reduce_task, g, collected, tests_f, pure=False, key=f"qvalues-reduce-{g}-{tag}")
+               for g in range(len(fam_groups))]
+    results = client.gather(reduced)
+    n_tasks = len(collected) + len(reduced)
+    del collected, reduced
+    _rmtree(parts)
     cat = {k: np.concatenate([r[k] for r in results]) for k in ("family", "pvalue", "qvalue", "hits")}
     order = np.lexsort((cat["pvalue"], cat["family"]))
     cat = {k: v[order] for k, v in cat.items()}

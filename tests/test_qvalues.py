@@ -325,3 +325,24 @@ def test_cli_scan_prints_qvalues_and_export_filters(genome, tmp_path):
     r = run("scan", store.path, MOTIFS, "--out", str(tmp_path / "x"), "--no-qvalue", "--max-qvalue", "0.1")
     assert r.returncode == 2 and "cannot be combined with --no-qvalue" in r.stderr
     assert len([x for x in r.stderr.splitlines() if x.strip()]) == 1
+
+
+@pytest.mark.parametrize("max_rows", [1, 7, 1_000, 10**9])
+def test_external_sort_equals_stable_sort(tmp_path, max_rows):
+    """Runs on disk merged = one stable in-memory sort (ties in input order), however many runs."""
+    import io
+
+    from pipeline.extsort import ExternalSort
+
+    rng = np.random.default_rng(max_rows)
+    n = 400 if max_rows == 1 else 20_000
+    k1 = rng.integers(0, 40, n) / 7.0          # many ties
+    k2 = rng.integers(0, 3, n)
+    lines = [f"row{i}" for i in range(n)]
+    s = ExternalSort(str(tmp_path), max_rows)
+    for lo in range(0, n, 333):
+        s.add((k1[lo:lo + 333], k2[lo:lo + 333]), lines[lo:lo + 333])
+    f = io.StringIO()
+    s.write(f)
+    assert f.getvalue().splitlines() == [lines[i] for i in np.lexsort((np.arange(n), k2, k1))]
+    assert (len(s.runs) > 1) == (max_rows < n) and not list(tmp_path.iterdir())
