@@ -346,3 +346,51 @@ def test_external_sort_equals_stable_sort(tmp_path, max_rows):
     s.write(f)
     assert f.getvalue().splitlines() == [lines[i] for i in np.lexsort((np.arange(n), k2, k1))]
     assert (len(s.runs) > 1) == (max_rows < n) and not list(tmp_path.iterdir())
+
+
+def test_motifs_sharing_an_id_are_one_family(genome, client, tmp_path):
+    """Two motifs with one id (read_motifs keeps both; the hits files cannot tell them apart): one BH family
+    whose tests are both motifs' tests, i.e. scipy's BH over the pooled hits and windows."""
+    from scipy.stats import false_discovery_control
+
+    from pipeline.motifs import read_motifs
+
+    store, seqs = genome
+    recs = open(MOTIFS).read().split(">")[1:]
+    pick = [r for r in recs if r.split()[0] in ("MA0007.4", "MA0079.5")]
+    assert len(pick) == 2
+    src = tmp_path / "dup.jaspar"
+    src.write_text("".join(">DUP\t" + r.split("\t", 1)[1] for r in pick))
+    lengths = [m.length for m in read_motifs(str(src))]
+    assert len(set(lengths)) == 2
+    out = tmp_path / "h"
+    run_scan(store.path, str(src), str(out), pvalue=1e-3, client=client, progress=False)
+    ms = pq.read_table(out / "_motif_summary.parquet").to_pylist()
+    assert [r["motif_id"] for r in ms] == ["DUP", "DUP"]
+    tests = sum(2 * _windows(seqs, m) for m in lengths)
+    assert sum(r["tests"] for r in ms) == tests
+    t = read_hits(str(out), columns=["pvalue", "qvalue"])
+    p, q = t.column("pvalue").to_numpy(), t.column("qvalue").to_numpy()
+    want = false_discovery_control(np.r_[p, np.ones(tests - p.size)], method="bh")[:p.size]
+    np.testing.assert_allclose(q, want, rtol=1e-12)
+    assert set(pq.read_table(out / "_qvalues.parquet").column("motif_id").to_pylist()) == {"DUP"}
+
+
+def test_valid_windows_brute_force():
+    """Window starts without a code 4 per length, against a direct check of every window (short rows: one
+    broadcast; long rows with many N runs: per length)."""
+    from workers.scan import valid_windows
+
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        r = int(rng.integers(0, 60))
+        codes = rng.integers(0, 5, r).astype(np.uint8)
+        n = int(rng.integers(0, r + 3))
+        lengths = np.unique(rng.integers(1, 12, 3))
+        want = [sum(p + m <= r and bool((codes[p:p + m] < 4).all()) for p in range(n)) for m in lengths]
+        assert valid_windows(codes, n, lengths).tolist() == want
+    codes = rng.integers(0, 5, 30_000).astype(np.uint8)          # ~6,000 runs × 29 lengths: the loop
+    good = np.r_[0, np.cumsum(codes >= 4)]
+    lengths = np.arange(1, 30)
+    want = [int(np.sum(good[m:29_000 + m] == good[:29_000])) for m in lengths]
+    assert valid_windows(codes, 29_000, lengths).tolist() == want

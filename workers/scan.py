@@ -157,6 +157,8 @@ def valid_windows(codes: np.ndarray, n_positions: int, lengths: np.ndarray) -> n
     good[1:-1] = codes[:span] < 4
     edges = np.flatnonzero(np.diff(good))           # run starts and ends alternate (indices into codes)
     a, b = edges[0::2], edges[1::2]
+    if a.size * lengths.size <= 1 << 16:            # all lengths at once: a few calls for a short block
+        return np.maximum(np.minimum(b[None, :] - lengths[:, None], n - 1) - a[None, :] + 1, 0).sum(axis=1)
     for i, m in enumerate(lengths.tolist()):        # starts p in [a, b - m] with p < n
         out[i] = np.maximum(np.minimum(b - m, n - 1) - a + 1, 0).sum()
     return out
