@@ -80,18 +80,12 @@ def _sequences(store, chrom, starts, ends, strands):
 
 def _qvalue_setting(hits: str, max_qvalue: float | None):
     """(QvalueMap or None, the q-value limit to apply or None)."""
-    from pipeline.qvalues import QvalueMap, check_max_qvalue  # noqa: PLC0415
+    from pipeline.qvalues import map_and_limit  # noqa: PLC0415
 
     try:
-        check_max_qvalue(max_qvalue)
+        return map_and_limit(hits, max_qvalue)
     except ValueError as e:
         raise ExportError(str(e)) from None
-    qmap = QvalueMap.read(hits)
-    limit = max_qvalue if max_qvalue is not None else (qmap.max_qvalue if qmap else None)
-    if limit is not None and qmap is None:
-        raise ExportError(f"{hits}: has no q-values (scanned with --no-qvalue, or unfinished): "
-                          f"cannot keep q <= {limit}")
-    return qmap, limit
 
 
 def _motif_order(hits: str, qmap) -> dict:

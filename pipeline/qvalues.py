@@ -164,6 +164,17 @@ def check_max_qvalue(q, what: str = "--max-qvalue") -> None:
         raise ValueError(f"{what} must be in (0, 1], got {q}")
 
 
+def map_and_limit(out: str, max_qvalue: float | None):
+    """(the map of ``out`` or None, the q-value limit to apply or None): ``max_qvalue``, else the scan's
+    recorded ``--max-qvalue``.  ValueError for a limit out of (0, 1] or on a dataset without q-values."""
+    check_max_qvalue(max_qvalue)
+    qmap = QvalueMap.read(out)
+    limit = max_qvalue if max_qvalue is not None else (qmap.max_qvalue if qmap else None)
+    if limit is not None and qmap is None:
+        raise ValueError(f"{out}: has no q-values (scanned with --no-qvalue, or unfinished): cannot keep q <= {limit}")
+    return qmap, limit
+
+
 def add_qvalues(table: pa.Table, qmap: "QvalueMap | None", max_qvalue: float | None) -> pa.Table:
     """``table`` (with ``motif_id`` and ``pvalue``) with a ``qvalue`` column appended (null without a map) and,
     with ``max_qvalue``, only its rows with q <= ``max_qvalue``."""

@@ -568,20 +568,19 @@ def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = No
     import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.dataset as ds  # noqa: PLC0415
 
-    from pipeline.qvalues import QvalueMap, add_qvalues, check_max_qvalue  # noqa: PLC0415
+    from pipeline.qvalues import add_qvalues, map_and_limit  # noqa: PLC0415
 
     fs, path = storage.arrow_source(out)
     d = ds.dataset(path, filesystem=fs, format="parquet", partitioning=ds.partitioning(pa.schema([("chrom", pa.string())]),
                                                                           flavor="hive"),
                    schema=HITS_SCHEMA)
     want = list(HITS_READ_SCHEMA.names) if columns is None else list(columns)
-    check_max_qvalue(max_qvalue)
-    qmap = QvalueMap.read(out)              # small: one row per q-value step of each motif
-    limit = max_qvalue if max_qvalue is not None else (qmap.max_qvalue if qmap else None)
+    try:
+        qmap, limit = map_and_limit(out, max_qvalue)      # the map is small: one row per q-value step
+    except ValueError as e:
+        raise ScanError(str(e)) from None
     if "qvalue" not in want and limit is None:
         return d.to_table(columns=want, filter=filter)
-    if limit is not None and qmap is None:
-        raise ScanError(f"{out}: has no q-values (scanned with --no-qvalue, or unfinished): cannot keep q <= {limit}")
     if limit is not None:                    # q <= Q is p <= the motif's cutoff: never above the largest cutoff
         top = float(qmap.cutoffs(limit).max(initial=-1.0))
         cut = pc.field("pvalue") <= top
