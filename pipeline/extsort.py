@@ -17,6 +17,8 @@ import tempfile
 import numpy as np
 import pyarrow as pa
 
+from pipeline import arrow
+
 
 def _order(keys: list) -> np.ndarray:
     return np.lexsort(keys[::-1])          # lexsort's last key is the most significant
@@ -47,7 +49,7 @@ class ExternalSort:
         self.tmp = None
 
     def add(self, keys: tuple, lines) -> None:
-        lines = lines if isinstance(lines, pa.Array) else pa.array(lines, pa.string())
+        lines = lines if isinstance(lines, pa.Array) else arrow.strings(lines)
         if len(lines) == 0:
             return
         self.keys.append([np.asarray(k) for k in keys])
@@ -64,13 +66,13 @@ class ExternalSort:
         seq = self.seen + o.astype(np.int64)
         self.seen += len(lines)
         self.keys, self.lines, self.held = [], [], 0
-        return [k[o] for k in keys], seq, lines.take(pa.array(o))
+        return [k[o] for k in keys], seq, lines.take(arrow.column(o))
 
     def _spill(self) -> None:
         if self.tmp is None:
             self.tmp = tempfile.mkdtemp(prefix=".sort-", dir=self.tmp_parent)
         keys, seq, lines = self._take()
-        t = pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "seq": seq, "line": lines})
+        t = arrow.table({**{f"k{i}": k for i, k in enumerate(keys)}, "seq": seq, "line": lines})
         path = os.path.join(self.tmp, f"run-{len(self.runs):06d}.arrow")
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, t.schema) as w:
             w.write_table(t, max_chunksize=max(1024, self.max_rows // 16))
@@ -130,7 +132,7 @@ class ExternalSort:
                     bufs[i] = ([x[n:] for x in k], ln.slice(n))
             if lines:
                 cat = [np.concatenate(x) for x in zip(*keys)]
-                _write_lines(f, pa.concat_arrays(lines).take(pa.array(_order(cat))))
+                _write_lines(f, pa.concat_arrays(lines).take(arrow.column(_order(cat))))
 
 
 def _write_lines(f, lines: pa.Array) -> None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipeline import storage
+from pipeline import arrow, storage
 from pipeline.schema import QVALUES_SCHEMA
 
 QVALUES_FILE = "_qvalues.parquet"
@@ -88,7 +88,7 @@ def family_codes(column, index: dict) -> np.ndarray:
         if not pa.types.is_dictionary(ch.type):
             ch = ch.dictionary_encode()
         lut = np.array([index.get(s, -1) for s in ch.dictionary.to_pylist()] or [-1], dtype=np.int64)
-        out.append(lut[ch.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)])
+        out.append(lut[arrow.to_numpy(ch.indices).astype(np.int64)])
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
@@ -112,11 +112,14 @@ class QvalueMap:
             return None
         t = storage.read_parquet(path)
         info = json.loads((t.schema.metadata or {}).get(_META_KEY, b"{}"))
-        ids = t.column("motif_id").to_pylist()
-        start = np.flatnonzero(np.r_[True, [a != b for a, b in zip(ids[1:], ids[:-1])]]) if ids else np.zeros(0, int)
-        offsets = np.r_[start, len(ids)].astype(np.int64)
-        return cls(ids=[ids[i] for i in start], offsets=offsets, pvalue=t.column("pvalue").to_numpy(),
-                   qvalue=t.column("qvalue").to_numpy(), hits=t.column("hits").to_numpy(),
+        codes = t.column("motif_id").combine_chunks().dictionary_encode()      # rows come grouped by motif
+        idx = arrow.to_numpy(codes.indices)
+        start = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]]) if idx.size else np.zeros(0, np.int64)
+        offsets = np.r_[start, idx.size].astype(np.int64)
+        names = codes.dictionary.to_pylist()
+        return cls(ids=[names[i] for i in idx[start].tolist()], offsets=offsets,
+                   pvalue=arrow.to_numpy(t.column("pvalue")), qvalue=arrow.to_numpy(t.column("qvalue")),
+                   hits=arrow.to_numpy(t.column("hits")),
                    max_qvalue=info.get("max_qvalue"), info=info)
 
     @property
@@ -180,10 +183,10 @@ def add_qvalues(table: pa.Table, qmap: "QvalueMap | None", max_qvalue: float | N
     with ``max_qvalue``, only its rows with q <= ``max_qvalue``."""
     if qmap is None:
         return table.append_column("qvalue", pa.nulls(table.num_rows, pa.float64()))
-    q = qmap.lookup(table.column("motif_id"), table.column("pvalue").to_numpy())
-    table = table.append_column("qvalue", pa.array(q, pa.float64(), from_pandas=True))
+    q = qmap.lookup(table.column("motif_id"), arrow.to_numpy(table.column("pvalue")))
+    table = table.append_column("qvalue", arrow.column(q))        # (arrow.*: no pandas import)
     if max_qvalue is not None:
-        table = table.filter(pa.array(q <= max_qvalue))
+        table = table.filter(arrow.column(q <= max_qvalue))
     return table
 
 
@@ -219,7 +222,7 @@ def collect_task(out: str, files: list, index: dict, group_starts: np.ndarray, p
         if f.size and f.min() < 0:
             raise ValueError(f"{storage.join(out, rel)}: a motif id that is not in the run's motif set")
         fams.append(f)
-        ps.append(t.column("pvalue").to_numpy())
+        ps.append(arrow.to_numpy(t.column("pvalue")))
     piece = _distinct(np.concatenate(fams or [np.zeros(0, np.int64)]), np.concatenate(ps or [np.zeros(0)]))
     cut = np.searchsorted(piece["family"], np.r_[group_starts, np.iinfo(np.int64).max])
     result = {}
@@ -337,9 +340,9 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     cat = {k: v[order] for k, v in cat.items()}
     info = {"method": "benjamini-hochberg", "pi0": 1.0, "tests": "windows without N x 2 strands, per motif id",
             "max_qvalue": max_qvalue, "families": len(ids), "tests_total": int(tests_f.sum())}
-    table = pa.table({"motif_id": pa.array([ids[f] for f in cat["family"].astype(np.int64).tolist()], pa.string()),
-                      "pvalue": cat["pvalue"].astype(np.float64), "qvalue": cat["qvalue"].astype(np.float64),
-                      "hits": cat["hits"].astype(np.int64)}, schema=QVALUES_SCHEMA)
+    table = arrow.table({"motif_id": [ids[f] for f in cat["family"].astype(np.int64).tolist()],
+                         "pvalue": cat["pvalue"].astype(np.float64), "qvalue": cat["qvalue"].astype(np.float64),
+                         "hits": cat["hits"].astype(np.int64)}, schema=QVALUES_SCHEMA)
     table = table.replace_schema_metadata({_META_KEY: json.dumps(info).encode()})
     storage.write_parquet(table, storage.join(out, QVALUES_FILE))
     qmap = QvalueMap.read(out)
