@@ -9,6 +9,7 @@ import argparse
 import os
 import shlex
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -62,6 +63,17 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tls-key", metavar="PEM", help="TLS: this client's private key (when not in --tls-cert)")
 
 
+def _like_args(p: argparse.ArgumentParser) -> None:
+    """``--like`` and ``--strand`` (scan, thresholds).  ``--background`` defaults to None here, resolved by
+    ``pipeline.scan.default_background`` (FIMO's NRDB with --like fimo, else motifgrid.scan.background)."""
+    p.add_argument("--like", choices=["fimo"], default=None,
+                   help="fimo: FIMO 5.4.1's scores (its integer lattice), p-values and hits, NRDB background "
+                        "by default (README, docs/formats.md)")
+    p.add_argument("--strand", choices=["both", "+", "-"], default="both",
+                   help="strands scanned (default both; + is FIMO's --norc)")
+    p.set_defaults(background=None)
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors as one line (``motifgrid scan: error: ...``), exit status 2; ``-h`` shows the usage."""
 
@@ -94,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="record Q: read_hits and motifgrid export then keep hits with q <= Q (the files keep all)")
     s.add_argument("--no-progress", action="store_true")
+    _like_args(s)
     _cluster_args(s)
 
     def c(name):
@@ -129,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--store", help="genome store, for --background genome")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
     s.add_argument("-o", "--out", help="TSV file (default: stdout)")
+    _like_args(s)
     _cluster_args(s)
 
     s = sub.add_parser("compare", help="COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet")
@@ -176,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--compare-to", metavar="MOTIFS", help="motif database for each motif's best match")
     s.add_argument("--out", required=True, metavar="DIR")
     _cluster_args(s)
+
+    s = sub.add_parser("summary", help="what a motifgrid output folder holds (scan, composition, compare or discover): "
+                       "parameters, progress, totals, top motifs, hits per contig")
+    s.add_argument("path", metavar="PATH", help="an output folder (the --out of scan, composition, compare, discover)")
+    s.add_argument("--top", type=_posint, default=10, metavar="N", help="motifs (tests, pairs) listed (default 10)")
+    s.add_argument("--json", action="store_true", help="the summary as JSON on stdout")
 
     sub.add_parser("bench", help="throughput of the scan worker (GPU kernel, CuPy baseline, CPU) and end to end; "
                    "motifgrid bench -h")
@@ -256,7 +276,8 @@ def _client_kwargs(a):
                 threads_per_worker=a.threads, processes=a.processes, security=_security(a))
 
 
-def cmd_scan(a, console=None) -> int:
+def cmd_scan(a, console=None, before_scan=None) -> int:
+    """``before_scan(job)``: called once the cluster is up, before the thresholds and blocks (the demo's notes)."""
     from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
     from pipeline.scan import execute_scan, plan_scan  # noqa: PLC0415
 
@@ -264,13 +285,16 @@ def cmd_scan(a, console=None) -> int:
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
-                    pseudocount=a.pseudocount, resume=a.resume, qvalues=not getattr(a, "no_qvalue", False),
-                    max_qvalue=getattr(a, "max_qvalue", None))
+                    pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
+                    strands=getattr(a, "strand", "both"),          # (demo's namespace has neither)
+                    qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None))
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
         console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
                       f"worker(s); dashboard: {dashboard_link(client)}{follow}")
+        if before_scan is not None:
+            before_scan(job)
         res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
     _print_summary(res, console)
     return 0
@@ -294,10 +318,26 @@ def _print_summary(res, console) -> None:
         kept = (" (kept when the hits are read: read_hits, motifgrid export)" if q["max_qvalue"] is not None
                 else "")
         console.print(f"q-values: {q['hits_at_level']:,} of {s['hits']:,} hits have q <= {q['level']:g}{kept}; "
-                      f"Benjamini-Hochberg per motif over {s['tests']:,} tests (windows without N x 2 strands) "
+                      f"Benjamini-Hochberg per motif over {s['tests']:,} tests (windows without N x strands) "
                       f"→ {res.out}/_qvalues.parquet")
-    console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.parquet  "
-                  f"· thresholds: {res.out}/_thresholds.parquet")
+    from pipeline.summary import top_motifs  # noqa: PLC0415
+
+    for line in _top_motif_lines(top_motifs(res.out, 5), res.out):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.tsv (.parquet)  "
+                  f"· thresholds: {res.out}/_thresholds.parquet  · motifgrid summary {res.out}", soft_wrap=True)
+
+
+def _top_motif_lines(rows: list, out: str) -> list:
+    """The motifs with the most hits, one line each (the end of a scan, the demo, ``motifgrid summary``)."""
+    if not rows:
+        return []
+    w = max(len(f"{r['motif_name']} ({r['motif_id']})") for r in rows)
+    lines = [f"motifs with the most hits (all of them: {out}/_motif_summary.tsv):"]
+    for r in rows:
+        label = f"{r['motif_name']} ({r['motif_id']})"
+        lines.append(f"  {label:<{w}}  {r['hits']:>11,} hits  (+ {r['hits_plus']:,} / - {r['hits_minus']:,})")
+    return lines
 
 
 def cmd_composition(a) -> int:
@@ -337,13 +377,14 @@ def cmd_thresholds(a) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.genome import GenomeStore  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan import MotifSet, _thresholds_table, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan import MotifSet, _thresholds_table, check_like, default_background, row_thresholds_many  # noqa: PLC0415
 
     if a.out:
         _check_out_file(a.out)
+    check_like(a.like, a.strand)
     gbg = GenomeStore(a.store).background if a.store else None
-    bg = read_background(a.background, genome_background=gbg)
-    mset = MotifSet.load(a.motifs, bg, a.pseudocount)
+    bg = read_background(a.background or default_background(a.like), genome_background=gbg)
+    mset = MotifSet.load(a.motifs, bg, a.pseudocount, like=a.like, strands=a.strand)
     kw = _client_kwargs(a)
     device = kw["device"]
     kw["device"] = "cpu"
@@ -387,7 +428,7 @@ def cmd_compare(a) -> int:
         res = run_compare(a.motifs_a, a.motifs_b, a.out, client, pvalue=a.pvalue, background=bg,
                           background_spec=a.background, pseudocount=a.pseudocount, cells=a.cells,
                           min_overlap=a.min_overlap, pairs_per_task=a.pairs_per_task, device=device,
-                          cluster=a.cluster)
+                          cluster=a.cluster, command=" ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]]))
     msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {device} "
            f"worker(s) in {res['seconds']:.1f} s → {a.out}/pairs")
     if "clusters" in res:
@@ -397,6 +438,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_discover(a) -> int:
+    started = time.perf_counter()        # the time printed and summary.json's span the whole command
     _local_out(a)
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.discover import DiscoverSettings, read_sequences, run_discover  # noqa: PLC0415
@@ -420,14 +462,16 @@ def cmd_discover(a) -> int:
 
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         res = run_discover(a.sequences, a.out, settings, client, device=device, compare_to=a.compare_to,
-                           command=command, progress=progress)
+                           command=command, progress=progress, started=started)
     for m in res.motifs:
         bm = m["best_match"]
         if bm:
             console.print(f"{m['id']} {m['consensus']}: best match {bm['id']} {bm['name']} "
                           f"(similarity {bm['score']:.2f} over {bm['overlap']} columns, strand {bm['strand']})")
-    console.print(f"done in {res.seconds:.1f}s on {device}: {res.out}/motifs.meme, motifs.jaspar, sites.parquet, "
-                  "summary.json")
+    ph = res.stats["seconds"]
+    console.print(f"done in {res.seconds:.1f}s on {device} (start-up {ph['setup']:.1f}s, search {ph['search']:.1f}s"
+                  + (f", --compare-to {ph['compare_to']:.1f}s" if a.compare_to else "") + f", writing {ph['write']:.1f}s"
+                  f"; as summary.json): {res.out}/motifs.meme, motifs.jaspar, sites.parquet, summary.json")
     return 0
 
 
@@ -440,36 +484,170 @@ def cmd_export(a) -> int:
     return 0
 
 
+def cmd_summary(a) -> int:
+    import json  # noqa: PLC0415
+
+    from pipeline.summary import summarize  # noqa: PLC0415
+
+    s = summarize(a.path, top=a.top)
+    try:
+        print(json.dumps(s, indent=1) if a.json else "\n".join(_summary_lines(s)), flush=True)
+    except BrokenPipeError:          # `motifgrid summary X --json | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _fmt(v) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def _summary_lines(s: dict) -> list:
+    """``motifgrid summary`` as text: what, where, with which parameters, how far, then the kind's top rows."""
+    p, prog, tot = s["parameters"], s["progress"], s["totals"]
+    lines = [f"{s['kind']}: {s['path']} ({'finished' if s['finished'] else 'UNFINISHED'})"]
+    lines += [f"  {k.replace('_', ' ')}: {_fmt(v)}" for k, v in p.items() if v is not None and v != ""]
+    if s["command"]:
+        lines.append(f"  command: {s['command']}")
+    total = "?" if prog["total"] is None else _fmt(prog["total"])
+    lines.append(f"  {prog['unit']} done: {_fmt(prog['done'])} of {total}")
+    if s["next"]:
+        lines.append(f"  {s['next']}")
+    if tot:
+        took = f" in {s['seconds']:.1f} s" if s.get("seconds") is not None else ""
+        lines.append("  " + ", ".join(f"{_fmt(v)} {k.replace('_', ' ')}" for k, v in tot.items() if v is not None)
+                     + took)
+    return lines + _summary_rows(s)
+
+
+def _summary_rows(s: dict) -> list:
+    kind, lines = s["kind"], []
+    thr = s.get("thresholds")
+    if thr:
+        un = thr["unreachable_motifs"]
+        rng = ("" if thr["score_min"] is None else
+               f", threshold scores {thr['score_min']:.2f} to {thr['score_max']:.2f} bits")
+        lines.append(f"  thresholds: {thr['rows']:,} motif x strand rows{rng}; {len(un)} motif(s) cannot reach the p-value on some strand"
+                     + (": " + ", ".join(un[:10]) + (" ..." if len(un) > 10 else "") if un else ""))
+    if kind == "scan":
+        lines += ["  " + x for x in _top_motif_lines(s["top_motifs"], s["path"])]
+    if s.get("contigs"):
+        more = " ..." if len(s["contigs"]) < s["totals"].get("contigs_with_hits", 0) else ""
+        lines.append(f"  {'hits' if kind == 'scan' else 'matches'} per contig (most first): "
+                     + ", ".join(f"{c['chrom']} {c['hits']:,}" for c in s["contigs"]) + more)
+    for t in s.get("top_tests", []):
+        lines.append(f"  test {t['test_id']} ({t['length']} nt): {t['matches']:,} matches")
+    for r in s.get("top_pairs", []):
+        lines.append(f"  {r['motif_a']} {r['name_a']} ~ {r['motif_b']} {r['name_b']}: similarity "
+                     f"{r['similarity']:.3f} (shift {r['shift']}, strand {r['strand']}, {r['overlap']} columns)")
+    for m in s.get("motifs", []):
+        bm = m.get("best_match")
+        match = f", best match {bm['id']} {bm['name']} ({bm['score']:.2f})" if bm else ""
+        lines.append(f"  {m['id']} {m['consensus']}: {m['sites']} sites, {m['information_content_bits']:.1f} bits"
+                     f"{match}")
+    if s.get("files") and not s["finished"]:
+        lines.append("  files present: " + ", ".join(s["files"]))
+    return lines
+
+
 def cmd_demo(a) -> int:
     from pipeline.genome import GenomeStore, ingest  # noqa: PLC0415
 
+    t0 = time.perf_counter()
+    warm = _KernelWarmup.start(a)
     console = _console()
     d = Path(a.dir)
     d.mkdir(parents=True, exist_ok=True)
     fasta = Path(__file__).parent / "data" / "hs37_chrX_20-22Mb.fa.gz"
     store = d / "genome.zarr"
+    t_ingest = None
     if not store.exists():
         console.print(f"ingesting the bundled genome slice {fasta.name} (human GRCh37 chrX:20,000,001-22,000,000) → {store}")
+        t_ingest = time.perf_counter()
         ingest(fasta, store, block_size=262_144)
+        t_ingest = time.perf_counter() - t_ingest
     else:
         GenomeStore(store)
     hits = d / "hits"
     a.store, a.out, a.background, a.pseudocount = str(store), str(hits), "uniform", 0.1
     a.resume, a.no_progress = True, False
     console.print(f"scanning with {a.motifs}, p < {a.pvalue}, both strands")
-    cmd_scan(a, console=console)
+    cmd_scan(a, console=console, before_scan=warm.announce if warm else None)
     _demo_report(hits, console)
+    _demo_times(hits, console, warm, t_ingest, time.perf_counter() - t0)
     return 0
+
+
+def _workers_dispatchers() -> list:
+    """The numba kernels of the ``workers`` modules imported so far."""
+    from numba.core.dispatcher import Dispatcher  # noqa: PLC0415
+
+    return [v for name, mod in list(sys.modules.items()) if name.startswith("workers.") and mod is not None
+            for v in list(vars(mod).values()) if isinstance(v, Dispatcher)]
+
+
+class _KernelWarmup:
+    """The demo's first seconds on a new machine are numba compiling the kernels (~10 s on 2 cores; cached on disk
+    after that, next to the sources or, where those are read-only, in numba's user cache folder; NUMBA_CACHE_DIR
+    chooses).  For a local CPU cluster (threads of this process) they are compiled or loaded here, in a thread
+    started before the genome is ingested, the motifs read and the cluster started: the workers find them
+    ready (``workers.warmup.warm`` runs once per process)."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.seconds = None
+        self.thread = threading.Thread(target=self._run, name="motifgrid-demo-warmup", daemon=True)
+        self.thread.start()
+
+    @classmethod
+    def start(cls, a):
+        """A running warm-up, or None where the workers are other processes or machines (they warm up themselves)."""
+        if a.scheduler or a.scheduler_file or a.processes or a.device == "gpu":
+            return None
+        from workers.backend import gpu_available  # noqa: PLC0415
+
+        return cls() if a.device == "cpu" or not gpu_available() else None
+
+    def _run(self):
+        from workers.warmup import warm  # noqa: PLC0415
+
+        try:
+            warm("cpu")
+        except Exception:          # noqa: BLE001 - the scan's own tasks will say what is wrong
+            pass
+        self.seconds = time.perf_counter() - self.t0
+
+    def compiled(self) -> int:
+        """Kernels compiled so far in this process because numba's disk cache had none (0: loaded from the cache)."""
+        return sum(sum(d.stats.cache_misses.values()) for d in _workers_dispatchers())
+
+    def announce(self, job) -> None:
+        if self.thread.is_alive() and self.compiled():
+            _console().print(f"first run on this machine: compiling the scan and threshold kernels (numba; about 10 s "
+                             f"on 2 cores), then the thresholds of {len(job.mset.ids)} motifs; both are cached for "
+                             "later runs …")
+
+
+def _demo_times(hits: Path, console, warm, t_ingest, total: float) -> None:
+    """Where the demo's time went: ingest, kernels (compiled or loaded, in the background), motifs and cluster,
+    thresholds, blocks (from the scan's ``_summary.json``)."""
+    import json  # noqa: PLC0415
+
+    s = json.loads((hits / "_summary.json").read_text())
+    parts = [] if t_ingest is None else [f"ingest {t_ingest:.1f} s"]
+    if warm is not None:
+        warm.thread.join()
+        how = "compiled (first run; cached now)" if warm.compiled() else "loaded from numba's cache"
+        parts.append(f"kernels {how}, ready {warm.seconds:.1f} s after the start")
+    if s.get("blocks_this_run"):
+        rest = s["seconds"] - s["seconds_thresholds"] - s["seconds_tasks_wall"]
+        parts += [f"motifs, cluster, summaries {rest:.1f} s", f"thresholds {s['seconds_thresholds']:.1f} s",
+                  f"blocks {s['seconds_tasks_wall']:.1f} s"]
+    console.print("times: " + " · ".join(parts + [f"whole demo {total:.1f} s"]), soft_wrap=True)
 
 
 def _demo_report(hits: Path, console) -> None:
     import pyarrow.compute as pc  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
 
-    ms = pq.read_table(hits / "_motif_summary.parquet").sort_by([("hits", "descending")]).slice(0, 5)
-    console.print("motifs with the most hits: " + ", ".join(
-        f"{n} ({i}) {h:,}" for i, n, h in zip(ms["motif_id"].to_pylist(), ms["motif_name"].to_pylist(),
-                                              ms["hits"].to_pylist())))
     from pipeline.scan import read_hits  # noqa: PLC0415
 
     t = read_hits(str(hits), columns=["chrom", "start", "end", "strand", "motif_name", "score", "pvalue"])
@@ -483,7 +661,8 @@ def _demo_report(hits: Path, console) -> None:
 
 
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
-            "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo}
+            "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
+            "summary": cmd_summary}
 
 
 def main(argv=None) -> int:

@@ -697,8 +697,11 @@ def prepare_output(out: str) -> Path:
 
 
 def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, found: list, stats: dict,
-                  seconds: float, device: str, compare_to: str | None = None, command: str | None = None,
+                  started: float, device: str, compare_to: str | None = None, command: str | None = None,
                   client=None) -> dict:
+    """Write the output files, ``summary.json`` last.  ``started``: the ``time.perf_counter()`` the run's time
+    counts from; ``summary["seconds"]`` spans from it to ``summary.json`` being written (every other file
+    written, ``--compare-to`` included); ``stats["seconds"]`` may hold the earlier phases (``run_discover``)."""
     import pyarrow as pa  # noqa: PLC0415
 
     from pipeline.motifs import format_jaspar, format_meme  # noqa: PLC0415
@@ -713,8 +716,10 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
     _atomic_write_bytes(str(out / "motifs.meme"), format_meme(recs, bg, strands).encode())
     written.append("motifs.meme")
     # best matches as `motifgrid compare motifs.meme DATABASE` reports them
+    t_compare = time.perf_counter()
     matches = (compare_motifs(str(out / "motifs.meme"), compare_to, client, device=device)
                if compare_to and recs else [None] * len(recs))
+    t_compare = time.perf_counter() - t_compare
     _atomic_write_bytes(str(out / "motifs.jaspar"), format_jaspar(recs).encode())
     written.append("motifs.jaspar")
     rows = {k: [] for k in ("motif_id", "sequence", "sequence_index", "start", "end", "strand", "score",
@@ -759,10 +764,14 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
             f"{bm['score']:.3f}" if bm else ""]))
     _atomic_write_bytes(str(out / "summary.tsv"), ("\n".join(tsv) + "\n").encode())
     written.append("summary.tsv")
+    seconds = dict(stats.get("seconds", {}))
+    seconds["compare_to"] = t_compare
+    seconds["total"] = time.perf_counter() - started
+    seconds["write"] = seconds["total"] - sum(v for k, v in seconds.items() if k != "total")
     summary = {
         "motifgrid_version": __version__, "command": command, "sequences": os.path.abspath(seqs.source),
         "sequences_checksum": seqs.checksum, "n_sequences": seqs.T, "total_length": int(seqs.lengths.sum()),
-        "settings": _settings_json(settings), "device": device, "seconds": seconds,
+        "settings": _settings_json(settings), "device": device, "seconds": seconds["total"], "seconds_by_phase": seconds,
         "background": stats["background"], "compare_to": compare_to, "motifs": motifs_json,
         "rounds": stats["rounds"], "files": written,
     }
@@ -777,9 +786,16 @@ def _settings_json(settings: DiscoverSettings) -> dict:
 
 
 def run_discover(fasta: str, out: str, settings: DiscoverSettings, client, device: str = "cpu",
-                 compare_to: str | None = None, command: str | None = None, progress=None) -> DiscoverResult:
-    """Read, check, discover on ``client`` and write ``out``; nothing is left in ``out`` on failure."""
-    t0 = time.perf_counter()
+                 compare_to: str | None = None, command: str | None = None, progress=None,
+                 started: float | None = None) -> DiscoverResult:
+    """Read, check, discover on ``client`` and write ``out``; nothing is left in ``out`` on failure.
+
+    ``started``: the ``time.perf_counter()`` the run's time counts from (the CLI passes the start of the
+    command, so the cluster's start-up is in it); by default the call of this function.  The result's
+    ``seconds`` and ``summary.json``'s are the same number: from ``started`` to every output written;
+    ``summary.json``'s ``seconds_by_phase`` splits it (``setup``: reading, checks and what came before the
+    call; ``search``: the discovery rounds; ``compare_to``; ``write``: the files)."""
+    t0 = time.perf_counter() if started is None else started
     seqs = read_sequences(fasta)
     settings.check(seqs)
     if compare_to:
@@ -789,9 +805,10 @@ def run_discover(fasta: str, out: str, settings: DiscoverSettings, client, devic
     outp = prepare_output(out)
     created = []
     try:
+        t_search = time.perf_counter()
         found, stats = discover(seqs, settings, client, device=device, progress=progress)
-        summary = write_outputs(outp, seqs, settings, found, stats, time.perf_counter() - t0, device,
-                                compare_to=compare_to,
+        stats["seconds"] = {"setup": t_search - t0, "search": time.perf_counter() - t_search}
+        summary = write_outputs(outp, seqs, settings, found, stats, t0, device, compare_to=compare_to,
                                 command=command or " ".join(shlex.quote(a) for a in sys.argv), client=client)
         created = summary["files"]
     except BaseException:
@@ -802,5 +819,5 @@ def run_discover(fasta: str, out: str, settings: DiscoverSettings, client, devic
         if not any(outp.iterdir()):
             outp.rmdir()
         raise
-    return DiscoverResult(out=str(outp), motifs=summary["motifs"], seconds=time.perf_counter() - t0,
-                          device=device, stats=stats | {"files": created})
+    return DiscoverResult(out=str(outp), motifs=summary["motifs"], seconds=summary["seconds"],
+                          device=device, stats=stats | {"files": created, "seconds": summary["seconds_by_phase"]})

@@ -1144,7 +1144,8 @@ def format_meme(motifs: list[Motif], background=None, strands: str = "+ -") -> s
     """MEME minimal motif format (version 4) text of ``motifs``.
 
     Letter probabilities are the rows normalised to sum 1 (6 decimals), ``nsites`` is ``motif.nsites``
-    (for counts the largest row sum) and ``E= 0`` (no E-value is computed).
+    (for counts the largest row sum).  No ``E=`` is written: nothing here computes a motif's significance,
+    and MEME's minimal format makes it optional (``E= 0`` would claim a perfect one).
 
     Parameters
     ----------
@@ -1166,7 +1167,7 @@ def format_meme(motifs: list[Motif], background=None, strands: str = "+ -") -> s
         nsites = m.nsites if m.nsites is not None else (float(mat.sum(axis=1).max()) if m.kind == "counts"
                                                         else DEFAULT_NSITES)
         out.append(f"MOTIF {m.id} {m.name}" if m.name != m.id else f"MOTIF {m.id}")
-        out.append(f"letter-probability matrix: alength= 4 w= {m.length} nsites= {nsites:g} E= 0")
+        out.append(f"letter-probability matrix: alength= 4 w= {m.length} nsites= {nsites:g}")
         out += [" ".join(f"{v:.6f}" for v in row) for row in p]
         out.append("")
     return "\n".join(out) + "\n"

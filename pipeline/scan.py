@@ -13,7 +13,7 @@ Output layout::
     HITS/chrom=<name>/part-<block>.parquet
     HITS/_thresholds.parquet        per motif and strand: threshold and its exact p-value
     HITS/_qvalues.parquet           per motif: q-value (Benjamini-Hochberg) as a step function of the p-value
-    HITS/_motif_summary.parquet     hits and tests (windows without N x 2 strands) per motif
+    HITS/_motif_summary.parquet     hits and tests (windows without N x strands) per motif (and .tsv, most hits first)
     HITS/_summary.json              totals; its presence marks a finished run
 """
 from __future__ import annotations
@@ -46,9 +46,16 @@ class ScanError(MotifgridError, RuntimeError):
 
 
 # ------------------------------------------------------------------------------------ motif set
+_STRAND_ROWS = {"both": (0, 1), "+": (0,), "-": (1,)}
+
+
 @dataclass
 class MotifSet:
-    """Motifs read from a source, their PWMs under a background, both strands."""
+    """Motifs read from a source, their PWMs under a background, the strands scanned.
+
+    ``like="fimo"``: the matrices are FIMO's integer-scaled PSSMs (``lattices``, one per motif, forward
+    strand) and ``pwms`` their ``q/scale + offset``; ``background`` is the one FIMO uses (:mod:`pipeline.fimo`).
+    """
     source: str
     checksum: str
     ids: list
@@ -56,31 +63,58 @@ class MotifSet:
     pwms: list                 # forward (m, 4) float64
     background: np.ndarray
     pseudocount: float
+    strands: str = "both"      # "both", "+" or "-"
+    like: str | None = None    # None (motifgrid's exact scores) or "fimo"
+    lattices: list | None = None   # like="fimo": workers.fimo_lattice.LatticeMatrix per motif (forward)
 
     @classmethod
-    def load(cls, source: str, background: np.ndarray, pseudocount: float) -> "MotifSet":
+    def load(cls, source: str, background: np.ndarray, pseudocount: float, *, like: str | None = None,
+             strands: str = "both") -> "MotifSet":
         from pipeline.motifs import motifs_checksum, pwm_from_motif, read_motifs  # noqa: PLC0415
 
+        if strands not in _STRAND_ROWS:
+            raise ValueError(f"strands must be one of {', '.join(_STRAND_ROWS)}, not {strands!r}")
+        if like == "fimo" and strands == "-":
+            raise ValueError("FIMO scans both strands or the forward one (--norc): --like fimo takes --strand both or +")
         motifs = read_motifs(source)
-        pwms = [pwm_from_motif(m, background, pseudocount) for m in motifs]
+        lattices = None
+        if like == "fimo":
+            from pipeline.fimo import fimo_background, fimo_matrix  # noqa: PLC0415
+
+            background = fimo_background(background, both_strands=strands == "both")
+            lattices = [fimo_matrix(m, background, pseudocount) for m in motifs]
+            pwms = [lat.pwm for lat in lattices]
+        elif like is None:
+            pwms = [pwm_from_motif(m, background, pseudocount) for m in motifs]
+        else:
+            raise ValueError(f"like must be None or 'fimo', not {like!r}")
         return cls(source=str(source), checksum=motifs_checksum(source), ids=[m.id for m in motifs],
                    names=[m.name for m in motifs], pwms=pwms, background=np.asarray(background, float),
-                   pseudocount=float(pseudocount))
+                   pseudocount=float(pseudocount), strands=strands, like=like, lattices=lattices)
 
     @property
     def max_length(self) -> int:
         return max((p.shape[0] for p in self.pwms), default=0)
 
     def rows(self):
-        """(pwms, motif index, strand) for every (motif, strand) row: '+' then '-' per motif."""
+        """(pwms, motif index, strand) for every (motif, strand) row scanned: '+' then '-' per motif
+        (one of them with ``strands`` "+" or "-")."""
         from pipeline.motifs import reverse_complement  # noqa: PLC0415
 
         pwms, mi, st = [], [], []
         for i, w in enumerate(self.pwms):
-            pwms += [w, reverse_complement(w)]
-            mi += [i, i]
-            st += [0, 1]
+            for s in _STRAND_ROWS[self.strands]:
+                pwms.append(w if s == 0 else reverse_complement(w))
+                mi.append(i)
+                st.append(s)
         return pwms, np.asarray(mi, np.int32), np.asarray(st, np.int8)
+
+    def row_lattices(self) -> list | None:
+        """``like="fimo"``: the LatticeMatrix of every row, in ``rows()`` order; else None."""
+        if self.lattices is None:
+            return None
+        return [lat if s == 0 else lat.reverse_complement()
+                for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
 
 
 def row_thresholds(mset: MotifSet, pvalue: float, client=None, store_later: bool = False):
@@ -94,22 +128,39 @@ def row_thresholds(mset: MotifSet, pvalue: float, client=None, store_later: bool
 def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "exact",
                         table: bool = True, rel_tol: float = 1e-3, device: str = "cpu",
                         store_later: bool = False):
-    """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list."""
+    """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list (``rows()`` order).
+    ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.fimo_lattice.lattice_thresholds`; ``method``,
+    ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
+    from pipeline.motifs import reverse_complement  # noqa: PLC0415
     from pipeline.thresholds import compute_thresholds_many  # noqa: PLC0415
 
     bg = mset.background
-    kw = dict(client=client, method=method, table=table, rel_tol=rel_tol, device=device, store_later=store_later)
-    fwd = compute_thresholds_many(mset.pwms, bg, pvalues, **kw)
-    if np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
-        rev = fwd
+    if mset.lattices is not None:
+        from workers.fimo_lattice import lattice_thresholds  # noqa: PLC0415
+
+        def compute(mats):
+            per = [lattice_thresholds(lat, bg, pvalues) for lat in mats]                  # [matrix][p]
+            return [[t[j] for t in per] for j in range(len(pvalues))]
+
+        mats, rc = mset.lattices, (lambda lat: lat.reverse_complement())
     else:
-        pwms, _, st = mset.rows()
-        rev = compute_thresholds_many([p for p, s in zip(pwms, st) if s == 1], bg, pvalues, **kw)
+        def compute(mats):
+            return compute_thresholds_many(mats, bg, pvalues, client=client, method=method, table=table,
+                                           rel_tol=rel_tol, device=device, store_later=store_later)
+
+        mats, rc = mset.pwms, reverse_complement
+    fwd = compute(mats) if mset.strands != "-" else None
+    if mset.strands == "+":
+        rev = None
+    elif fwd is not None and np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
+        rev = fwd               # a strand-symmetric background: the reverse-complement matrix scores alike
+    else:
+        rev = compute([rc(x) for x in mats])
     out = []
-    for fj, rj in zip(fwd, rev):
+    for j in range(len(pvalues)):
         rows = []
-        for f, r in zip(fj, rj):
-            rows += [f, r]
+        for i in range(len(mset.pwms)):
+            rows += [(fwd if s == 0 else rev)[j][i] for s in _STRAND_ROWS[mset.strands]]
         out.append(rows)
     return out
 
@@ -126,6 +177,7 @@ class ScanContext:
     metadata: dict = field(default_factory=dict)
     device: str = "cpu"
     compression: str = "zstd"      # Parquet codec of the hits files (motifgrid.scan.compression)
+    lattice: tuple | None = None   # --like fimo: (scale, m*offset) per plan row, to put scores on FIMO's lattice
     window_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # every motif length,
                                    # sorted: valid windows are counted per length (the q-values' tests)
 
@@ -162,13 +214,18 @@ def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     rows = hits.row
     start = hits.pos + block.start
     pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
+    score = hits.score
+    if ctx.lattice is not None:
+        from workers.fimo_lattice import snap_scores  # noqa: PLC0415
+
+        score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
     return arrow.table({
         "start": start,
         "end": start + c["lengths"][rows],
         "strand": arrow.dictionary(c["row_strand"][rows], _STRANDS),
         "motif_id": arrow.dictionary(c["row_motif"][rows], c["ids"]),
         "motif_name": arrow.dictionary(c["row_name"][rows], c["names"]),
-        "score": hits.score,
+        "score": score,
         "pvalue": pvals,
     }, schema=HITS_FILE_SCHEMA)
 
@@ -279,6 +336,8 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
         "background": [float(x) for x in mset.background],
         "background_spec": bg_spec,
         "pseudocount": mset.pseudocount,
+        "strands": mset.strands,
+        "like": mset.like,
     }
 
 
@@ -290,7 +349,7 @@ def prepare_output(out: str, params: dict, resume: bool) -> set:
 def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
     from pipeline.thresholds import thresholds_table  # noqa: PLC0415
 
-    mi = np.repeat(np.arange(len(mset.ids)), 2)
+    _, mi, _ = mset.rows()
     return thresholds_table([mset.ids[i] for i in mi], [mset.names[i] for i in mi], strands, tables,
                             lengths=[mset.pwms[i].shape[0] for i in mi])
 
@@ -325,16 +384,38 @@ class ScanJob:
     max_qvalue: float | None = None      # recorded in _qvalues.parquet; read_hits and export apply it
 
 
-def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
-              pseudocount: float = 0.1, resume: bool = False, qvalues: bool = True,
-              max_qvalue: float | None = None) -> ScanJob:
-    """Read and check every input and claim the output folder, before any cluster is started."""
+def default_background(like: str | None) -> str:
+    """The background when none is asked for: FIMO's (MEME's NRDB) with ``like="fimo"``, else
+    ``motifgrid.scan.background`` (uniform)."""
+    import dask.config  # noqa: PLC0415
+
+    return "nrdb" if like == "fimo" else str(dask.config.get("motifgrid.scan.background", default="uniform"))
+
+
+def check_like(like: str | None, strands: str) -> None:
+    """Refuse a ``like``/``strands`` combination that has no meaning (one line, ScanError)."""
+    if strands not in _STRAND_ROWS:
+        raise ScanError(f"--strand must be one of {', '.join(_STRAND_ROWS)}, not {strands!r}")
+    if like not in (None, "fimo"):
+        raise ScanError(f"--like must be fimo, not {like!r}")
+    if like == "fimo" and strands == "-":
+        raise ScanError("--like fimo scans both strands or, as FIMO's --norc, the forward one: --strand both or +")
+
+
+def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
+              pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
+              strands: str = "both", qvalues: bool = True, max_qvalue: float | None = None) -> ScanJob:
+    """Read and check every input and claim the output folder, before any cluster is started.
+    ``background`` None: :func:`default_background`.  ``like="fimo"``: FIMO 5.4.1's scores, p-values and
+    hits (:mod:`pipeline.fimo`); ``strands``: "both", "+" or "-".  ``qvalues``: the end-of-run q-value
+    reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are read."""
     from pipeline.motifs import read_background  # noqa: PLC0415
     from pipeline.qvalues import check_max_qvalue  # noqa: PLC0415
 
     t_start = time.perf_counter()
     if not (0 < pvalue < 1):
         raise ScanError(f"--pvalue must be in (0, 1), got {pvalue}")
+    check_like(like, strands)
     try:
         check_max_qvalue(max_qvalue)
     except ValueError as e:
@@ -342,9 +423,11 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
     if max_qvalue is not None and not qvalues:
         raise ScanError("--max-qvalue needs the q-values: it cannot be combined with --no-qvalue")
     _compression()                  # a bad setting is refused before anything is claimed
+    if background is None:
+        background = default_background(like)
     store = GenomeStore(store_path)
     bg = read_background(background, genome_background=store.background)
-    mset = MotifSet.load(motifs, bg, pseudocount)
+    mset = MotifSet.load(motifs, bg, pseudocount, like=like, strands=strands)
     if mset.max_length - 1 > store.halo:
         longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
         raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
@@ -354,12 +437,13 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue)
 
 
-def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str = "uniform",
+def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
              pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
-             progress: bool = True, command: str | None = None, console=None, qvalues: bool = True,
-             max_qvalue: float | None = None) -> ScanResult:
+             progress: bool = True, command: str | None = None, console=None, *, like: str | None = None,
+             strands: str = "both", qvalues: bool = True, max_qvalue: float | None = None) -> ScanResult:
     """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
-    job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume, qvalues, max_qvalue)
+    job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume, like=like, strands=strands,
+                    qvalues=qvalues, max_qvalue=max_qvalue)
     return execute_scan(job, client, device=device, progress=progress, command=command, console=console)
 
 
@@ -407,13 +491,18 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "background": json.dumps([float(x) for x in bg]),
         "pseudocount": repr(pseudocount),
         "pvalue": repr(pvalue),
+        "strands": mset.strands,
+        "like": mset.like or "",
         "device": device,
     }
     plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
+    lats = mset.row_lattices()
+    lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),
+                                         np.array([lats[i].base for i in keep], np.float64))
     lengths = np.array([w.shape[0] for w in mset.pwms], dtype=np.int64)
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out), metadata=meta, device=device,
-                      compression=_compression(), window_lengths=np.unique(lengths))
+                      compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths))
 
     all_blocks = store.blocks()
     todo = [b for b in all_blocks if b.block_id not in done]
@@ -468,7 +557,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     # totals over every finished block: this run's from its tasks, earlier runs' from their manifest entries
     # (reading every entry back cost ~2 s for 26,454 promoter blocks)
     total_hits, row_hits_all = _totals(earlier, row_hits_run, stats["hits"])
-    tests = 2 * _motif_windows(earlier, ctx.window_lengths, windows_run, lengths)      # both strands
+    windows = _motif_windows(earlier, ctx.window_lengths, windows_run, lengths)
+    tests = windows * len(_STRAND_ROWS[mset.strands])        # each strand scanned tests every window
     qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
     seconds = time.perf_counter() - t_start
     positions = sum(b.core_end - b.start for b in all_blocks)
@@ -482,7 +572,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "scan_id": pub.scan_id, "tests": int(tests.sum()), "qvalues": qsum,
     }
     try:
-        _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, summary, tests)
+        _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, summary, windows)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     pub.finished(summary)
@@ -541,7 +631,7 @@ def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np
                         "rerun with --resume)") from None
 
 
-def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, tests):
+def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, windows):
     storage.write_parquet(_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
     n = len(mset.ids)
     plus = np.zeros(n, np.int64)
@@ -550,10 +640,14 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, tes
     np.add.at(minus, plan.row_motif[plan.row_strand == 1], row_hits[plan.row_strand == 1])
     reach = np.zeros(n, bool)
     reach[plan.row_motif] = True
-    storage.write_parquet(arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
-                                    "hits_minus": minus, "hits": plus + minus, "reachable": reach,
-                                    "windows": tests // 2, "tests": tests},
-                                   schema=MOTIF_SUMMARY_SCHEMA), storage.join(out, "_motif_summary.parquet"))
+    per_motif = arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
+                             "hits_minus": minus, "hits": plus + minus, "reachable": reach,
+                             "windows": windows, "tests": windows * len(_STRAND_ROWS[mset.strands])},
+                            schema=MOTIF_SUMMARY_SCHEMA)
+    storage.write_parquet(per_motif, storage.join(out, "_motif_summary.parquet"))
+    from pipeline.summary import motif_summary_tsv  # noqa: PLC0415
+
+    _atomic_write_bytes(storage.join(out, "_motif_summary.tsv"), motif_summary_tsv(per_motif))
     _atomic_write_bytes(storage.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
 
 

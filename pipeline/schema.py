@@ -76,7 +76,7 @@ PROVENANCE_KEYS = (
     "motifgrid.version", "motifgrid.hits_format", "motifgrid.command",
     "genome.path", "genome.checksum", "genome.block_size", "genome.halo",
     "motifs.source", "motifs.checksum", "motifs.count",
-    "background", "pseudocount", "pvalue", "block", "device",
+    "background", "pseudocount", "pvalue", "strands", "like", "block", "device",
 )
 
 #: ``motifgrid compare``: one row per pair of motifs, at its best shift and strand.

@@ -4,13 +4,16 @@ cluster reachable over TCP while
 - the Dask dashboard is loaded over HTTP (``/status``, ``/individual-progress``, ``/json/counts.json``,
   ``/info/main/workers.html``, ``/metrics``);
 - ``notebooks/dashboard.ipynb`` runs headless (nbclient, the ``python3`` kernel) and draws it live;
-then ``notebooks/explore_hits.ipynb`` plots the finished Parquet dataset.
+then ``notebooks/explore_hits.ipynb`` plots the finished Parquet dataset — run from a ``notebooks/`` folder too, where
+it finds ``motifgrid-demo/hits`` above it. Both notebooks run as well on a peak set (500 CTCF peaks, one contig
+each), where the explorer draws the largest contigs only.
 """
 from __future__ import annotations
 
 import gzip
 import json
 import logging
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,11 +25,11 @@ from collections import Counter
 import pytest
 
 from pipeline.genome import ingest
-from pipeline.scan import read_hits
+from pipeline.scan import read_hits, run_scan
 from tests.conftest import DATA, ROOT
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
-nbclient = pytest.importorskip("nbclient", reason="the notebook tests need the test extra (nbclient)")
+nbclient = pytest.importorskip("nbclient", reason="the notebook tests need the notebooks extra (nbclient)")
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("logomaker")
 pytest.importorskip("matplotlib")
@@ -52,11 +55,11 @@ def cluster():
         yield cl, c
 
 
-def _execute(path, env: dict, timeout: float = 240):
-    """Run a notebook headless with the installed ``python3`` kernel; return it with its outputs."""
+def _execute(path, env: dict, timeout: float = 240, cwd=ROOT):
+    """Run a notebook headless with the installed ``python3`` kernel in ``cwd``; return it with its outputs."""
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=timeout,
-                                     resources={"metadata": {"path": str(ROOT)}})
+                                     resources={"metadata": {"path": str(cwd)}})
     from tests.conftest import subprocess_env
 
     client.execute(env=subprocess_env(**env))
@@ -208,3 +211,61 @@ def test_explore_notebook(live):
     assert _images(nb) >= 4
     last = nb.cells[-1]["outputs"][-1]["data"]
     assert "site (motif strand)" in last["text/plain"]
+
+
+def test_explore_notebook_from_the_notebooks_folder(live, tmp_path):
+    """Jupyter starts a notebook's kernel in the notebook's folder: the default dataset (``motifgrid-demo/hits``,
+    where ``motifgrid demo`` run in the repository root puts it) is looked for there and in the folders above."""
+    shutil.copytree(live["out"], tmp_path / "motifgrid-demo" / "hits")
+    (tmp_path / "notebooks").mkdir()
+    nb = _execute(ROOT / "notebooks" / "explore_hits.ipynb", {"MOTIFGRID_HITS": ""}, cwd=tmp_path / "notebooks")
+    summary = json.loads((live["out"] / "_summary.json").read_text())
+    assert f"{tmp_path / 'motifgrid-demo' / 'hits'}: {summary['hits']:,} hits" in _texts(nb)
+
+
+def _png_height(nb, cell: int) -> int:
+    """Height in pixels of the (last) image a cell drew (the PNG header's IHDR)."""
+    import base64
+    import struct
+
+    png = [o["data"]["image/png"] for o in nb.cells[cell]["outputs"] if "image/png" in o.get("data", {})][-1]
+    return struct.unpack(">II", base64.b64decode(png)[16:24])[1]
+
+
+@pytest.fixture(scope="module")
+def peaks(cluster, tmp_path_factory):
+    """500 CTCF ChIP-seq peaks of 200 bp (tests/data/README.md), one contig each, ingested and scanned on the test
+    scheduler (its progress published there)."""
+    _, client = cluster
+    d = tmp_path_factory.mktemp("peaks")
+    store = ingest(DATA / "ctcf_gm12878_top500.fa.gz", d / "peaks.zarr")
+    out = d / "hits"
+    run_scan(store.path, MOTIFS, str(out), pvalue=1e-4, client=client, progress=False,
+             command=f"motifgrid scan {store.path} {MOTIFS} --out {out}")
+    return store, out
+
+
+def test_explore_notebook_peak_set(peaks):
+    """One panel per contig for the 8 largest contigs (a panel for each of 500 peaks took 12 minutes), then the
+    hits per contig as a histogram."""
+    store, out = peaks
+    chroms = Counter(read_hits(str(out), columns=["chrom"]).column("chrom").to_pylist())
+    assert len(store.contigs) == 500 and len(chroms) > 100
+    nb = _execute(ROOT / "notebooks" / "explore_hits.ipynb", {"MOTIFGRID_HITS": str(out)})
+    text = _texts(nb)
+    assert f"{len(chroms):,} contigs with hits; hits along the 8 largest drawn" in text, text
+    cell = next(i for i, c in enumerate(nb.cells) if "MAX_CONTIGS]" in c.source)
+    assert _png_height(nb, cell) < 100 * 1.8 * 12      # 8 panels and the histogram (1.8 in each, 100 dpi), not 500
+    assert "site (motif strand)" in nb.cells[-1]["outputs"][-1]["data"]["text/plain"]
+
+
+def test_dashboard_notebook_peak_set(peaks, cluster):
+    """The dashboard of a finished scan of 500 contigs (200 listed one by one, the rest summed)."""
+    cl, _ = cluster
+    _, out = peaks
+    summary = json.loads((out / "_summary.json").read_text())
+    nb = _execute(ROOT / "notebooks" / "dashboard.ipynb", {
+        "MOTIFGRID_SCHEDULER": cl.scheduler_address, "MOTIFGRID_SCAN_ID": summary["scan_id"], "MOTIFGRID_WAIT": "30"})
+    text = _texts(nb)
+    assert f"finished: {summary['blocks']}/{summary['blocks']} blocks" in text, text
+    assert f"{summary['hits']:,} hits in {out}" in text and _images(nb) >= 1

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 import time
@@ -183,7 +184,7 @@ def test_resume_after_partial_run_is_identical(genome, finished, client, tmp_pat
 
 
 def _cli(*args, **kw):
-    env = subprocess_env()
+    env = subprocess_env(**kw.get("env", {}))
     return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, env=env,
                           cwd=kw.get("cwd", ROOT), timeout=kw.get("timeout", 180))
 
@@ -259,11 +260,22 @@ def test_thresholds_command(tmp_path):
 
 
 def test_demo_runs_and_resumes(tmp_path):
-    r = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300)
+    """The demo on a new machine (an empty numba cache) says what its first seconds are for and where the time
+    went; run again, it finds the kernels cached and the scan finished."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "COLUMNS": "300"}
+    r = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
     assert "strongest:" in r.stderr and "dashboard: http://127.0.0.1:" in r.stderr
-    again = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300)
+    assert "first run on this machine: compiling the scan and threshold kernels" in r.stderr
+    assert "motifs with the most hits" in r.stderr                     # printed by the scan, once
+    assert r.stderr.count("motifs with the most hits") == 1
+    times = re.search(r"^times: ingest [\d.]+ s · kernels compiled \(first run; cached now\), ready [\d.]+ s after "
+                      r"the start · motifs, cluster, summaries [\d.]+ s · thresholds [\d.]+ s · blocks [\d.]+ s · "
+                      r"whole demo [\d.]+ s$", r.stderr, re.M)
+    assert times, r.stderr
+    again = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300, env=env)
     assert again.returncode == 0 and "already finished" in again.stderr
+    assert "first run" not in again.stderr and "kernels loaded from numba's cache" in again.stderr, again.stderr
 
 
 def test_existing_scheduler(genome, finished, tmp_path):

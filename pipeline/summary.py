@@ -1,0 +1,306 @@
+"""What a motifgrid output folder holds: one summary for any of them (``motifgrid summary PATH``).
+
+The four outputs are told apart by the files they write (``docs/formats.md``):
+
+============  ===========================================  ==========================================
+kind          recognised by                                finished when
+============  ===========================================  ==========================================
+scan          ``_run.json`` with ``hits_format``           ``_summary.json`` exists
+composition   ``_run.json`` with ``composition_format``    ``_summary.json`` exists
+compare       ``_run.json`` with ``motifs_a``              ``_summary.json`` exists
+discover      ``summary.json`` / ``motifs.meme``, ...      ``summary.json`` exists (written last)
+============  ===========================================  ==========================================
+
+:func:`summarize` returns a plain, JSON-serialisable dict (the CLI formats it, ``--json`` prints it):
+``kind``, ``path``, ``finished``, ``parameters``, ``command``, ``progress`` (units done / total),
+``totals``, ``seconds``, ``next`` (what to do with an unfinished run) and per kind the top rows: motifs by
+hits and hits per contig (scan), tests by matches (composition), most similar pairs (compare), the
+motifs found (discover).  Nothing is written or removed: a run still going on is read as it stands.
+"""
+from __future__ import annotations
+
+import json
+import os
+from urllib.parse import unquote
+
+import numpy as np
+
+from pipeline import MotifgridError, storage
+from pipeline.dataset import iter_manifest, table_tsv
+
+KINDS = ("scan", "composition", "compare", "discover")
+_DISCOVER_FILES = ("summary.json", "summary.tsv", "sites.parquet", "motifs.meme", "motifs.jaspar")
+
+
+class SummaryError(MotifgridError, ValueError):
+    """A path that is not a readable motifgrid output; ``str(e)`` is one line for the user."""
+
+
+# ------------------------------------------------------------------------------------ scan motif summary
+def rank_motifs(table):
+    """The per-motif table (``_motif_summary.parquet``) by hits, most first; ties keep the motif file's order."""
+    return table.take(_by_descending(table, "hits"))
+
+
+def _by_descending(table, column: str):
+    """Row indices by ``column``, largest first, ties in row order (Arrow's sort is stable; no NumPy round trip,
+    whose ``to_numpy``/``pa.array`` imports pandas: see pipeline/arrow.py)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return pc.sort_indices(table, sort_keys=[(column, "descending")])
+
+
+def motif_summary_tsv(table) -> bytes:
+    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable), most hits first."""
+    return table_tsv(rank_motifs(table))
+
+
+def top_motifs(out: str, n: int = 10) -> list[dict]:
+    """The ``n`` motifs with the most hits of a finished scan (rows of ``_motif_summary.parquet`` as dicts)."""
+    t = storage.read_parquet(storage.join(out, "_motif_summary.parquet"))
+    return rank_motifs(t).slice(0, n).to_pylist()
+
+
+# ------------------------------------------------------------------------------------ reading
+def _json(path: str) -> dict | None:
+    if not storage.exists(path):
+        return None
+    try:
+        return json.loads(storage.read_bytes(path))
+    except ValueError:
+        raise SummaryError(f"{path}: unreadable JSON (not written by motifgrid, or damaged)") from None
+
+
+def kind_of(path: str) -> str:
+    """``scan``, ``composition``, ``compare`` or ``discover``; a :class:`SummaryError` for anything else."""
+    if not storage.exists(path):
+        raise SummaryError(f"{path}: no such file or directory")
+    if not storage.isdir(path):
+        raise SummaryError(f"{path}: is a file; give a motifgrid output folder (a scan's --out, ...)")
+    run = _json(storage.join(path, "_run.json"))
+    if run is not None:
+        for key, kind in (("hits_format", "scan"), ("composition_format", "composition"), ("motifs_a", "compare")):
+            if key in run:
+                return kind
+        raise SummaryError(f"{path}/_run.json: not a motifgrid scan, composition or compare run")
+    names = set(storage.listdir(path))
+    if names & set(_DISCOVER_FILES):
+        return "discover"
+    raise SummaryError(f"{path}: not a motifgrid output (no _run.json, no summary.json)")
+
+
+def _first_part(path: str) -> str | None:
+    """One data file of a hive-partitioned dataset (``chrom=*/part-*.parquet``), or None."""
+    for d in storage.listdir(path):
+        if d.startswith("chrom="):
+            for f in storage.listdir(storage.join(path, d)):
+                if f.startswith("part-") and f.endswith(".parquet"):
+                    return storage.join(path, d, f)
+    return None
+
+
+def _provenance(path: str) -> dict:
+    """Key-value metadata of one data file (command, genome path, ...), {} when none is written yet."""
+    part = _first_part(path)
+    if part is None:
+        return {}
+    meta = storage.read_parquet_schema(part).metadata or {}
+    return {k.decode(): v.decode() for k, v in meta.items()}
+
+
+def _top_counts(counts: dict, n: int) -> list[dict]:
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [{"chrom": c, "hits": int(h)} for c, h in ranked[:n]]
+
+
+def _resume_hint(command: str | None, kind: str) -> str:
+    if command and command.split()[1:2] == [kind]:
+        return command if " --resume " in f"{command} " else f"{command} --resume"
+    if command:                      # `motifgrid demo` resumes by itself
+        return command
+    return f"rerun the same motifgrid {kind} command with --resume"
+
+
+def _blocks_total(genome_path: str | None, checksum: str | None, task_positions: int | None = None):
+    """Blocks (or composition tasks, with ``task_positions``) of the genome store the run reads; None when the
+    store is not known (no data file written yet) or no longer the one the run started on."""
+    if not genome_path or not storage.exists(genome_path):
+        return None
+    from pipeline.genome import GenomeStore  # noqa: PLC0415
+
+    try:
+        store = GenomeStore(genome_path)
+    except MotifgridError:
+        return None
+    if checksum and store.checksum != checksum:
+        return None
+    if task_positions is None:
+        return len(store.blocks())
+    from pipeline.composition import task_groups  # noqa: PLC0415
+
+    return len(task_groups(store, int(task_positions)))
+
+
+# ------------------------------------------------------------------------------------ scan
+def _scan(path: str, top: int, contigs: int) -> dict:
+    run = _json(storage.join(path, "_run.json"))
+    done = _json(storage.join(path, "_summary.json"))
+    prov = _provenance(path)
+    per_chrom: dict = {}
+    n_done = hits = 0
+    for e in iter_manifest(path, "block"):
+        n_done += 1
+        hits += e["hits"]
+        per_chrom[e["chrom"]] = per_chrom.get(e["chrom"], 0) + e["hits"]
+    genome = prov.get("genome.path")
+    total = done["blocks"] if done else _blocks_total(genome, run.get("genome_checksum"))
+    out = {
+        "parameters": {"genome": genome, "genome_checksum": run.get("genome_checksum"),
+                       "motifs": run.get("motifs_source"), "motif_count": run.get("motifs"),
+                       "pvalue": run.get("pvalue"), "background": run.get("background_spec"),
+                       "pseudocount": run.get("pseudocount"), "block_size": run.get("block_size"),
+                       "halo": run.get("halo"), "device": (done or {}).get("device") or prov.get("device")},
+        "command": prov.get("motifgrid.command"),
+        "progress": {"unit": "blocks", "done": done["blocks"] if done else n_done, "total": total},
+        "totals": {"hits": done["hits"] if done else hits, "contigs_with_hits": sum(1 for v in per_chrom.values() if v)},
+        "seconds": (done or {}).get("seconds"),
+        "contigs": _top_counts(per_chrom, contigs),
+        "top_motifs": [], "thresholds": None,
+    }
+    if done:
+        out["top_motifs"] = top_motifs(path, top)
+        out["thresholds"] = _scan_thresholds(path, done)
+    return out
+
+
+def _scan_thresholds(path: str, done: dict) -> dict:
+    t = storage.read_parquet(storage.join(path, "_thresholds.parquet"),
+                             columns=["motif_id", "strand", "threshold", "reachable"])
+    reach = np.asarray(t.column("reachable").to_pylist(), bool)
+    thr = np.asarray(t.column("threshold").to_pylist(), float)[reach]
+    return {"rows": t.num_rows, "unreachable_rows": int((~reach).sum()),
+            "unreachable_motifs": list(done.get("unreachable_motifs", [])),
+            "score_min": float(thr.min()) if thr.size else None, "score_max": float(thr.max()) if thr.size else None}
+
+
+# ------------------------------------------------------------------------------------ composition
+def _num_rows(path: str) -> int:
+    """Rows of one Parquet file, from its footer."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    fs, p = storage.arrow_source(path)
+    if fs is None:
+        return pq.ParquetFile(p).metadata.num_rows
+    with fs.open(p, "rb") as f:
+        return pq.ParquetFile(f).metadata.num_rows
+
+
+def _parquet_rows_per_chrom(path: str) -> dict:
+    """Rows per ``chrom=`` partition, from the files' footers (no data read)."""
+    counts: dict = {}
+    for d in storage.listdir(path):
+        if not d.startswith("chrom="):
+            continue
+        chrom = unquote(d[len("chrom="):])
+        for f in storage.listdir(storage.join(path, d)):
+            if f.startswith("part-") and f.endswith(".parquet"):
+                counts[chrom] = counts.get(chrom, 0) + _num_rows(storage.join(path, d, f))
+    return counts
+
+
+def _composition(path: str, top: int, contigs: int) -> dict:
+    run = _json(storage.join(path, "_run.json"))
+    done = _json(storage.join(path, "_summary.json"))
+    prov = _provenance(path)
+    entries = list(iter_manifest(path, "task"))
+    ref = storage.join(path, "_reference.zarr")
+    genome = ref if storage.exists(ref) else prov.get("genome.path")
+    total = done["tasks"] if done else _blocks_total(genome, run.get("genome_checksum"), run.get("task_positions"))
+    out = {
+        "parameters": {"tests": run.get("tests_source"), "test_count": run.get("tests"), "genome": genome,
+                       "genome_checksum": run.get("genome_checksum"), "min_similarity": run.get("min_similarity"),
+                       "both_strands": run.get("both_strands"), "counts_only": run.get("counts_only"),
+                       "device": (done or {}).get("device") or prov.get("device")},
+        "command": prov.get("motifgrid.command"),
+        "progress": {"unit": "tasks", "done": done["tasks"] if done else len(entries), "total": total},
+        "totals": {"matches": done["matches"] if done else int(sum(e["hits"] for e in entries))},
+        "seconds": (done or {}).get("seconds"),
+        "contigs": _top_counts(_parquet_rows_per_chrom(path), contigs),
+        "top_tests": [],
+    }
+    if done:
+        out["totals"]["tests_with_matches"] = done.get("tests_with_matches")
+        t = storage.read_parquet(storage.join(path, "_test_summary.parquet"))
+        out["top_tests"] = t.take(_by_descending(t, "matches")).slice(0, top).to_pylist()
+    return out
+
+
+# ------------------------------------------------------------------------------------ compare, discover
+def _compare(path: str, top: int) -> dict:
+    run = _json(storage.join(path, "_run.json"))
+    done = _json(storage.join(path, "_summary.json"))
+    parts = [f for f in storage.listdir(storage.join(path, "pairs")) if f.endswith(".parquet") and f[0] != "."]
+    out = {
+        "parameters": {"motifs_a": run.get("motifs_a"), "motifs_b": run.get("motifs_b"), "pvalue": run.get("pvalue"),
+                       "background": run.get("background_spec"), "pseudocount": run.get("pseudocount"),
+                       "cells": run.get("cells"), "device": run.get("device")},
+        "command": run.get("command"),
+        "progress": {"unit": "tasks", "done": done["tasks"] if done else len(parts),
+                     "total": done["tasks"] if done else None},
+        "totals": {k: done.get(k) for k in ("pairs", "combos", "motifs_a", "motifs_b", "clusters")} if done else {},
+        "seconds": (done or {}).get("seconds"),
+        "top_pairs": [],
+    }
+    if done and parts:
+        from pipeline.compare import read_pairs  # noqa: PLC0415
+
+        t = read_pairs(path, ["motif_a", "name_a", "motif_b", "name_b", "similarity", "shift", "strand", "overlap"])
+        out["top_pairs"] = t.take(_by_descending(t, "similarity")).slice(0, top).to_pylist()
+    return out
+
+
+def _discover(path: str, top: int) -> dict:
+    s = _json(storage.join(path, "summary.json"))
+    if s is None:
+        return {"parameters": {}, "command": None, "progress": {"unit": "motifs", "done": 0, "total": None},
+                "totals": {}, "seconds": None, "motifs": [],
+                "files": [f for f in _DISCOVER_FILES if storage.exists(storage.join(path, f))]}
+    st = s.get("settings", {})
+    motifs = [{k: m.get(k) for k in ("id", "consensus", "sites", "information_content_bits", "loglik_bits", "found_by")}
+              | {"best_match": m.get("best_match")} for m in s.get("motifs", [])]
+    return {
+        "parameters": {"sequences": s.get("sequences"), "n_sequences": s.get("n_sequences"),
+                       "total_length": s.get("total_length"), "width": st.get("width"),
+                       "algorithm": st.get("algorithm"), "model": st.get("model"),
+                       "both_strands": st.get("both_strands"), "mutations": st.get("mutations"),
+                       "seed": st.get("seed"), "compare_to": s.get("compare_to"), "device": s.get("device")},
+        "command": s.get("command"),
+        "progress": {"unit": "motifs", "done": len(motifs), "total": st.get("motifs")},
+        "totals": {"motifs": len(motifs), "sites": int(sum(m["sites"] or 0 for m in motifs))},
+        "seconds": s.get("seconds"),
+        "motifs": motifs[:top] if top else motifs,
+        "files": s.get("files", []),
+    }
+
+
+# ------------------------------------------------------------------------------------ entry point
+def summarize(path: str, top: int = 10, contigs: int = 5) -> dict:
+    """The summary of the motifgrid output at ``path`` (see the module docstring for the keys).
+
+    ``top``: motifs (tests, pairs, discovered motifs) listed; ``contigs``: contigs listed by hits."""
+    path = path.rstrip("/") if storage.is_url(path) else os.path.abspath(path)
+    kind = kind_of(path)
+    if kind == "scan":
+        s = _scan(path, top, contigs)
+    elif kind == "composition":
+        s = _composition(path, top, contigs)
+    elif kind == "compare":
+        s = _compare(path, top)
+    else:
+        s = _discover(path, top)
+    finished = storage.exists(storage.join(path, "summary.json" if kind == "discover" else "_summary.json"))
+    nxt = None
+    if not finished:
+        nxt = (f"unfinished; complete it with: {_resume_hint(s['command'], kind)}" if kind in ("scan", "composition")
+               else f"unfinished (interrupted); motifgrid {kind} does not resume: rerun it into a new folder")
+    return {"kind": kind, "path": path, "finished": finished, "next": nxt} | s
