@@ -80,6 +80,36 @@ def test_bh_reproduces_fimo_qvalues(name, strands):
     assert 0.99 <= lo <= hi <= 1.0, (lo, hi)
 
 
+@pytest.mark.parametrize("strand", ["both", "+"])
+def test_like_fimo_export_is_fimos_file(tmp_path, strand):
+    """``scan --like fimo`` then ``export --format fimo`` on FIMO's reference: FIMO's lines in FIMO's order, every
+    column but the q-value equal as printed, and FIMO's q-values = ours × one π0 in [0.99, 1] (FIMO's Storey
+    estimate; the printed digits allowing); the tests counted on the strands scanned (--norc: one)."""
+    from pipeline.cli import main
+
+    shutil.copy(FIMO / "mibig-genes.fna", tmp_path)           # pyfaidx writes its .fai beside the FASTA
+    store = ingest(tmp_path / "mibig-genes.fna", tmp_path / "g.zarr", halo=20)
+    out = tmp_path / "hits"
+    assert main(["scan", store.path, str(FIMO / "prodoric_mx000001_meme.txt"), "--out", str(out), "--no-progress",
+                 "--device", "cpu", "--like", "fimo", "--strand", strand]) == 0
+    assert pq.read_table(out / "_motif_summary.parquet").column("tests").to_pylist() == [
+        (2 if strand == "both" else 1) * 56_086]
+    assert main(["export", str(out), "--format", "fimo", "-o", str(tmp_path / "h.tsv")]) == 0
+    got = [x.split("\t") for x in (tmp_path / "h.tsv").read_text().splitlines()[1:]]
+    want = _fimo_rows("results.tsv" if strand == "both" else "results-norc.tsv")
+    assert [g[:8] + g[9:] for g in got] == [[v for k, v in w.items() if k != "q-value"] for w in want]
+    lo, hi = 0.0, 1.0
+    for g, w in zip(got, want):
+        q, o = float(w["q-value"]), float(g[8])                # both printed to 3 digits (%.3g)
+        if q == 1.0:
+            assert o == 1.0
+            continue
+        rel = _half_unit(o) / o
+        lo = max(lo, (q - _half_unit(q)) / (o * (1 + rel)))
+        hi = min(hi, (q + _half_unit(q)) / (o * (1 - rel)))
+    assert 0.99 <= lo <= hi <= 1.0, (lo, hi)
+
+
 def test_bh_against_scipy_and_steps():
     """bh_qvalues over distinct p-values with counts = scipy's BH over all tests (non-hits: p = 1)."""
     from scipy.stats import false_discovery_control
