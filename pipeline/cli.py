@@ -57,10 +57,47 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--processes", action="store_true",
                    help="local CPU cluster of N single-threaded worker processes instead of threads in one process")
     g.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
-                   help="where the workers compute (default: GPUs when present, else CPU)")
+                   help="where the workers compute (auto: GPUs when present, else CPU)")
     g.add_argument("--tls-ca", metavar="PEM", help="TLS to the scheduler: CA certificate(s) of the cluster")
     g.add_argument("--tls-cert", metavar="PEM", help="TLS: this client's certificate")
     g.add_argument("--tls-key", metavar="PEM", help="TLS: this client's private key (when not in --tls-cert)")
+
+
+def _motif_args(p: argparse.ArgumentParser) -> None:
+    """The motif source of a command that scores motifs (scan, thresholds): a file or a release, a selection,
+    and the file's format when neither its name nor its content tells it."""
+    from pipeline.motifs import FORMATS  # noqa: PLC0415
+
+    p.add_argument("motifs", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or a JASPAR release: "
+                   "JASPAR2024, JASPAR2024:CORE:vertebrates, JASPAR2024:MA0139.2,MA0079.5 or JASPAR2024:CTCF "
+                   "(matrix ids or names)")
+    p.add_argument("--motif", action="append", metavar="ID_OR_NAME", dest="motif_select",
+                   help="only this motif, by id (MA0139.2, or MA0139 for any version) or name (CTCF); repeat "
+                        "for more (default: every motif of the source)")
+    p.add_argument("--motif-format", choices=FORMATS, metavar="FORMAT",
+                   help=f"format of the motif file ({', '.join(FORMATS)}; default: from its extension, "
+                        "else its content)")
+
+
+def _dataset_args(p: argparse.ArgumentParser, kind: str, metavar: str) -> None:
+    """--resume / --overwrite of a command that writes a dataset folder."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resume", action="store_true", help=f"complete an interrupted {kind} into {metavar}")
+    g.add_argument("--overwrite", action="store_true",
+                   help=f"replace the motifgrid dataset in {metavar} (finished or not) with a new {kind}; removed "
+                        "once this run's inputs are checked and it is about to write; any other folder is refused")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``-h`` shows every option's default (the p-value default had to be found by experiment): appended to the
+    help text unless the text already says it, or there is none (flags, options off by default)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (action.default not in (None, False, argparse.SUPPRESS) and "default" not in text
+                and (action.option_strings or action.nargs in ("?", "*"))):
+            text += " (default: %(default)s)"
+        return text
 
 
 def _like_args(p: argparse.ArgumentParser) -> None:
@@ -75,7 +112,12 @@ def _like_args(p: argparse.ArgumentParser) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Argument errors as one line (``motifgrid scan: error: ...``), exit status 2; ``-h`` shows the usage."""
+    """Argument errors as one line (``motifgrid scan: error: ...``), exit status 2; ``-h`` shows the usage
+    and every option's default."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
@@ -88,24 +130,29 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("ingest", help="FASTA (plain, gzip, bgzip) → Zarr genome store of overlapping blocks")
-    s.add_argument("fasta")
-    s.add_argument("store")
-    s.add_argument("--block-size", type=_posint, default=cfg["ingest"]["block-size"])
-    s.add_argument("--halo", type=_nonnegint, default=cfg["ingest"]["halo"], help="overlap; >= longest motif - 1")
+    s.add_argument("fasta", help="FASTA file: plain, gzip or bgzip (an index beside it is never used)")
+    s.add_argument("store", help="the new genome store (a folder, or an fsspec URL such as s3://bucket/g.zarr)")
+    s.add_argument("--block-size", type=_posint, default=cfg["ingest"]["block-size"],
+                   help="positions per block (one scan task reads one block)")
+    s.add_argument("--halo", type=_nonnegint, default=cfg["ingest"]["halo"],
+                   help="overlap between blocks; must be >= the longest motif - 1")
 
     s = sub.add_parser("scan", help="scan a genome store with a motif set → hive-partitioned Parquet hits")
-    s.add_argument("store")
-    s.add_argument("motifs", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or a release like JASPAR2024:CORE:vertebrates")
-    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"])
-    s.add_argument("--out", required=True, metavar="HITS")
-    s.add_argument("--background", default=cfg["scan"]["background"], help="uniform | genome | FILE | a,c,g,t")
-    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
-    s.add_argument("--resume", action="store_true", help="complete an interrupted scan into HITS")
+    s.add_argument("store", help="genome store (motifgrid ingest)")
+    _motif_args(s)
+    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
+                   help="report windows with a p-value at most this (the threshold per motif and strand)")
+    s.add_argument("--out", required=True, metavar="HITS", help="hits dataset folder (or fsspec URL) to write")
+    s.add_argument("--background", help="uniform | genome | FILE | a,c,g,t | nrdb (default: "
+                   f"{cfg['scan']['background']}; FIMO's nrdb with --like fimo)")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
+                   help="added to the counts (scaled by the background) before the log-odds")
+    _dataset_args(s, "scan", "HITS")
     s.add_argument("--no-qvalue", action="store_true",
                    help="skip the q-values (Benjamini-Hochberg per motif over every window tested; HITS/_qvalues.parquet)")
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="record Q: read_hits and motifgrid export then keep hits with q <= Q (the files keep all)")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _like_args(s)
     _cluster_args(s)
 
@@ -117,53 +164,59 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("tests", help="FASTA of test sequences (A, C, G, T/U; any lengths up to the store halo + 1)")
     s.add_argument("reference", help="genome store (motifgrid ingest) or FASTA (ingested into OUT/_reference.zarr)")
     s.add_argument("--min-similarity", type=_similarity, default=c("min-similarity"), metavar="S",
-                   help="report windows with 1 - D/|T| >= S (default %(default)s)")
-    s.add_argument("--out", required=True, metavar="OUT")
+                   help="report windows with 1 - D/|T| >= S")
+    s.add_argument("--out", required=True, metavar="OUT", help="composition dataset folder to write")
     s.add_argument("--both-strands", action="store_true",
                    help="also compare with each test's reverse complement (A<->T, C<->G counts; strand '-')")
     s.add_argument("--counts-only", action="store_true", help="write matches per test only, not the matches")
     s.add_argument("--max-hits", type=_nonnegint, default=c("max-hits"), metavar="N",
-                   help="refuse when the estimated number of matches is larger (default %(default)s)")
+                   help="refuse when the estimated number of matches is larger")
     s.add_argument("--block-size", type=_posint, default=None,
                    help="block size of the store a FASTA reference is ingested into (default %s)" % c("block-size"))
-    s.add_argument("--resume", action="store_true", help="complete an interrupted run into OUT")
-    s.add_argument("--no-progress", action="store_true")
+    _dataset_args(s, "composition run", "OUT")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _cluster_args(s)
 
     s = sub.add_parser("thresholds", help="score thresholds (achieved p-values, error bounds) per motif and strand")
-    s.add_argument("motifs")
+    _motif_args(s)
     s.add_argument("--pvalue", type=_pvalue, nargs="+", default=[cfg["scan"]["pvalue"]],
                    help="one or more p-values (one row per motif, strand and p-value)")
     s.add_argument("--method", choices=["exact", "bucket", "auto"], default="exact",
-                   help="exact lattice DP, BUCKETSCOREDISTRIBUTION, or per matrix the cheaper (default exact)")
+                   help="exact lattice DP, BUCKETSCOREDISTRIBUTION, or per matrix the cheaper")
     s.add_argument("--rel-tol", type=_number(float, lambda v: 0 < v < 0.5, "must be in (0, 0.5)"),
-                   default=1e-3, help="relative precision of the p-value brackets (default 1e-3)")
-    s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t (genome needs --store)")
+                   default=1e-3, help="relative precision of the p-value brackets")
+    s.add_argument("--background", help="uniform | FILE | a,c,g,t | nrdb (genome needs --store; default: "
+                   f"{cfg['scan']['background']}; FIMO's nrdb with --like fimo)")
     s.add_argument("--store", help="genome store, for --background genome")
-    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
-    s.add_argument("-o", "--out", help="TSV file (default: stdout)")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
+                   help="added to the counts (scaled by the background) before the log-odds")
+    s.add_argument("-o", "--out", default="-", help="TSV file, or - for standard output")
     _like_args(s)
     _cluster_args(s)
 
     s = sub.add_parser("compare", help="COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet")
-    s.add_argument("motifs_a", metavar="A")
-    s.add_argument("motifs_b", metavar="B", nargs="?")
-    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("motifs_a", metavar="A", help="motif file or JASPAR release (its pairs, or each against B)")
+    s.add_argument("motifs_b", metavar="B", nargs="?", help="second motif file or release (A x B pairs)")
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder (pairs/ Parquet, clusters)")
     s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"], help="thresholds of both matrices")
     s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t")
-    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"])
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
+                   help="added to the counts (scaled by the background) before the log-odds")
     s.add_argument("--cells", type=_number(int, lambda v: 4 <= v <= 110, "must be in 4..110"), default=64,
-                   help="lattice cells per matrix between its threshold and its best score (precision; default 64)")
+                   help="lattice cells per matrix between its threshold and its best score (precision)")
     s.add_argument("--min-overlap", type=_posint, default=1, help="shifts with at least this many common columns")
     s.add_argument("--cluster", type=_number(float, lambda v: 0 < v <= 1, "must be in (0, 1]"), metavar="S",
                    help="also group redundant motifs of A at similarity >= S (clusters.parquet, clusters.tsv)")
-    s.add_argument("--pairs-per-task", type=_posint)
+    s.add_argument("--pairs-per-task", type=_posint, metavar="N", help="pairs per Dask task (default: chosen from "
+                   "the pairs and workers)")
     _cluster_args(s)
 
     s = sub.add_parser("export", help="hits dataset → BED, FIMO TSV or GFF3")
-    s.add_argument("hits")
-    s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True)
-    s.add_argument("-o", "--out", required=True)
+    s.add_argument("hits", help="hits dataset (motifgrid scan --out)")
+    s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True,
+                   help="BED6+3 (0-based), FIMO TSV or GFF3 (1-based)")
+    s.add_argument("-o", "--out", required=True, metavar="FILE",
+                   help="output file, or - for standard output (a symbolic link keeps pointing at its target)")
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit)")
 
@@ -171,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "MEME/JASPAR motifs, sites Parquet, summary")
     s.add_argument("sequences", help="FASTA (plain or gzip): peak sequences, promoters, ...")
     s.add_argument("--width", "-w", type=_posint, required=True, metavar="L", help="motif width")
-    s.add_argument("--algorithm", choices=["gibbs", "projection", "both"], default="both")
+    s.add_argument("--algorithm", choices=["gibbs", "projection", "both"], default="both",
+                   help="Gibbs chains, PROJECTION trials, or both (their best models refined by EM)")
     s.add_argument("--mutations", "-d", type=_nonnegint, metavar="D",
                    help="planted (l, d) problem: rank by sequences with an l-mer within D mismatches of the "
                         "consensus (and choose PROJECTION's k from it)")
@@ -186,9 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "scaled by 20/sequences, at least 256)")
     s.add_argument("--update", choices=["best", "sample"], default="best",
                    help="Gibbs update: the best window (deterministic, default) or a draw from the posterior")
-    s.add_argument("--seed", type=_nonnegint, default=0)
+    s.add_argument("--seed", type=_nonnegint, default=0, help="seed of the random draws (a run is determined by it)")
     s.add_argument("--compare-to", metavar="MOTIFS", help="motif database for each motif's best match")
-    s.add_argument("--out", required=True, metavar="DIR")
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder (motifs, sites, summary)")
     _cluster_args(s)
 
     s = sub.add_parser("summary", help="what a motifgrid output folder holds (scan, composition, compare or discover): "
@@ -201,9 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "motifgrid bench -h")
 
     s = sub.add_parser("demo", help="ingest the bundled genome slice and scan it with JASPAR 2024 CORE vertebrates")
-    s.add_argument("--dir", default="motifgrid-demo", help="working folder (default: ./motifgrid-demo)")
-    s.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates")
-    s.add_argument("--pvalue", type=_pvalue, default=1e-4)
+    s.add_argument("--dir", default="motifgrid-demo", help="working folder")
+    s.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates", help="motif file or JASPAR release")
+    s.add_argument("--pvalue", type=_pvalue, default=1e-4, help="p-value threshold of the scan")
     _cluster_args(s)
     return p
 
@@ -248,14 +302,19 @@ def _security(a):
 
 
 def _check_out_file(path: str) -> None:
-    """An output file (``-o``) must go into an existing folder and not be a folder itself."""
-    if "://" in path:
-        return
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
+    """An output file (``-o``): ``-`` (standard output), a stream (FIFO, device), or a file in an existing folder,
+    not a folder itself; written by :func:`pipeline.storage.open_output`."""
+    from pipeline import storage  # noqa: PLC0415
+
+    if storage.is_url(path):
+        raise UserError(f"-o {path}: give a local file name, or - for standard output")
+    try:
+        kind, target = storage.output_target(path)
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; give a file name") from None
+    d = os.path.dirname(target)
+    if kind == "file" and not os.path.isdir(d):
         raise UserError(f"{path}: cannot write it, the folder {d} does not exist")
-    if os.path.isdir(path):
-        raise UserError(f"{path}: is a folder; give a file name")
 
 
 def _local_out(a) -> None:
@@ -286,7 +345,8 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     client_kw = _client_kwargs(a)
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
                     pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
-                    strands=getattr(a, "strand", "both"),          # (demo's namespace has neither)
+                    strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
+                    select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None),
                     qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None))
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
@@ -348,7 +408,8 @@ def cmd_composition(a) -> int:
     console = _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     job = plan_composition(a.tests, a.reference, a.out, min_similarity=a.min_similarity, both_strands=a.both_strands,
-                           counts_only=a.counts_only, resume=a.resume, block_size=a.block_size, console=console)
+                           counts_only=a.counts_only, resume=a.resume, block_size=a.block_size, console=console,
+                           overwrite=a.overwrite)
     p = job.plan
     console.print(f"{len(job.tests.ids):,} tests ({p.lengths.size} lengths, {int(p.lengths.min())}-{p.max_length} nt"
                   f"{', both strands' if p.both_strands else ''}) × {job.store.total_length:,} bp in "
@@ -379,12 +440,12 @@ def cmd_thresholds(a) -> int:
     from pipeline.motifs import read_background  # noqa: PLC0415
     from pipeline.scan import MotifSet, _thresholds_table, check_like, default_background, row_thresholds_many  # noqa: PLC0415
 
-    if a.out:
-        _check_out_file(a.out)
+    _check_out_file(a.out or "-")
     check_like(a.like, a.strand)
     gbg = GenomeStore(a.store).background if a.store else None
     bg = read_background(a.background or default_background(a.like), genome_background=gbg)
-    mset = MotifSet.load(a.motifs, bg, a.pseudocount, like=a.like, strands=a.strand)
+    mset = MotifSet.load(a.motifs, bg, a.pseudocount, select=a.motif_select, format=a.motif_format, like=a.like,
+                         strands=a.strand)
     kw = _client_kwargs(a)
     device = kw["device"]
     kw["device"] = "cpu"
@@ -393,13 +454,11 @@ def cmd_thresholds(a) -> int:
                                     rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()
     t = pa.concat_tables([_thresholds_table(mset, tables, strands) for tables in per_p])
-    from pipeline.dataset import atomic_write_bytes, table_tsv  # noqa: PLC0415
+    from pipeline.dataset import table_tsv  # noqa: PLC0415
+    from pipeline.storage import open_output  # noqa: PLC0415
 
-    text = table_tsv(t)
-    if a.out:
-        atomic_write_bytes(os.path.abspath(a.out), text)
-    else:
-        sys.stdout.write(text.decode())
+    with open_output(a.out or "-", "wb") as f:
+        f.write(table_tsv(t))
     reach = np.asarray(t.column("reachable").to_pylist())
     err = np.asarray(t.column("score_error").to_pylist(), dtype=float)[reach]
     lo = np.asarray(t.column("pvalue_low").to_pylist())[reach]
@@ -478,9 +537,13 @@ def cmd_discover(a) -> int:
 def cmd_export(a) -> int:
     from pipeline.export import export  # noqa: PLC0415
 
+    from pipeline.storage import output_target  # noqa: PLC0415
+
     _check_out_file(a.out)
     n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue)
-    print(f"wrote {n:,} hits to {a.out} ({a.format})")
+    to_stdout = output_target(a.out)[0] == "stdout"
+    print(f"wrote {n:,} hits to {'standard output' if to_stdout else a.out} ({a.format})",
+          file=sys.stderr if to_stdout else sys.stdout)
     return 0
 
 
@@ -660,6 +723,14 @@ def _demo_report(hits: Path, console) -> None:
                   f"{hits}').slice(0, 5).to_pylist())\"  ·  motifgrid export {hits} --format bed -o hits.bed")
 
 
+def _message(e: Exception, a) -> str:
+    """The error's line, its advice for Python callers (``format=`` of read_motifs) replaced by this command's
+    flag (``--motif-format``), or dropped where the command has none."""
+    if getattr(e, "hint", None) and hasattr(e, "with_hint"):
+        return e.with_hint("or pass --motif-format FORMAT" if hasattr(a, "motif_format") else None)
+    return str(e)
+
+
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
             "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
             "summary": cmd_summary}
@@ -676,7 +747,7 @@ def main(argv=None) -> int:
     try:
         return COMMANDS[a.cmd](a) or 0
     except (MotifgridError, UserError) as e:
-        print(f"motifgrid {a.cmd}: error: {e}", file=sys.stderr)
+        print(f"motifgrid {a.cmd}: error: {_message(e, a)}", file=sys.stderr)
         return EXIT_USAGE
     except FileNotFoundError as e:
         print(f"motifgrid {a.cmd}: error: {e.filename}: no such file or directory", file=sys.stderr)

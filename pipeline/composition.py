@@ -240,6 +240,7 @@ class CompositionJob:
     done: set
     ingest_seconds: float
     t_start: float
+    overwrite: bool = False
 
 
 @dataclass
@@ -269,8 +270,9 @@ def _is_store(path: str) -> bool:
 
 def plan_composition(tests: str, reference: str, out: str, min_similarity: float = 0.9,
                      both_strands: bool = False, counts_only: bool = False, resume: bool = False,
-                     block_size: int | None = None, console=None) -> CompositionJob:
-    """Read and check every input before any cluster is started; ingest a FASTA reference."""
+                     block_size: int | None = None, console=None, overwrite: bool = False) -> CompositionJob:
+    """Read and check every input before any cluster is started; ingest a FASTA reference.  ``overwrite``
+    replaces the composition dataset in ``out`` when the run is about to write."""
 
     from pipeline.genome import _sniff_fasta, ingest  # noqa: PLC0415
 
@@ -278,7 +280,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
     if not (0.0 < min_similarity <= 1.0):
         raise CompositionError(f"--min-similarity must be in (0, 1], got {min_similarity}")
     ts = read_tests(tests)
-    check_output(out, resume, "composition run", CompositionError, "composition dataset")
+    check_output(out, resume, "composition run", CompositionError, "composition dataset", overwrite)
     max_len = int(ts.lengths.max())
     task_positions = int(_cfg("min-task-positions"))
     ingest_seconds = 0.0
@@ -304,7 +306,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
     if claimed:
         existed = Path(out, "_run.json").exists()
         done = prepare_output(out, params, resume, kind="composition run", error=CompositionError, key="task",
-                              dataset="composition dataset")
+                              dataset="composition dataset", overwrite=overwrite)
         if Path(store_path, "zarr.json").exists():
             store = GenomeStore(store_path)
             if store.checksum != genome_checksum:
@@ -324,7 +326,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
             ingest_seconds = time.perf_counter() - t0
     plan = make_plan(histograms(ts.codes, ts.offsets), ts.lengths, min_similarity, both_strands)
     return CompositionJob(store=store, tests=ts, plan=plan, out=out, params=params, resume=resume, claimed=claimed,
-                          done=done, ingest_seconds=ingest_seconds, t_start=t_start)
+                          done=done, ingest_seconds=ingest_seconds, t_start=t_start, overwrite=overwrite)
 
 
 def _metadata(job: CompositionJob, device: str, command: str | None) -> dict:
@@ -394,7 +396,7 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
     done = job.done
     if not job.claimed:
         done = prepare_output(out, job.params, job.resume, kind="composition run", error=CompositionError,
-                              key="task", dataset="composition dataset")
+                              key="task", dataset="composition dataset", overwrite=job.overwrite)
         todo = [g for g in groups if g[0].block_id not in done]
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_compare": 0.0, "seconds_io": 0.0}
     t_tasks0 = time.perf_counter()
@@ -472,9 +474,11 @@ def _write_summaries(out: str, job: CompositionJob, counts: np.ndarray, summary:
 def run_composition(tests: str, reference: str, out: str, min_similarity: float = 0.9, both_strands: bool = False,
                     counts_only: bool = False, client=None, device: str = "cpu", resume: bool = False,
                     progress: bool = True, command: str | None = None, console=None,
-                    max_hits: int | None = None, block_size: int | None = None) -> CompositionResult:
+                    max_hits: int | None = None, block_size: int | None = None,
+                    overwrite: bool = False) -> CompositionResult:
     """A whole composition run on ``client`` (a ``distributed.Client``)."""
-    job = plan_composition(tests, reference, out, min_similarity, both_strands, counts_only, resume, block_size)
+    job = plan_composition(tests, reference, out, min_similarity, both_strands, counts_only, resume, block_size,
+                           overwrite=overwrite)
     return execute_composition(job, client, device=device, progress=progress, command=command, console=console,
                                max_hits=max_hits)
 

@@ -99,23 +99,77 @@ def remove_temporaries(out: str) -> None:
                 pass
 
 
-def check_output(out: str, resume: bool, kind: str, error=RuntimeError, dataset: str = "hits dataset") -> None:
-    """Refuse an output folder that cannot be used, without creating anything."""
+#: the ``_run.json`` key that marks each kind of dataset (``--overwrite`` replaces only a dataset of its kind)
+_FORMAT_KEYS = {"hits dataset": "hits_format", "composition dataset": "composition_format"}
+
+
+def _run_params_of(out: str) -> dict | None:
+    try:
+        d = json.loads(storage.read_bytes(storage.join(out, "_run.json")))
+    except (ValueError, FileNotFoundError, IsADirectoryError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def check_output(out: str, resume: bool, kind: str, error=RuntimeError, dataset: str = "hits dataset",
+                 overwrite: bool = False) -> None:
+    """Refuse an output folder that cannot be used, without creating or removing anything.  With ``overwrite``
+    the folder must be a motifgrid ``dataset`` (finished or not) holding nothing else."""
+    if resume and overwrite:
+        raise error(f"{out}: --resume completes the {kind} there, --overwrite replaces it: give one of them")
+    only = f"; --overwrite replaces only a motifgrid {dataset}" if overwrite else ""
     if storage.exists(out) and not storage.isdir(out):
-        raise error(f"{out}: exists and is not a directory")
+        raise error(f"{out}: exists and is not a directory{only}")
     if storage.exists(storage.join(out, "_run.json")):
-        if not resume:
-            state = "a finished" if storage.exists(storage.join(out, "_summary.json")) else "an unfinished"
-            raise error(f"{out}: holds {state} {kind}; pass --resume to complete it, or choose another output")
+        params = _run_params_of(out)
+        key = _FORMAT_KEYS.get(dataset)
+        if params is None or (key is not None and key not in params):
+            what = "an unreadable _run.json" if params is None else "a motifgrid dataset of another kind"
+            raise error(f"{out}: holds {what}, not a {dataset}; choose another output{only}")
+        if overwrite:
+            other = [n for n in storage.listdir(out) if not n.startswith(("_", ".", "chrom="))]
+            if other:
+                raise error(f"{out}: --overwrite would remove files that are not part of the {dataset} "
+                            f"({', '.join(other[:3])}{' ...' if len(other) > 3 else ''}); move them out first")
+        elif storage.exists(storage.join(out, "_summary.json")):
+            if not resume:
+                raise error(f"{out}: holds a finished {kind}; pass --overwrite to replace it with a new one, "
+                            "or choose another output")
+        elif not resume:
+            raise error(f"{out}: holds an unfinished {kind}; pass --resume to complete it, --overwrite to replace "
+                        "it with a new one, or choose another output")
     elif storage.listdir(out):
-        raise error(f"{out}: exists, is not empty and is not a motifgrid {dataset}")
+        raise error(f"{out}: exists, is not empty and is not a motifgrid {dataset}{only}")
+
+
+def _remove_dataset(out: str) -> None:
+    """Remove the dataset in ``out`` (checked by :func:`check_output`): its summary first (it no longer looks
+    finished), its ``_run.json`` last (an interrupted removal leaves an unfinished dataset, not a foreign folder)."""
+    import shutil  # noqa: PLC0415
+
+    storage.remove(storage.join(out, "_summary.json"))
+    for name in storage.listdir(out):
+        if name == "_run.json":
+            continue
+        path = storage.join(out, name)
+        if storage.is_url(path):
+            fs, p = storage.url_to_fs(path)
+            fs.rm(p, recursive=True)
+        elif os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    storage.remove(storage.join(out, "_run.json"))
 
 
 def prepare_output(out: str, params: dict, resume: bool, kind: str = "scan", error=RuntimeError,
-                   key: str = "block", dataset: str = "hits dataset") -> set:
-    """Create or check the output folder; return the ``key`` of every unit already finished."""
+                   key: str = "block", dataset: str = "hits dataset", overwrite: bool = False) -> set:
+    """Create or check the output folder; return the ``key`` of every unit already finished.  With
+    ``overwrite`` an existing dataset is removed here, when the new run is about to write its ``_run.json``."""
     run_file = storage.join(out, "_run.json")
-    check_output(out, resume, kind, error, dataset)
+    check_output(out, resume, kind, error, dataset, overwrite)
+    if overwrite and storage.exists(run_file):
+        _remove_dataset(out)
     if storage.exists(run_file):
         old = json.loads(storage.read_bytes(run_file))
         diff = [k for k in params if old.get(k) != params[k]]

@@ -1,6 +1,12 @@
 """Hits dataset → BED, FIMO TSV or GFF3, streamed block file by block file (bounded memory).
 
-BED is BED6+2: chrom, start, end, motif_id, score, strand, p-value, motif_name.
+BED is BED6+3: chrom, start, end, motif_id, score, strand, then log-odds score, p-value, motif_name.
+Column 5 follows BED's convention, an integer 0-1000: ``min(1000, round(-10 * log10(p-value)))`` (the
+PHRED-like scaling narrowPeak files use for column 5).  The p-value, not the log-odds score, because it is
+comparable across motifs of different lengths and information content (a log-odds score of 12 bits is a strong
+site for one matrix and a weak one for another) and it is never negative; -10 log10 p stays well inside the
+range for any p-value a scan reports (p = 1e-4 is 40, 1e-20 is 200; 1000 only below 1e-100).  The log-odds
+score itself (bits, may be negative) is column 7, the p-value column 8.
 Coordinates inside motifgrid are 0-based half-open on the forward strand.  BED keeps them; FIMO TSV
 and GFF3 are 1-based inclusive (start + 1, end).  Files are visited in genome order (contig order of
 the store, then block order) and each file's rows are put in start order (a stable sort: motifs of one start
@@ -16,7 +22,6 @@ hits with q <= it.
 """
 from __future__ import annotations
 
-import os
 from itertools import repeat
 from urllib.parse import quote, unquote
 
@@ -97,25 +102,25 @@ def _motif_order(hits: str, qmap) -> dict:
 
 
 def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue: float | None = None) -> int:
-    """Write ``hits`` as ``fmt`` to ``out`` (atomically); return the number of records.  ``max_qvalue``: only
-    hits with q <= it (default: the scan's ``--max-qvalue``, if any)."""
+    """Write ``hits`` as ``fmt`` to ``out`` (a file, written atomically; ``-`` for standard output; see
+    :func:`pipeline.storage.open_output`); return the number of records.  ``max_qvalue``: only hits with
+    q <= it (default: the scan's ``--max-qvalue``, if any)."""
     from pipeline.extsort import ExternalSort  # noqa: PLC0415
     from pipeline.qvalues import add_qvalues, family_codes  # noqa: PLC0415
 
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
     qmap, limit = _qvalue_setting(hits, max_qvalue)
-    tmp = f"{out}.tmp-{os.getpid()}"
     n = 0
     store = None
     sorter = ranks = None
-    if fmt == "fimo":
+    if fmt == "fimo":           # FIMO's order needs every record first: sorted runs in TMPDIR beyond sort-rows
         import dask.config  # noqa: PLC0415
 
-        sorter = ExternalSort(os.path.dirname(os.path.abspath(out)), int(dask.config.get("motifgrid.export.sort-rows")))
+        sorter = ExternalSort(None, int(dask.config.get("motifgrid.export.sort-rows")))
         ranks = _motif_order(hits, qmap)
     try:
-        with open(tmp, "w") as f:
+        with storage.open_output(out) as f:      # "-" is standard output; a link keeps being a link
             if fmt == "fimo":
                 f.write("motif_id\tmotif_alt_id\tsequence_name\tstart\tstop\tstrand\tscore\tp-value\tq-value\tmatched_sequence\n")
             elif fmt == "gff3":
@@ -143,11 +148,6 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
                 n += t.num_rows
             if sorter is not None:
                 sorter.write(f)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     finally:
         if sorter is not None:
             sorter.close()
@@ -182,8 +182,9 @@ def _records(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, 
     scores = list(map(fmt6, c["score"].tolist()))
     strands = c["strand"].tolist()
     if fmt == "bed":
-        cols = [repeat(chrom, n), map(str, start.tolist()), map(str, end.tolist()), c["motif_id"].tolist(), scores,
-                strands, map("{:.4g}".format, c["pvalue"].tolist()), c["motif_name"].tolist()]
+        cols = [repeat(chrom, n), map(str, start.tolist()), map(str, end.tolist()), c["motif_id"].tolist(),
+                map(str, bed_score(c["pvalue"]).tolist()), strands, scores, map("{:.4g}".format, c["pvalue"].tolist()),
+                c["motif_name"].tolist()]
     elif fmt == "fimo":
         seqs = _sequences(store or None, chrom, start, end, c["strand"])
         cols = [c["motif_id"].tolist(), c["motif_name"].tolist(), repeat(chrom, n), map(str, (start + 1).tolist()),
@@ -201,13 +202,23 @@ def _records(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, 
     return list(map("\t".join, zip(*cols)))
 
 
+def bed_score(pvalue: np.ndarray) -> np.ndarray:
+    """BED column 5 of hits with these p-values: ``min(1000, round(-10 * log10(p)))``, int64, 0-1000
+    (half up; p = 0 gives 1000)."""
+    p = np.asarray(pvalue, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        s = np.floor(-10.0 * np.log10(p) + 0.5)
+    return np.clip(np.nan_to_num(s, nan=0.0, posinf=1000.0), 0, 1000).astype(np.int64)
+
+
 def _gff_escape(s: str) -> str:
     """Percent-encode (UTF-8) all but ASCII letters, digits and ``._-:+`` and space (GFF3 reserves ``;=&,%``)."""
     return quote(str(s), safe="._-:+ ")
 
 
 def parse_export(path: str, fmt: str):
-    """Read an export back as (chrom, start0, end0, strand, motif_id, score) tuples: for round-trip tests."""
+    """Read an export back as (chrom, start0, end0, strand, motif_id, score) tuples: for round-trip tests.
+    For BED the tuples also carry the BED score (column 5), the p-value and motif_name."""
     rows = []
     with open(path) as f:
         for line in f:
@@ -215,7 +226,7 @@ def parse_export(path: str, fmt: str):
                 continue
             p = line.rstrip("\n").split("\t")
             if fmt == "bed":
-                rows.append((p[0], int(p[1]), int(p[2]), p[5], p[3], float(p[4])))
+                rows.append((p[0], int(p[1]), int(p[2]), p[5], p[3], float(p[6]), int(p[4]), float(p[7]), p[8]))
             elif fmt == "fimo":
                 rows.append((p[2], int(p[3]) - 1, int(p[4]), p[5], p[0], float(p[6])))
             else:

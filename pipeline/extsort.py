@@ -2,7 +2,8 @@
 
 Records (one output line each) come with sort keys (a tuple of NumPy arrays, most significant first).  Up
 to ``max_rows`` are held and sorted in memory (``np.lexsort``, stable: ties keep the input order).  Beyond
-that each full buffer is sorted and written as a run (an Arrow IPC file in a temporary folder, read back
+that each full buffer is sorted and written as a run (an Arrow IPC file in a temporary folder, by default in ``TMPDIR`` as
+sort(1) does; read back
 memory-mapped) with the rows' input positions as a last key, and the runs are merged in rounds: every run
 holds its current batch, all held rows with keys up to the smallest last key among runs not yet exhausted
 are sorted and written, and the emptied batches are replaced by the runs' next ones.  The output is the same
@@ -38,7 +39,7 @@ def _le(keys: list, bound: tuple) -> int:
 class ExternalSort:
     """``add`` records with keys, then ``write(f)`` writes their lines to text file ``f`` in key order."""
 
-    def __init__(self, tmp_parent: str, max_rows: int = 1_000_000):
+    def __init__(self, tmp_parent: str | None = None, max_rows: int = 1_000_000):
         self.tmp_parent = tmp_parent
         self.max_rows = max(1, int(max_rows))
         self.keys: list = []            # per added chunk: list of key arrays
@@ -70,7 +71,7 @@ class ExternalSort:
 
     def _spill(self) -> None:
         if self.tmp is None:
-            self.tmp = tempfile.mkdtemp(prefix=".sort-", dir=self.tmp_parent)
+            self.tmp = tempfile.mkdtemp(prefix="motifgrid-sort-", dir=self.tmp_parent)
         keys, seq, lines = self._take()
         t = arrow.table({**{f"k{i}": k for i, k in enumerate(keys)}, "seq": seq, "line": lines})
         path = os.path.join(self.tmp, f"run-{len(self.runs):06d}.arrow")

@@ -12,17 +12,23 @@ A hit belongs to the block whose core ``[b*B, (b+1)*B)`` holds its start, so blo
 deduplication; the halo H must be at least the longest motif length − 1 (checked at scan time).
 
 Ingest reads one block at a time through pyfaidx (plain, gzip or bgzip FASTA), so memory stays at a
-few blocks whatever the chromosome length.
+few blocks whatever the chromosome length.  The index pyfaidx reads by is built by each ingest in its own
+temporary folder (beside the new store), never taken from beside the input, and checked against the
+records and bases that the checksum pass counts; compressed inputs are decompressed once into that folder
+(it needs room for the uncompressed FASTA).
 """
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,18 +112,77 @@ def _sniff_fasta(path: Path) -> str:
     return kind
 
 
-def _normalised_copy(path: Path, kind: str, tmpdir: Path) -> Path:
-    """Stream-copy a FASTA that pyfaidx cannot index in place (plain gzip, CRLF, read-only dir)
-    into ``tmpdir`` as plain text with LF line ends, re-wrapping nothing."""
-    out = tmpdir / "input.fa"
-    opener = gzip.open if kind != "plain" else open
+class _Tally:
+    """Records and sequence characters of FASTA text fed in order, in any pieces: what pyfaidx's index of the
+    same text must say (a header is a line starting with '>'; a sequence character is any byte of a later line
+    but a line end; text before the first header is not sequence, as pyfaidx skips it)."""
+
+    def __init__(self):
+        self.records = 0
+        self.bases = 0
+        self._bol = True          # the next byte starts a line
+        self._in_header = False   # inside a header line (it may span pieces)
+
+    def update(self, b: bytes) -> None:
+        pos, n = 0, len(b)
+        while pos < n:
+            if self._in_header:
+                j = b.find(b"\n", pos)
+                if j < 0:
+                    break
+                self._in_header, pos = False, j + 1
+                continue
+            if b[pos] == 0x3E and (b[pos - 1] == 0x0A if pos else self._bol):     # '>' starting a line
+                nxt = pos
+            else:
+                k = b.find(b"\n>", pos)
+                nxt = -1 if k < 0 else k + 1
+            end = n if nxt < 0 else nxt
+            if self.records:                         # bytes.count with bounds: no copy of the piece
+                self.bases += (end - pos) - b.count(b"\n", pos, end) - b.count(b"\r", pos, end)
+            if nxt < 0:
+                break
+            self.records += 1
+            self._in_header, pos = True, nxt + 1
+        if n:
+            self._bol = b[-1] == 0x0A
+
+
+class _HashingReader(io.RawIOBase):
+    """A binary file read through, hashing every byte read (gzip reads the raw bytes through it)."""
+
+    def __init__(self, f, h):
+        self._f, self._h = f, h
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self._f.readinto(b)
+        if n:
+            self._h.update(memoryview(b)[:n])
+        return n
+
+
+def _read_pass(path: Path, kind: str, copy: Path | None) -> tuple[str, _Tally]:
+    """One sequential read of the FASTA: the checksum of its bytes as stored, the records and sequence
+    characters of its (decompressed) text, and with ``copy`` that text written there as plain text with LF
+    line ends (for FASTAs not indexed in place: compressed, CRLF).  Nothing is re-wrapped."""
+    h = hashlib.sha256()
+    tally = _Tally()
     try:
-        with opener(path, "rb") as src, open(out, "wb") as dst:
+        with open(path, "rb") as raw, (open(copy, "wb") if copy else contextlib.nullcontext()) as dst:
+            src = gzip.GzipFile(fileobj=_HashingReader(raw, h)) if kind != "plain" else None
             pending_cr = False
             while True:
-                chunk = src.read(1 << 22)
+                chunk = src.read(1 << 22) if src else raw.read(1 << 22)
                 if not chunk:
                     break
+                if src is None:
+                    h.update(chunk)
+                tally.update(chunk)
+                if dst is None:
+                    continue
                 if pending_cr and not chunk.startswith(b"\n"):
                     dst.write(b"\n")
                 pending_cr = chunk.endswith(b"\r")
@@ -127,31 +192,37 @@ def _normalised_copy(path: Path, kind: str, tmpdir: Path) -> Path:
                 dst.write(chunk.replace(b"\r", b"\n"))
             if pending_cr:
                 dst.write(b"\n")
-    except (OSError, EOFError) as e:
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise GenomeError(f"{path}: truncated or corrupt compressed data ({e})") from None
-    return out
+    except OSError as e:              # a full disk or an unreadable file
+        raise GenomeError(f"{path}: cannot read it{f' into {copy}' if copy else ''} ({e.strerror or e})") from None
+    return f"sha256:{h.hexdigest()}", tally
 
 
-def _has_crlf(path: Path, kind: str) -> bool:
-    opener = gzip.open if kind != "plain" else open
-    with opener(path, "rb") as f:
+def _has_crlf(path: Path) -> bool:
+    with open(path, "rb") as f:
         return b"\r" in f.read(1 << 16)
 
 
 def _open_fasta(path: Path, kind: str, tmpdir: Path):
+    """``(pyfaidx.Fasta, checksum, tally)`` of the FASTA at ``path``.
+
+    Its index is always built afresh in ``tmpdir``: an index beside the input (``.fai``, ``.gzi``) is never
+    read (pyfaidx reuses one older than a changed FASTA with only a warning, and one that looks newer
+    silently) and nothing is written into the input's folder (shared, read-only or other people's).
+    Compressed and CRLF inputs are read from a plain LF copy in ``tmpdir``, written by the same pass that
+    computes the checksum: pyfaidx reads plain gzip not at all, and bgzip written in full 64 KiB blocks
+    (Biopython's writer) not at a record that starts on a block boundary; reading the copy is also faster
+    than its BGZF reader (docs/benchmarks.md).  ``tally`` counts the records and bases of the text, for
+    :func:`_check_tally`."""
     import pyfaidx  # noqa: PLC0415
 
-    target = path
-    needs_copy = kind == "gzip" or _has_crlf(path, kind)
-    if not needs_copy:
-        fai = Path(str(path) + ".fai")
-        if not fai.exists() and not os.access(path.parent, os.W_OK):
-            needs_copy = True
-    if needs_copy:
-        target = _normalised_copy(path, kind, tmpdir)
+    copy = tmpdir / "input.fa" if kind != "plain" or _has_crlf(path) else None
+    checksum, tally = _read_pass(path, kind, copy)
+    target = copy or path
     try:
-        return pyfaidx.Fasta(str(target), as_raw=True, sequence_always_upper=False,
-                             read_long_names=False, rebuild=needs_copy, duplicate_action="stop")
+        fa = pyfaidx.Fasta(str(target), as_raw=True, sequence_always_upper=False, read_long_names=False,
+                           rebuild=True, duplicate_action="stop", indexname=str(tmpdir / "input.fai"))
     except UnicodeDecodeError as e:
         raise GenomeError(f"{path}: not a FASTA text file (byte 0x{e.object[e.start]:02x} is not UTF-8 text)") from None
     except ValueError as e:
@@ -165,6 +236,16 @@ def _open_fasta(path: Path, kind: str, tmpdir: Path):
         raise GenomeError(f"{path}: cannot index FASTA: {str(e).splitlines()[0]}") from None
     except (OSError, EOFError) as e:
         raise GenomeError(f"{path}: cannot read FASTA: {e}") from None
+    return fa, checksum, tally
+
+
+def _check_tally(fasta, tally: _Tally, lengths: dict) -> None:
+    """The index ingest reads by must describe the file: same records, same bases as one pass counted."""
+    bases = sum(lengths.values())
+    if tally.records != len(lengths) or tally.bases != bases:
+        raise GenomeError(f"{fasta}: the file holds {tally.records:,} records and {tally.bases:,} bases but its "
+                          f"index says {len(lengths):,} records and {bases:,} bases (did the file change while "
+                          "ingest read it?); nothing was written, run ingest again")
 
 
 @dataclass
@@ -318,7 +399,6 @@ def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int =
     store = str(store) if storage.is_url(store) else Path(store)
     _check_new_store(store, block_size, halo)
     kind = _sniff_fasta(fasta)
-    checksum = file_checksum(fasta)
     if isinstance(store, Path):
         store.parent.mkdir(parents=True, exist_ok=True)
         tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-", dir=store.parent))
@@ -340,8 +420,10 @@ def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int =
             yield row
 
     try:
-        fa = _open_fasta(fasta, kind, tmpdir)
-        _check_records(fasta, {name: len(fa[name]) for name in fa.keys()})
+        fa, checksum, tally = _open_fasta(fasta, kind, tmpdir)
+        lengths = {name: len(fa[name]) for name in fa.keys()}
+        _check_records(fasta, lengths)
+        _check_tally(fasta, tally, lengths)
         contigs = ((name, len(fa[name]), rows(name, fa[name], len(fa[name]))) for name in fa.keys())
         return _write_store(store, str(fasta), checksum, block_size, halo, contigs)
     finally:

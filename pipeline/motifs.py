@@ -71,6 +71,7 @@ __all__ = [
     "read_background",
     "read_motifs",
     "reverse_complement",
+    "select_motifs",
 ]
 
 #: Format names accepted by :func:`read_motifs`.
@@ -136,11 +137,12 @@ class MotifError(MotifgridError, ValueError):
         The problem alone, without the location.
     """
 
-    def __init__(self, source, problem, line=None, record=None, motif_id=None):
+    def __init__(self, source, problem, line=None, record=None, motif_id=None, hint=None):
         self.source = None if source is None else str(source)
         self.line = line
         self.record = record
         self.problem = " ".join(str(problem).split())
+        self.hint = hint
         where = self.source or "<motifs>"
         if line is not None:
             where += f" line {line}"
@@ -148,7 +150,12 @@ class MotifError(MotifgridError, ValueError):
             where += f" record {record}"
             if motif_id:
                 where += f" ({motif_id})"
-        super().__init__(f"{where}: {self.problem}")
+        self.where = where
+        super().__init__(self.with_hint(hint))
+
+    def with_hint(self, hint: str | None) -> str:
+        """The one-line message with another way out than the Python one (``hint``: the CLI's flag), or none."""
+        return f"{self.where}: {self.problem}" + (f" ({hint})" if hint else "")
 
 
 @dataclass(frozen=True, eq=False)
@@ -822,7 +829,7 @@ def _resolve_format(fmt: str | None, src: str, text: str) -> str:
     f = _sniff(text, ext)
     if f is None:
         raise MotifError(src, f"cannot tell the motif format from the extension {ext!r} or the content; "
-                         f"name the file *{', *'.join(sorted(_EXT_FORMATS))} (or pass format= to read_motifs)")
+                         f"name the file *{', *'.join(sorted(_EXT_FORMATS))}", hint="or pass format= to read_motifs")
     return f
 
 
@@ -831,27 +838,45 @@ def _resolve_format(fmt: str | None, src: str, text: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _parse_release(src: str) -> tuple[str, str, list[str] | None] | None:
+#: JASPAR's collections: a release name's second field is one of them, or else a selection of ids and names
+JASPAR_COLLECTIONS = ("CORE", "CNE", "PHYLOFACTS", "SPLICE", "POLII", "FAM", "PBM", "PBM_HOMEO", "PBM_HLH",
+                      "UNVALIDATED")
+_RELEASE_FORM = ("JASPARyyyy[:COLLECTION[:tax_group[,tax_group]][:ID_OR_NAME,...]] or "
+                 "JASPARyyyy:ID_OR_NAME[,ID_OR_NAME...]")
+
+
+def _parse_release(src: str) -> tuple[str, str | None, list[str] | None, list[str] | None] | None:
+    """``(release, collection, tax groups, selectors)`` of a release name, None when ``src`` is not one.
+    ``collection`` is None for a bare selection (``JASPAR2024:MA0139.2,CTCF``), looked up in the whole release."""
     if not _RELEASE_RE.fullmatch(src):
         return None
-    parts = src.split(":")
-    release = parts[0]
-    collection = parts[1] if len(parts) > 1 and parts[1] else "CORE"
-    tax = parts[2] if len(parts) > 2 and parts[2] else None
-    if len(parts) > 3:
-        raise MotifError(src, "release name must be JASPARyyyy[:COLLECTION[:tax_group[,tax_group]]]")
-    if not _WORD_RE.fullmatch(collection):
-        raise MotifError(src, f"bad collection name {collection!r}")
+    release, _, rest = src.partition(":")
+    head = rest.partition(":")[0]
+    if rest and head.upper() not in JASPAR_COLLECTIONS:        # JASPAR2024:ID_OR_NAME,...  (names may hold '::')
+        return release, None, None, _selectors(src, rest)
+    parts = rest.split(":", 2) if rest else []
+    collection = parts[0].upper() if parts else "CORE"
+    tax = parts[1] if len(parts) > 1 and parts[1] else None
+    sel = _selectors(src, parts[2]) if len(parts) > 2 else None
     taxa = None
     if tax is not None:
         taxa = [t.strip().lower() for t in tax.split(",")]
         if not all(_WORD_RE.fullmatch(t) for t in taxa):
-            raise MotifError(src, f"bad tax group {tax!r}")
-    return release, collection.upper(), taxa
+            raise MotifError(src, f"bad tax group {tax!r} (a release name is {_RELEASE_FORM})")
+    return release, collection, taxa, sel
+
+
+def _selectors(src: str, text: str) -> list[str]:
+    from pipeline.selection import split_selectors  # noqa: PLC0415
+
+    try:
+        return split_selectors(text)
+    except ValueError as e:
+        raise MotifError(src, f"{e} (a release name is {_RELEASE_FORM})") from None
 
 
 def _read_release(src: str, spec) -> list[Motif]:
-    release, collection, taxa = spec
+    release, collection, taxa, sel = spec
     try:
         import pyjaspar  # noqa: PLC0415
     except ImportError:
@@ -864,14 +889,50 @@ def _read_release(src: str, spec) -> list[Motif]:
 
     db = pyjaspar.jaspardb(release=release)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pyjaspar warns on 0 motifs; we raise instead
-        bio = db.fetch_motifs(collection=collection, tax_group=taxa)
-    recs = []
-    for b in bio:
-        recs.append(_Rec(b.matrix_id, b.name or b.matrix_id, None, _bio_matrix(b), None, "counts"))
+        warnings.simplefilter("ignore")  # pyjaspar warns on 0 motifs and unknown ids; we raise instead
+        if collection is None:
+            bio = [db.fetch_motif_by_id(mid) for mid in _release_lookup(db, src, sel)]
+        else:
+            bio = db.fetch_motifs(collection=collection, tax_group=taxa)
+    recs = [_Rec(b.matrix_id, b.name or b.matrix_id, None, _bio_matrix(b), None, "counts") for b in bio]
     if not recs:
         raise MotifError(src, "0 motifs in this release/collection/tax group")
-    return _finish(recs, src)
+    motifs = _finish(recs, src)
+    return select_motifs(motifs, sel, src) if collection is not None and sel else motifs
+
+
+def _release_lookup(db, src: str, selectors: list[str]) -> list[str]:
+    """Matrix ids (``BASE.VERSION``) of a selection from the whole release (:func:`pipeline.selection.lookup`)."""
+    from pipeline.selection import lookup  # noqa: PLC0415
+
+    rows = db.conn.execute("select BASE_ID, VERSION, NAME, COLLECTION from MATRIX").fetchall()
+    found, unknown = lookup(rows, selectors)
+    if unknown:
+        raise _unknown_error(src, unknown, [f"{b}.{v}" for b, v, _, _ in rows], [r[2] or "" for r in rows])
+    return found
+
+
+def _unknown_error(src: str, unknown: list[str], ids: list[str], names: list[str]) -> MotifError:
+    from pipeline.selection import describe_unknown  # noqa: PLC0415
+
+    return MotifError(src, describe_unknown(unknown, ids, names))
+
+
+def select_motifs(motifs: list[Motif], selectors, src: str | None = None) -> list[Motif]:
+    """The motifs that ``selectors`` (ids or names, see :mod:`pipeline.selection`) choose, in source order.
+
+    An id selects that motif; an id without its ``.version`` every version present; a name every motif of that
+    name; case is ignored when nothing matches as written.  A selector that matches nothing is a
+    :class:`MotifError` listing near ids and names."""
+    from pipeline.selection import select  # noqa: PLC0415
+
+    if isinstance(selectors, str):
+        selectors = [selectors]
+    src = src if src is not None else (motifs[0].source if motifs else None)
+    keep, unknown = select(list(selectors), [m.id for m in motifs], [m.name for m in motifs])
+    if unknown:
+        raise _unknown_error(src, unknown, [m.id for m in motifs], [m.name for m in motifs])
+    return [motifs[i] for i in keep]
 
 
 # --------------------------------------------------------------------------------------------
@@ -880,7 +941,8 @@ def _read_release(src: str, spec) -> list[Motif]:
 
 
 def read_motifs(
-    source: str | os.PathLike, format: str | None = None, *, prob_tolerance: float = PROB_TOLERANCE
+    source: str | os.PathLike, format: str | None = None, *, prob_tolerance: float = PROB_TOLERANCE,
+    select=None,
 ) -> list[Motif]:
     """Read every motif of a motif file or of a named JASPAR release.
 
@@ -888,8 +950,11 @@ def read_motifs(
     ----------
     source : str or os.PathLike
         A motif file (``.gz`` files are decompressed transparently), or a JASPAR release shipped
-        by pyjaspar: ``JASPARyyyy[:COLLECTION[:tax_group[,tax_group...]]]``, e.g. ``JASPAR2024``
-        (collection CORE, all taxa) or ``JASPAR2024:CORE:vertebrates``.  A source is a release
+        by pyjaspar: ``JASPARyyyy[:COLLECTION[:tax_group[,tax_group...]][:ID_OR_NAME,...]]``, e.g.
+        ``JASPAR2024`` (collection CORE, all taxa) or ``JASPAR2024:CORE:vertebrates``, or
+        ``JASPARyyyy:ID_OR_NAME[,ID_OR_NAME...]``: single matrices from the whole release, in that
+        order (``JASPAR2024:MA0139.2,MA0079.5``; a base id ``MA0139`` is its latest version; a name
+        ``CTCF`` the latest version of every CORE matrix of that name).  A source is a release
         name only if no file of that name exists.  Releases are non-redundant (latest version
         of each base id), exactly as ``jaspardb(release).fetch_motifs(collection, tax_group)``
         returns them, in that order.
@@ -902,6 +967,9 @@ def read_motifs(
         addition to the agreed API: real files break the 0.02 rule (``RSAT_vertebrates.pfm``
         motif ``cluster_2047`` has a last row ``0.2 0.2 0.2 0.2``); a caller can loosen it
         explicitly instead of the reader normalising such rows silently.
+    select : str or list of str, optional
+        Keep only these motifs, by id or name (:func:`select_motifs`; FIMO's ``--motif``), in
+        source order; one that matches nothing is an error listing near ids and names.
 
     Returns
     -------
@@ -924,15 +992,17 @@ def read_motifs(
         spec = _parse_release(src)
         if spec is not None:
             if format not in (None, "jaspar"):
-                raise MotifError(src, f"format={format!r} makes no sense for a JASPAR release")
-            return _read_release(src, spec)
+                raise MotifError(src, f"a motif format ({format!r}) makes no sense for a JASPAR release")
+            motifs = _read_release(src, spec)
+            return select_motifs(motifs, select, src) if select else motifs
     if format is not None:
         _resolve_format(format, src, "")  # unknown format: fail before touching the file
     text = _decode(_read_bytes(src), src)
     if not text.strip():
         raise MotifError(src, "file is empty (0 motifs)")
     fmt = _resolve_format(format, src, text)
-    return _PARSERS[fmt](text, src, prob_tolerance)
+    motifs = _PARSERS[fmt](text, src, prob_tolerance)
+    return select_motifs(motifs, select, src) if select else motifs
 
 
 def duplicate_ids(motifs: list[Motif]) -> dict[str, int]:
@@ -1119,8 +1189,11 @@ def motifs_checksum(source: str | os.PathLike) -> str:
     if not os.path.exists(src):
         spec = _parse_release(src)
         if spec is not None:
-            release, collection, taxa = spec
-            name = f"{release}:{collection}" + (f":{','.join(taxa)}" if taxa else "")
+            release, collection, taxa, sel = spec
+            fields = [release, ",".join(sel)] if collection is None else [release, collection, ",".join(taxa or [])]
+            if collection is not None and sel:
+                fields.append(",".join(sel))
+            name = ":".join(fields).rstrip(":")          # JASPAR2024:CORE:vertebrates as before
             return hashlib.sha256(name.encode()).hexdigest()
     h = hashlib.sha256()
     h.update(_read_bytes(src))

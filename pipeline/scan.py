@@ -66,17 +66,21 @@ class MotifSet:
     strands: str = "both"      # "both", "+" or "-"
     like: str | None = None    # None (motifgrid's exact scores) or "fimo"
     lattices: list | None = None   # like="fimo": workers.fimo_lattice.LatticeMatrix per motif (forward)
+    select: list | None = None     # ids/names chosen from the source (--motif), recorded in the provenance
 
     @classmethod
-    def load(cls, source: str, background: np.ndarray, pseudocount: float, *, like: str | None = None,
-             strands: str = "both") -> "MotifSet":
+    def load(cls, source: str, background: np.ndarray, pseudocount: float, select=None,
+             format: str | None = None, *, like: str | None = None, strands: str = "both") -> "MotifSet":
+        """Read ``source`` (``format`` when neither its name nor content tells it), keep the motifs ``select``
+        chooses by id or name (:func:`pipeline.motifs.select_motifs`), and build their PWMs."""
         from pipeline.motifs import motifs_checksum, pwm_from_motif, read_motifs  # noqa: PLC0415
 
         if strands not in _STRAND_ROWS:
             raise ValueError(f"strands must be one of {', '.join(_STRAND_ROWS)}, not {strands!r}")
         if like == "fimo" and strands == "-":
             raise ValueError("FIMO scans both strands or the forward one (--norc): --like fimo takes --strand both or +")
-        motifs = read_motifs(source)
+        select = list(select) if select else None
+        motifs = read_motifs(source, format=format, select=select)
         lattices = None
         if like == "fimo":
             from pipeline.fimo import fimo_background, fimo_matrix  # noqa: PLC0415
@@ -90,7 +94,7 @@ class MotifSet:
             raise ValueError(f"like must be None or 'fimo', not {like!r}")
         return cls(source=str(source), checksum=motifs_checksum(source), ids=[m.id for m in motifs],
                    names=[m.name for m in motifs], pwms=pwms, background=np.asarray(background, float),
-                   pseudocount=float(pseudocount), strands=strands, like=like, lattices=lattices)
+                   pseudocount=float(pseudocount), strands=strands, like=like, lattices=lattices, select=select)
 
     @property
     def max_length(self) -> int:
@@ -331,6 +335,7 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
         "halo": store.halo,
         "motifs_source": mset.source,
         "motifs_checksum": mset.checksum,
+        "motifs_select": mset.select,
         "motifs": len(mset.ids),
         "pvalue": pvalue,
         "background": [float(x) for x in mset.background],
@@ -341,9 +346,10 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
     }
 
 
-def prepare_output(out: str, params: dict, resume: bool) -> set:
-    """Create or check the output folder; return the ids of blocks already finished."""
-    return _prepare_output(out, params, resume, kind="scan", error=ScanError)
+def prepare_output(out: str, params: dict, resume: bool, overwrite: bool = False) -> set:
+    """Create or check the output folder (``overwrite``: replace the hits dataset there); return the ids of
+    blocks already finished."""
+    return _prepare_output(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
 
 
 def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
@@ -404,11 +410,14 @@ def check_like(like: str | None, strands: str) -> None:
 
 def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
-              strands: str = "both", qvalues: bool = True, max_qvalue: float | None = None) -> ScanJob:
+              strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
+              qvalues: bool = True, max_qvalue: float | None = None) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
     ``background`` None: :func:`default_background`.  ``like="fimo"``: FIMO 5.4.1's scores, p-values and
-    hits (:mod:`pipeline.fimo`); ``strands``: "both", "+" or "-".  ``qvalues``: the end-of-run q-value
-    reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are read."""
+    hits (:mod:`pipeline.fimo`); ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep
+    (:func:`pipeline.motifs.select_motifs`); ``overwrite`` replaces the hits dataset in ``out``, once everything
+    else is checked.  ``qvalues``: the end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``:
+    recorded, applied where the hits are read."""
     from pipeline.motifs import read_background  # noqa: PLC0415
     from pipeline.qvalues import check_max_qvalue  # noqa: PLC0415
 
@@ -427,23 +436,25 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
         background = default_background(like)
     store = GenomeStore(store_path)
     bg = read_background(background, genome_background=store.background)
-    mset = MotifSet.load(motifs, bg, pseudocount, like=like, strands=strands)
+    mset = MotifSet.load(motifs, bg, pseudocount, select=select, format=motif_format, like=like, strands=strands)
     if mset.max_length - 1 > store.halo:
         longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
         raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
                         f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
     params = _run_params(store, mset, pvalue, background)
-    done = prepare_output(out, params, resume)
+    done = prepare_output(out, params, resume, overwrite)
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue)
 
 
 def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
              pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
              progress: bool = True, command: str | None = None, console=None, *, like: str | None = None,
-             strands: str = "both", qvalues: bool = True, max_qvalue: float | None = None) -> ScanResult:
+             strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
+             qvalues: bool = True, max_qvalue: float | None = None) -> ScanResult:
     """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
     job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume, like=like, strands=strands,
-                    qvalues=qvalues, max_qvalue=max_qvalue)
+                    overwrite=overwrite, select=select, motif_format=motif_format, qvalues=qvalues,
+                    max_qvalue=max_qvalue)
     return execute_scan(job, client, device=device, progress=progress, command=command, console=console)
 
 
@@ -487,6 +498,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "genome.halo": str(store.halo),
         "motifs.source": mset.source,
         "motifs.checksum": mset.checksum,
+        "motifs.select": json.dumps(mset.select),
         "motifs.count": str(len(mset.ids)),
         "background": json.dumps([float(x) for x in bg]),
         "pseudocount": repr(pseudocount),

@@ -75,7 +75,7 @@ MOTIF_SUMMARY_SCHEMA = pa.schema([
 PROVENANCE_KEYS = (
     "motifgrid.version", "motifgrid.hits_format", "motifgrid.command",
     "genome.path", "genome.checksum", "genome.block_size", "genome.halo",
-    "motifs.source", "motifs.checksum", "motifs.count",
+    "motifs.source", "motifs.checksum", "motifs.select", "motifs.count",
     "background", "pseudocount", "pvalue", "strands", "like", "block", "device",
 )
 

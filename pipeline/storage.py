@@ -7,17 +7,24 @@ plus ``motifgrid.storage.options`` in dask.config (``{protocol: {fsspec options}
 does not ship to remote workers: set it where the workers run too.
 
 Atomicity: a local file is written under a hidden temporary name, flushed and renamed; an object store
-PUT (single or multipart) only becomes visible complete, so it is written in place.
+PUT (single or multipart) only becomes visible complete, so it is written in place.  :func:`open_output`
+is the one way a command writes an output file (``-o``): ``-`` is standard output, a FIFO or device is
+written straight into, a symbolic link keeps being a link (its target is replaced), and only a regular
+file is ever renamed over.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import re
+import stat
+import sys
 import uuid
 
-__all__ = ["is_url", "url_to_fs", "storage_options", "arrow_source", "read_parquet", "read_parquet_schema", "join", "atomic_write_bytes", "write_parquet", "exists", "isdir",
-           "makedirs", "listdir", "remove", "read_bytes", "glob"]
+__all__ = ["is_url", "url_to_fs", "storage_options", "arrow_source", "read_parquet", "read_parquet_schema", "join",
+           "atomic_write_bytes", "open_output", "output_target", "write_parquet", "exists", "isdir", "makedirs",
+           "listdir", "remove", "read_bytes", "glob"]
 
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -132,20 +139,85 @@ def read_bytes(path) -> bytes:
     return fs.cat_file(p)
 
 
+#: names of this process's standard output: written to through ``sys.stdout``, never opened or renamed over
+STDOUT_NAMES = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def output_target(path) -> tuple[str, str]:
+    """How :func:`open_output` writes ``path``: ``("stdout", "-")``, ``("stream", path)`` for a FIFO, device
+    or anything under /dev (but /dev/shm) or /proc, or leading there (written straight into), or ``("file",
+    target)`` for a regular file or a new name (written atomically); ``target`` is where a symbolic link leads,
+    so the link stays a link."""
+    s = os.fspath(path)
+    if s in STDOUT_NAMES:
+        return "stdout", "-"
+    if _through_devices(s):
+        return "stream", s
+    target = os.path.realpath(s)                 # follows every link, dangling ones included
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return "file", target
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(21, "is a folder; give a file name", s)
+    return ("file" if stat.S_ISREG(mode) else "stream"), target
+
+
+def _through_devices(path: str) -> bool:
+    """True when ``path`` or a link it leads through is under /dev (but /dev/shm) or /proc: /dev/stderr, /dev/fd/N
+    and /proc/self/fd/N lead to whatever the process has open there, a regular file too, which must be written
+    into, never replaced by a rename (``realpath`` would name that file)."""
+    p = os.path.abspath(path)
+    for _ in range(40):                          # the kernel's own limit on links followed
+        if p.startswith(("/dev/", "/proc/")) and not p.startswith("/dev/shm/"):
+            return True
+        if not os.path.islink(p):
+            return False
+        p = os.path.normpath(os.path.join(os.path.dirname(p), os.readlink(p)))
+    return False
+
+
+@contextlib.contextmanager
+def open_output(path, mode: str = "w"):
+    """A file object to write a command's output to (``mode`` ``"w"`` or ``"wb"``), see :func:`output_target`.
+
+    A regular file (or the target of a link to one) is written under a hidden temporary name beside it,
+    flushed, given the old file's permissions and renamed onto it when the block ends without an error:
+    readers see the old file or the whole new one.  Standard output and streams get the data as written."""
+    kind, target = output_target(path)
+    if kind == "stdout":
+        if "b" in mode:
+            sys.stdout.flush()
+        stream = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield stream
+        stream.flush()
+        return
+    if kind == "stream":                  # a FIFO, /dev/null, a terminal: nothing to rename, nothing to replace
+        with open(target, mode) as f:
+            yield f
+        return
+    tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.tmp-{uuid.uuid4().hex}")
+    try:
+        with open(tmp, mode) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
+        except FileNotFoundError:
+            pass
+        os.replace(tmp, target)
+    except BaseException:
+        _unlink_quietly(tmp)        # a full disk or a read-only folder leaves no torn file behind
+        raise
+
+
 def atomic_write_bytes(path, data: bytes) -> None:
-    """Write ``data`` so that readers see the old file, or the whole new one."""
+    """Write ``data`` so that readers see the old file, or the whole new one (:func:`open_output` locally)."""
     s = os.fspath(path)
     if not is_url(s):
-        tmp = f"{os.path.dirname(s)}/.{os.path.basename(s)}.tmp-{uuid.uuid4().hex}"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, s)
-        except BaseException:
-            _unlink_quietly(tmp)        # a full disk or a read-only folder leaves no torn file behind
-            raise
+        with open_output(s, "wb") as f:
+            f.write(data)
         return
     fs, p = url_to_fs(s)
     fs.pipe_file(p, data)

@@ -229,7 +229,7 @@ def test_counts_only_and_fasta_reference(real, tests_seqs, finished, inputs, cli
 def test_resume_and_refusals(finished, inputs, client, small_tasks, tmp_path):
     out, res = finished
     _, _, store, tfa = inputs
-    with pytest.raises(CompositionError, match="finished composition run; pass --resume"):
+    with pytest.raises(CompositionError, match="holds a finished composition run; pass --overwrite to replace it"):
         run_composition(str(tfa), store.path, str(out), min_similarity=0.85, both_strands=True, client=client,
                         progress=False)
     with pytest.raises(CompositionError, match="different parameters"):
@@ -250,6 +250,24 @@ def test_resume_and_refusals(finished, inputs, client, small_tasks, tmp_path):
     assert again.tasks_skipped == again.tasks - len(entries)
     assert rows_of(part) == rows_of(out) and again.hits == res.hits
     assert not list(part.rglob(".*tmp*"))
+
+
+def test_overwrite_replaces_a_composition_dataset(real, tests_seqs, finished, inputs, client, small_tasks, tmp_path):
+    """--overwrite: a finished run replaced by a new one at another threshold (equal to the naive count, nothing
+    of the old run left); a hits dataset (another kind) is refused."""
+    out, _ = finished
+    _, _, store, tfa = inputs
+    part = tmp_path / "again"
+    shutil.copytree(out, part)
+    res = run_composition(str(tfa), store.path, str(part), min_similarity=0.9, both_strands=False, client=client,
+                          progress=False, overwrite=True)
+    assert rows_of(part) == naive_rows(real, tests_seqs, 0.9, False) and res.tasks_skipped == 0
+    assert json.loads((part / "_run.json").read_text())["min_similarity"] == 0.9
+    hits = tmp_path / "hits"
+    hits.mkdir()
+    (hits / "_run.json").write_text(json.dumps({"hits_format": 1}))
+    with pytest.raises(CompositionError, match="holds a motifgrid dataset of another kind, not a composition dataset"):
+        run_composition(str(tfa), store.path, str(hits), client=client, progress=False, overwrite=True)
 
 
 def test_estimate_refuses_large_outputs(inputs, client, small_tasks, tmp_path):

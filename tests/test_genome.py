@@ -189,3 +189,91 @@ def test_direct_chunk_files_read_back_through_zarr(tmp_path, chrx_slice):
         assert a.fill_value == 4 and a.chunks == (1, 4096 + 40)
     assert not (tmp_path / "g.zarr" / "c000001" / "c" / "0" / "0").exists()      # all N: not written
     assert (tmp_path / "g.zarr" / "c000001" / "c" / "1" / "0").exists()
+
+
+# ------------------------------------------------------------------ an index beside the input is never trusted
+def _index_beside(fa, mode):
+    """The index another tool left beside ``fa`` (pyfaidx, as samtools faidx would): ``.fai`` (+ ``.gzi``)."""
+    import pyfaidx
+
+    pyfaidx.Faidx(str(fa)).close()
+    return [p for p in (fa.with_name(fa.name + ".fai"), fa.with_name(fa.name + ".gzi")) if p.exists()]
+
+
+def _age(paths, seconds):
+    for p in paths:
+        st = p.stat()
+        os.utime(p, (st.st_atime + seconds, st.st_mtime + seconds))
+
+
+@pytest.mark.parametrize("index_age", [-100, 100], ids=["index-older", "index-newer"])
+@pytest.mark.parametrize("mode", ["plain", "bgzip"])
+def test_stale_index_appended_record(tmp_path, chrx_slice, mode, index_age):
+    """A record appended after an index was made beside the FASTA: all three records are ingested (pyfaidx
+    reused the stale .fai and ingest reported 2 contigs), and nothing is written beside the input."""
+    name = "g.fa" + (".gz" if mode == "bgzip" else "")
+    recs = [("a", chrx_slice[:900]), ("b", chrx_slice[1000:1500])]
+    (tmp_path / "in").mkdir()
+    fa = write(tmp_path / "in" / name, fasta(recs), mode)
+    index = _index_beside(fa, mode)
+    assert index
+    recs.append(("c", chrx_slice[2000:2777]))
+    write(fa, fasta(recs), mode)
+    _age(index, index_age)                          # older: pyfaidx warned only; newer (a copy, cp -p): silent
+    before = sorted(os.listdir(fa.parent))
+    g = ingest(fa, tmp_path / "g.zarr", block_size=512, halo=10)
+    assert [(c["name"], c["length"]) for c in g.contigs] == [(n, len(s)) for n, s in recs]
+    for n, s in recs:
+        assert decode(g.fetch(n, 0, len(s))) == s.upper()
+    assert sorted(os.listdir(fa.parent)) == before      # no index written or refreshed beside the input
+
+
+@pytest.mark.parametrize("index_age", [-100, 100], ids=["index-older", "index-newer"])
+def test_stale_index_rewritten_file(tmp_path, chrx_slice, index_age):
+    """A FASTA rewritten with other records (fewer, renamed, other lengths) after its .fai was made: ingest reads
+    the new file (it failed on records no longer in the file, or read the wrong bytes)."""
+    fa = write(tmp_path / "r.fa", fasta([(f"old{i}", chrx_slice[i * 300:i * 300 + 250]) for i in range(6)]))
+    index = _index_beside(fa, "plain")
+    new = [("x", chrx_slice[5000:5333].lower()), ("y", chrx_slice[7000:9100])]
+    write(fa, fasta(new, width=70))
+    _age(index, index_age)
+    g = ingest(fa, tmp_path / "r.zarr", block_size=1000, halo=10)
+    assert [(c["name"], c["length"]) for c in g.contigs] == [("x", 333), ("y", 2100)]
+    for n, s in new:
+        assert decode(g.fetch(n, 0, len(s))) == s.upper()
+
+
+@pytest.mark.parametrize("mode", ["plain", "gzip", "bgzip"])
+def test_many_records_counted(tmp_path, mode):
+    """4,000 and 8,000 records after an index of 2,000 was made: each ingested whole (both were read as 2,000)."""
+    rng = np.random.default_rng(5)
+    seqs = ["".join("ACGT"[i] for i in rng.integers(0, 4, 30)) for _ in range(8000)]
+    fa = write(tmp_path / ("n.fa" + ("" if mode == "plain" else ".gz")), fasta([(f"s{i}", s) for i, s in
+                                                                                  enumerate(seqs[:2000])]), mode)
+    if mode != "gzip":
+        _age(_index_beside(fa, mode), 100)
+    for k in (4000, 8000):
+        write(fa, fasta([(f"s{i}", s) for i, s in enumerate(seqs[:k])]), mode)
+        g = ingest(fa, tmp_path / f"n{k}.zarr", block_size=4096, halo=10)
+        assert len(g.contigs) == k and g.total_length == 30 * k
+        assert decode(g.fetch(f"s{k - 1}", 0, 30)) == seqs[k - 1]
+
+
+def test_fasta_changed_during_ingest(tmp_path, chrx_slice, monkeypatch):
+    """A FASTA that changes between the pass that counts it and the index pyfaidx builds: a clear error, no store."""
+    import pipeline.genome as genome
+
+    fa = write(tmp_path / "m.fa", fasta([("a", chrx_slice[:500])]))
+    real = genome._read_pass
+
+    def read_then_append(path, kind, copy):
+        out = real(path, kind, copy)
+        with open(path, "a") as f:                  # another process appends a record meanwhile
+            f.write(fasta([("late", chrx_slice[600:700])]))
+        return out
+
+    monkeypatch.setattr(genome, "_read_pass", read_then_append)
+    with pytest.raises(GenomeError, match=r"m\.fa: the file holds 1 records and 500 bases but its index says "
+                                          r"2 records and 600 bases"):
+        ingest(fa, tmp_path / "m.zarr", block_size=1000, halo=10)
+    assert sorted(os.listdir(tmp_path)) == ["m.fa"]      # no store, no temporary folder

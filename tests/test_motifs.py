@@ -217,6 +217,69 @@ def test_bad_release_names(src, problem):
         read_motifs(src)
 
 
+SUBSET = DATA / "jaspar2024_subset.jaspar"          # 12 matrices exported from JASPAR 2024 (an independent copy)
+
+
+@pytest.mark.parametrize("src, ids", [
+    ("JASPAR2024:MA0139.2", ["MA0139.2"]),
+    ("JASPAR2024:MA0139.2,MA0079.5", ["MA0139.2", "MA0079.5"]),                 # in the order given
+    ("JASPAR2024:MA0079.5, ma0139.2", ["MA0079.5", "MA0139.2"]),
+    ("JASPAR2024:MA0139", ["MA0139.2"]),                                         # a base id: its latest version
+    ("JASPAR2024:MA0139.1", ["MA0139.1"]),                                       # an older version too
+    ("JASPAR2024:CTCF", ["MA0139.2", "MA0531.2", "MA1929.2", "MA1930.2"]),       # every CORE matrix of the name
+    ("JASPAR2024:Ahr::Arnt,SP1", ["MA0006.2", "MA0079.5"]),                      # names with '::'; not mouse Sp1
+    ("JASPAR2024:sp1", ["MA0079.5", "MA2279.1"]),                                # no 'sp1': SP1 and Sp1
+    ("JASPAR2024:CORE:vertebrates:CTCF", ["MA0139.2", "MA1929.2", "MA1930.2"]),  # within a tax group (insects out)
+    ("JASPAR2024:CORE::MA0079,Arnt", ["MA0004.1", "MA0079.5"]),                  # within a collection: release order
+])
+def test_release_selection(src, ids):
+    """Single matrices of a release by id or name: the matrices are those of the exported JASPAR 2024 file, and the
+    source (the provenance of a scan) is the whole string."""
+    got = read_motifs(src)
+    assert [m.id for m in got] == ids
+    assert all(m.source == src and m.kind == "counts" for m in got)
+    ref = {m.id: m for m in read_motifs(SUBSET)}
+    for m in got:
+        if m.id in ref:
+            assert m.name == ref[m.id].name and np.array_equal(m.matrix, ref[m.id].matrix)
+    if src == "JASPAR2024:MA0139.1":                       # not the current CTCF matrix
+        assert not np.array_equal(got[0].matrix, ref["MA0139.2"].matrix)
+    assert motifs_checksum(src) != motifs_checksum("JASPAR2024")
+
+
+@pytest.mark.parametrize("src, problem", [
+    ("JASPAR2024:CTFC", "no motif with the id or name 'CTFC' (near: "),
+    ("JASPAR2024:MA0139.9", "'MA0139.9' (near: MA0139.2, MA0139.1"),
+    ("JASPAR2024:CORE:vertebrates:MA0531", "'MA0531' (near:"),                  # insect CTCF: not a vertebrate
+    ("JASPAR2024:MA0139.2,,CTCF", "empty motif id or name"),
+])
+def test_bad_release_selection(src, problem):
+    with pytest.raises(MotifError, match=re.escape(problem)) as e:
+        read_motifs(src)
+    assert str(e.value).startswith(f"{src}: ")
+    if "CTFC" in src:
+        assert "CTCF" in str(e.value).split("near: ")[1]
+
+
+def test_select_from_a_file():
+    """``select=`` (--motif): ids, base ids and names, any case, in file order; unknown ones listed with near ones."""
+    assert [m.id for m in read_motifs(SUBSET, select=["ctcf"])] == ["MA0139.2", "MA1930.2"]
+    assert [m.id for m in read_motifs(SUBSET, select=["SP1", "MA0004.1", "MA0014"])] == \
+        ["MA0004.1", "MA0014.4", "MA0079.5"]
+    assert [m.id for m in read_motifs("JASPAR2024:CORE:vertebrates", select="MA0139")] == ["MA0139.2"]
+    with pytest.raises(MotifError, match=r"jaspar2024_subset.jaspar: no motif with the id or name 'PAX' \(near: PAX5\), "
+                                         r"'X1' \(nothing near it\) among its 12 motifs"):
+        read_motifs(SUBSET, select=["CTCF", "PAX", "X1"])
+
+
+def test_unknown_format_hint():
+    """The library's advice for a file whose format cannot be told is for Python callers; the CLI puts its flag."""
+    with pytest.raises(MotifError) as e:
+        read_motifs(BAD_DIR / "unknown_format.xyz")
+    assert str(e.value).endswith("*.transfac (or pass format= to read_motifs)")
+    assert e.value.with_hint("or pass --motif-format FORMAT").endswith("*.transfac (or pass --motif-format FORMAT)")
+
+
 # ------------------------------------------------------------------------------------------------
 # Small committed files: every format gives the same matrices
 # ------------------------------------------------------------------------------------------------

@@ -276,7 +276,7 @@ def _fimo_key(line: str, order: dict):
     return float(f[7]), -order[f[0]], start
 
 
-def test_fimo_export_sorted_as_fimo_with_qvalues(finished, tmp_path):
+def test_fimo_export_sorted_as_fimo_with_qvalues(finished, tmp_path, monkeypatch):
     """FIMO TSV: by p-value, later motif first on ties, then FIMO's start; q-values filled (3 digits, as FIMO);
     the same bytes when the rows are sorted in many runs on disk and merged.  GFF3 carries qvalue=."""
     import dask.config
@@ -284,12 +284,17 @@ def test_fimo_export_sorted_as_fimo_with_qvalues(finished, tmp_path):
     from pipeline.export import export
 
     out, _ = finished
+    import tempfile
+
     export(str(out), "fimo", str(tmp_path / "a.tsv"))
+    runs = tmp_path / "tmpdir"
+    runs.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(runs))            # TMPDIR: where the sorted runs go
     with dask.config.set({"motifgrid.export.sort-rows": 97}):
         export(str(out), "fimo", str(tmp_path / "b.tsv"))
     text = (tmp_path / "a.tsv").read_text()
     assert (tmp_path / "b.tsv").read_text() == text
-    assert not list(tmp_path.glob(".sort-*"))
+    assert not list(runs.iterdir())                                # runs removed
     lines = text.splitlines()[1:]
     order = {m: i for i, m in enumerate(pq.read_table(out / "_motif_summary.parquet").column("motif_id").to_pylist())}
     # printed p-values are rounded: compare the exact ones, matched back to each line

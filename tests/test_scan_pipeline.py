@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import os
 import re
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.genome import ingest
+from pipeline.motifs import MotifError
 from pipeline.scan import ScanError, read_hits, run_scan
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.reference import brute_force_pvalue, naive_scan
@@ -151,7 +154,7 @@ def test_layout_schema_and_provenance(genome, finished):
 def test_rerun_refused_and_resume_of_finished_does_nothing(genome, finished, client):
     store, _ = genome
     out, res = finished
-    with pytest.raises(ScanError, match="finished scan; pass --resume"):
+    with pytest.raises(ScanError, match="holds a finished scan; pass --overwrite to replace it with a new one"):
         run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False)
     before = {p: p.stat().st_mtime_ns for p in out.glob("chrom=*/*.parquet")}
     again = run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False, resume=True)
@@ -197,11 +200,19 @@ def test_exports_round_trip(finished, tmp_path, fmt):
     dest = tmp_path / f"hits.{fmt}"
     n = export(str(out), fmt, str(dest))
     back = parse_export(str(dest), fmt)
-    want = [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in table_rows(read_hits(str(out)))]
+    want = table_rows(read_hits(str(out)))          # chrom, start, end, strand, motif_id, score, pvalue
     assert n == len(want) == len(back)
     key = lambda r: (r[0], r[1], r[4], r[3])  # noqa: E731
     for a, b in zip(sorted(back, key=key), sorted(want, key=key)):
         assert a[:5] == b[:5] and a[5] == pytest.approx(b[5], abs=1e-4)
+        if fmt == "bed":                         # BED6+3: column 5 = min(1000, round(-10 log10 p)), an integer
+            assert a[6] == min(1000, math.floor(-10 * math.log10(b[6]) + 0.5)) and 0 <= a[6] <= 1000
+            assert a[7] == pytest.approx(b[6], rel=1e-3)
+    if fmt == "bed":
+        assert all(r[6] >= 30 for r in back) and any(r[5] < 0 for r in back)   # p <= 1e-3; scores < 0 exist
+        names = {r[4]: r[8] for r in back}
+        assert names == {m: n for m, n in zip(*(read_hits(str(out), columns=["motif_id", "motif_name"]).column(c)
+                                                .to_pylist() for c in ("motif_id", "motif_name")))}
     chroms = [r[0] for r in back]
     if fmt != "fimo":                            # FIMO's order (by p-value): tests/test_qvalues.py
         for ch in set(chroms):                   # by contig, then start (files are grouped by motif)
@@ -345,3 +356,125 @@ def test_many_contigs_small_file_metadata_and_genome_order(chrx_slice, client, t
     export(str(out), "bed", str(dest))
     chroms = list(dict.fromkeys(r[0] for r in parse_export(str(dest), "bed")))
     assert chroms == [n for n in names if n in set(chroms)] and len(chroms) > 100
+
+
+def test_export_outputs_stdout_link_fifo(finished, tmp_path):
+    """`export -o -` writes the records to standard output (it wrote a file named `-`) and its "wrote N hits" line
+    to stderr; `-o /dev/stdout` the same without touching /dev/stdout; a symlinked output stays a link and its
+    target gets the export; a FIFO is written straight into."""
+    import threading
+
+    out, _ = finished
+    ref = tmp_path / "ref.bed"
+    r = _cli("export", str(out), "--format", "bed", "-o", str(ref))
+    assert r.returncode == 0 and r.stdout.startswith("wrote "), r.stderr
+    want = ref.read_text()
+    assert want.count("\n") > 10
+    for dest in ("-", "/dev/stdout"):
+        r = _cli("export", str(out), "--format", "bed", "-o", dest, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == want and "wrote " in r.stderr and "standard output" in r.stderr
+    assert not (tmp_path / "-").exists()
+    target = tmp_path / "results" / "hits.bed"
+    target.parent.mkdir()
+    target.write_text("old\n")
+    link = tmp_path / "hits.bed"
+    link.symlink_to(target)
+    assert _cli("export", str(out), "--format", "bed", "-o", str(link)).returncode == 0
+    assert link.is_symlink() and target.read_text() == want
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    r = _cli("export", str(out), "--format", "bed", "-o", str(fifo))
+    reader.join(60)
+    assert r.returncode == 0, r.stderr
+    assert got == [want] and fifo.is_fifo()
+
+
+def test_thresholds_outputs(tmp_path):
+    """`thresholds -o` goes through the same writer: a symlinked output stays a link; `-o -` is standard output."""
+    target = tmp_path / "t.tsv"
+    link = tmp_path / "link.tsv"
+    link.symlink_to(target)
+    r = _cli("thresholds", MOTIFS, "-o", str(link))
+    assert r.returncode == 0, r.stderr
+    r2 = _cli("thresholds", MOTIFS, "-o", "-", cwd=tmp_path)
+    assert r2.returncode == 0, r2.stderr
+    assert link.is_symlink() and target.read_text() == r2.stdout and r2.stdout.startswith("motif_id\t")
+    assert not (tmp_path / "-").exists()
+
+
+def test_overwrite_replaces_only_a_hits_dataset(genome, finished, client, tmp_path):
+    """--overwrite replaces a finished scan with a new one (same hits as a fresh scan at the new p-value, nothing of
+    the old run left), only once the inputs are checked; any folder that is not a hits dataset, or that holds
+    other files too, is refused and left as it was."""
+    import shutil
+
+    from pipeline.dataset import prepare_output
+
+    store, _ = genome
+    out, _ = finished
+    old = tmp_path / "old"
+    shutil.copytree(out, old)
+    (old / "chrom=gone").mkdir()                               # a partition the new run will not write
+    (old / "chrom=gone" / "part-c000009-000000.parquet").write_bytes(b"old")
+    with pytest.raises(MotifError, match="none.jaspar: no such file"):         # bad input: the old run stays
+        run_scan(store.path, str(tmp_path / "none.jaspar"), str(old), pvalue=1e-4, client=client, progress=False,
+                 overwrite=True)
+    assert (old / "_summary.json").exists() and (old / "chrom=gone").exists()
+    res = run_scan(store.path, MOTIFS, str(old), pvalue=1e-4, client=client, progress=False, overwrite=True)
+    fresh = run_scan(store.path, MOTIFS, str(tmp_path / "fresh"), pvalue=1e-4, client=client, progress=False)
+    assert res.hits == fresh.hits and table_rows(read_hits(str(old))) == table_rows(read_hits(str(tmp_path / "fresh")))
+    assert json.loads((old / "_run.json").read_text())["pvalue"] == 1e-4 and not (old / "chrom=gone").exists()
+
+    other = tmp_path / "other"                                   # not a dataset: refused, untouched
+    other.mkdir()
+    (other / "notes.txt").write_text("mine\n")
+    with pytest.raises(ScanError, match="is not a motifgrid hits dataset; --overwrite replaces only a motifgrid "
+                                        "hits dataset"):
+        prepare_output(str(other), {"hits_format": 1}, False, error=ScanError, overwrite=True)
+    assert os.listdir(other) == ["notes.txt"]
+    (old / "hits.bed").write_text("exported\n")                  # a dataset with a user's file in it
+    with pytest.raises(ScanError, match=r"would remove files that are not part of the hits dataset \(hits.bed\)"):
+        run_scan(store.path, MOTIFS, str(old), pvalue=1e-3, client=client, progress=False, overwrite=True)
+    assert (old / "hits.bed").exists() and (old / "_summary.json").exists()
+    comp = tmp_path / "comp"                                     # a dataset of another kind
+    comp.mkdir()
+    (comp / "_run.json").write_text(json.dumps({"composition_format": 1}))
+    with pytest.raises(ScanError, match="holds a motifgrid dataset of another kind, not a hits dataset"):
+        run_scan(store.path, MOTIFS, str(comp), pvalue=1e-3, client=client, progress=False, overwrite=True)
+    with pytest.raises(ScanError, match="--resume completes the scan there, --overwrite replaces it"):
+        run_scan(store.path, MOTIFS, str(old), pvalue=1e-3, client=client, progress=False, overwrite=True,
+                 resume=True)
+
+
+def test_scan_selected_motifs_and_provenance(genome, finished, client, tmp_path):
+    """`--motif CTCF --motif MA0079` scans only those matrices: their hits are exactly the full scan's hits of
+    those motifs, and the selection is recorded (_run.json, every file's metadata) beside the source."""
+    store, _ = genome
+    out, _ = finished
+    sel = tmp_path / "sel"
+    res = run_scan(store.path, MOTIFS, str(sel), pvalue=1e-3, client=client, progress=False,
+                   select=["CTCF", "MA0079"])
+    want = [r for r in table_rows(read_hits(str(out))) if r[4] in ("MA0139.2", "MA1930.2", "MA0079.5")]
+    assert res.hits == len(want) > 0 and table_rows(read_hits(str(sel))) == want
+    run = json.loads((sel / "_run.json").read_text())
+    assert run["motifs_select"] == ["CTCF", "MA0079"] and run["motifs"] == 3 and run["motifs_source"] == MOTIFS
+    md = pq.ParquetFile(next(sel.glob("chrom=*/part-*.parquet"))).schema_arrow.metadata
+    assert json.loads(md[b"motifs.select"]) == ["CTCF", "MA0079"] and md[b"motifs.count"] == b"3"
+    assert json.loads(pq.ParquetFile(next(out.glob("chrom=*/part-*.parquet"))).schema_arrow.metadata[b"motifs.select"]) is None
+    with pytest.raises(ScanError, match="different parameters"):       # another selection is another run
+        run_scan(store.path, MOTIFS, str(sel), pvalue=1e-3, client=client, progress=False, select=["CTCF"],
+                 resume=True)
+
+
+def test_thresholds_selected_motifs(tmp_path):
+    """`thresholds --motif` gives the rows of those motifs only, equal to the full table's."""
+    full = _cli("thresholds", MOTIFS, "--workers", "1")
+    part = _cli("thresholds", MOTIFS, "--motif", "ctcf", "--motif", "SP1", "--workers", "1")
+    assert full.returncode == 0 and part.returncode == 0, part.stderr
+    keep = ("MA0079.5", "MA0139.2", "MA1930.2")
+    rows = full.stdout.splitlines()
+    assert part.stdout.splitlines() == [rows[0]] + [r for r in rows[1:] if r.split("\t")[0] in keep]
