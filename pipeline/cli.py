@@ -379,7 +379,7 @@ def _print_summary(res, console) -> None:
                 else "")
         console.print(f"q-values: {q['hits_at_level']:,} of {s['hits']:,} hits have q <= {q['level']:g}{kept}; "
                       f"Benjamini-Hochberg per motif over {s['tests']:,} tests (windows without N x strands) "
-                      f"→ {res.out}/_qvalues.parquet")
+                      f"→ {res.out}/_qvalues.parquet", soft_wrap=True)
     from pipeline.summary import top_motifs  # noqa: PLC0415
 
     for line in _top_motif_lines(top_motifs(res.out, 5), res.out):
