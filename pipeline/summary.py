@@ -51,7 +51,8 @@ def _by_descending(table, column: str):
 
 
 def motif_summary_tsv(table) -> bytes:
-    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable), most hits first."""
+    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable, windows, tests), most
+    hits first."""
     return table_tsv(rank_motifs(table))
 
 
