@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["column", "strings", "dictionary", "table"]
+__all__ = ["column", "strings", "dictionary", "table", "to_numpy"]
 
 
 def strings(values) -> pa.Array:
@@ -70,3 +70,19 @@ def by_descending(tbl: pa.Table, column_name: str) -> pa.Array:
     import pyarrow.compute as pc  # noqa: PLC0415
 
     return pc.sort_indices(tbl, sort_keys=[(column_name, "descending")])
+
+
+def to_numpy(values) -> np.ndarray:
+    """A NumPy array of a fixed-width Arrow array or chunked array without nulls (numbers, dictionary indices);
+    a view for one chunk.  ``Array.to_numpy`` imports pandas on its first call; this reads the data buffer."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    dtype = np.dtype(values.type.to_pandas_dtype())
+    parts = []
+    for ch in chunks:
+        if ch.null_count or pa.types.is_boolean(ch.type) or not pa.types.is_primitive(ch.type):
+            raise TypeError(f"to_numpy: a fixed-width array without nulls is needed, got {ch.type}")
+        if len(ch):
+            parts.append(np.frombuffer(ch.buffers()[1], dtype=dtype, count=len(ch), offset=ch.offset * dtype.itemsize))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)

@@ -42,6 +42,7 @@ _nonneg = _number(float, lambda v: 0.0 <= v < float("inf"), "must be a finite nu
 _posint = _number(int, lambda v: v >= 1, "must be >= 1")
 _nonnegint = _number(int, lambda v: v >= 0, "must be >= 0")
 _similarity = _number(float, lambda v: 0.0 < v <= 1.0, "a similarity must be in (0, 1]")
+_qvalue = _number(float, lambda v: 0.0 < v <= 1.0, "a q-value must be in (0, 1]")
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
@@ -147,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
                    help="added to the counts (scaled by the background) before the log-odds")
     _dataset_args(s, "scan", "HITS")
+    s.add_argument("--no-qvalue", action="store_true",
+                   help="skip the q-values (Benjamini-Hochberg per motif over every window tested; HITS/_qvalues.parquet)")
+    s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
+                   help="record Q: read_hits and motifgrid export then keep hits with q <= Q (the files keep all)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _like_args(s)
     _cluster_args(s)
@@ -212,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="BED6+3 (0-based), FIMO TSV or GFF3 (1-based)")
     s.add_argument("-o", "--out", required=True, metavar="FILE",
                    help="output file, or - for standard output (a symbolic link keeps pointing at its target)")
+    s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
+                   help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit)")
 
     s = sub.add_parser("discover", help="de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
                        "MEME/JASPAR motifs, sites Parquet, summary")
@@ -339,7 +346,8 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
                     pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
                     strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
-                    select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None))
+                    select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None),
+                    qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None))
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
@@ -365,6 +373,13 @@ def _print_summary(res, console) -> None:
     if res.unreachable:
         console.print(f"{len(res.unreachable)} motif(s) cannot reach the p-value on some strand and report no hits there: "
                       + ", ".join(res.unreachable[:10]) + (" …" if len(res.unreachable) > 10 else ""))
+    q = res.qvalues
+    if q:
+        kept = (" (kept when the hits are read: read_hits, motifgrid export)" if q["max_qvalue"] is not None
+                else "")
+        console.print(f"q-values: {q['hits_at_level']:,} of {s['hits']:,} hits have q <= {q['level']:g}{kept}; "
+                      f"Benjamini-Hochberg per motif over {s['tests']:,} tests (windows without N x strands) "
+                      f"→ {res.out}/_qvalues.parquet", soft_wrap=True)
     from pipeline.summary import top_motifs  # noqa: PLC0415
 
     for line in _top_motif_lines(top_motifs(res.out, 5), res.out):
@@ -525,7 +540,7 @@ def cmd_export(a) -> int:
     from pipeline.storage import output_target  # noqa: PLC0415
 
     _check_out_file(a.out)
-    n = export(a.hits, a.format, a.out)
+    n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue)
     to_stdout = output_target(a.out)[0] == "stdout"
     print(f"wrote {n:,} hits to {'standard output' if to_stdout else a.out} ({a.format})",
           file=sys.stderr if to_stdout else sys.stdout)

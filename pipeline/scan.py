@@ -12,7 +12,8 @@ Output layout::
     HITS/_manifest/<block>.json     one entry per finished block
     HITS/chrom=<name>/part-<block>.parquet
     HITS/_thresholds.parquet        per motif and strand: threshold and its exact p-value
-    HITS/_motif_summary.parquet     hits per motif (and .tsv, most hits first)
+    HITS/_qvalues.parquet           per motif: q-value (Benjamini-Hochberg) as a step function of the p-value
+    HITS/_motif_summary.parquet     hits and tests (windows without N x strands) per motif (and .tsv, most hits first)
     HITS/_summary.json              totals; its presence marks a finished run
 """
 from __future__ import annotations
@@ -34,9 +35,9 @@ from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
 from pipeline.dataset import open_run
 from pipeline import arrow, storage
 from pipeline.genome import Block, GenomeStore
-from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
-from workers.distribution.pvalue_table import PvalueTable
-from workers.scan import ScanPlan, make_plan, scan_blocks
+from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_READ_SCHEMA, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
+from workers.distribution import PvalueTable
+from workers.scan import ScanPlan, make_plan, scan_blocks, valid_windows
 
 
 class ScanError(MotifgridError, RuntimeError):
@@ -180,6 +181,8 @@ class ScanContext:
     device: str = "cpu"
     compression: str = "zstd"      # Parquet codec of the hits files (motifgrid.scan.compression)
     lattice: tuple | None = None   # --like fimo: (scale, m*offset) per plan row, to put scores on FIMO's lattice
+    window_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # every motif length,
+                                   # sorted: valid windows are counted per length (the q-values' tests)
 
     @functools.cached_property
     def columns(self) -> dict:
@@ -245,11 +248,13 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
     t_task = time.perf_counter()
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
-             "block_hits": [], "row_hits": None}      # for the live progress: hits per block, per row (array)
+             "block_hits": [], "row_hits": None,      # for the live progress: hits per block, per row (array)
+             "windows": np.zeros(len(ctx.window_lengths), np.int64), "files": []}     # for the q-values
     # several short blocks (small contigs batched into one task): one scan of their rows laid end to end; the
     # GPU path still scans block by block (the batched call has not been run on a GPU yet)
     batches = [blocks] if len(blocks) > 1 and ctx.device == "cpu" else [[b] for b in blocks]
-    keep = ctx.plan.max_length - 1 if ctx.plan.max_length else 0
+    longest = max(ctx.plan.max_length, int(ctx.window_lengths.max(initial=0)))     # windows counted read as far
+    keep = longest - 1 if longest else 0
     for batch in batches:
         t0 = time.perf_counter()
         ns = [b.core_end - b.start for b in batch]
@@ -262,17 +267,18 @@ def scan_task(ctx: ScanContext, blocks: list) -> dict:
         t2 = time.perf_counter()
         stats["seconds_scan"] += t2 - t1
         stats["seconds_io"] += t1 - t0
-        for block, n, hits in zip(batch, ns, found):
+        for block, n, hits, codes in zip(batch, ns, found, rows):
             t2 = time.perf_counter()
-            _write_block(ctx, block, n, hits, stats)
+            _write_block(ctx, block, n, hits, stats, codes)
             stats["seconds_io"] += time.perf_counter() - t2
     stats["seconds_task"] = time.perf_counter() - t_task
     return stats
 
 
-def _write_block(ctx: ScanContext, block: Block, n: int, hits, stats: dict) -> None:
+def _write_block(ctx: ScanContext, block: Block, n: int, hits, stats: dict, codes: np.ndarray) -> None:
     """One block's hits file (if it has hits) and manifest entry; its counts into ``stats``."""
     rel = None
+    windows = valid_windows(codes, n, ctx.window_lengths)       # tests per motif length, for the q-values
     row_hits = []
     if len(hits):
         table = hits_table(ctx, block, hits)
@@ -285,10 +291,12 @@ def _write_block(ctx: ScanContext, block: Block, n: int, hits, stats: dict) -> N
         stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
         nz = np.flatnonzero(counts)
         row_hits = np.column_stack((nz, counts[nz])).tolist()       # Python ints, in C (5x the comprehension)
+        stats["files"].append([rel, len(hits)])
     entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
              "end": block.core_end, "hits": len(hits), "file": rel,
-             "row_hits": row_hits}
+             "row_hits": row_hits, "windows": np.column_stack((ctx.window_lengths, windows)).tolist()}
     write_manifest_entry(ctx.out, block.block_id, entry)
+    stats["windows"] += windows
     stats["blocks"] += 1
     stats["hits"] += len(hits)
     stats["positions"] += n
@@ -364,7 +372,8 @@ class ScanResult:
     unreachable: list
     device: str
     workers: int
-    hits_this_run: int = 0   # hits of the blocks this run scanned
+    qvalues: dict | None = None     # pipeline.qvalues.compute_qvalues's summary; None with --no-qvalue
+    hits_this_run: int = 0          # hits of the blocks this run scanned
 
 
 @dataclass
@@ -377,6 +386,8 @@ class ScanJob:
     background_spec: str
     done: set
     t_start: float
+    qvalues: bool = True                 # the end-of-run q-value reduction (FIMO's --no-qvalue turns it off)
+    max_qvalue: float | None = None      # recorded in _qvalues.parquet; read_hits and export apply it
 
 
 def default_background(like: str | None) -> str:
@@ -399,18 +410,27 @@ def check_like(like: str | None, strands: str) -> None:
 
 def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
-              strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None) -> ScanJob:
+              strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
+              qvalues: bool = True, max_qvalue: float | None = None) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
     ``background`` None: :func:`default_background`.  ``like="fimo"``: FIMO 5.4.1's scores, p-values and
     hits (:mod:`pipeline.fimo`); ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep
     (:func:`pipeline.motifs.select_motifs`); ``overwrite`` replaces the hits dataset in ``out``, once everything
-    else is checked."""
+    else is checked.  ``qvalues``: the end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``:
+    recorded, applied where the hits are read."""
     from pipeline.motifs import read_background  # noqa: PLC0415
+    from pipeline.qvalues import check_max_qvalue  # noqa: PLC0415
 
     t_start = time.perf_counter()
     if not (0 < pvalue < 1):
         raise ScanError(f"--pvalue must be in (0, 1), got {pvalue}")
     check_like(like, strands)
+    try:
+        check_max_qvalue(max_qvalue)
+    except ValueError as e:
+        raise ScanError(str(e)) from None
+    if max_qvalue is not None and not qvalues:
+        raise ScanError("--max-qvalue needs the q-values: it cannot be combined with --no-qvalue")
     _compression()                  # a bad setting is refused before anything is claimed
     if background is None:
         background = default_background(like)
@@ -423,16 +443,18 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
                         f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
     params = _run_params(store, mset, pvalue, background)
     done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
-    return ScanJob(store, mset, out, pvalue, background, done, t_start)
+    return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue)
 
 
 def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
              pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
              progress: bool = True, command: str | None = None, console=None, *, like: str | None = None,
-             strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None) -> ScanResult:
+             strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
+             qvalues: bool = True, max_qvalue: float | None = None) -> ScanResult:
     """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
     job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume, like=like, strands=strands,
-                    overwrite=overwrite, select=select, motif_format=motif_format)
+                    overwrite=overwrite, select=select, motif_format=motif_format, qvalues=qvalues,
+                    max_qvalue=max_qvalue)
     return execute_scan(job, client, device=device, progress=progress, command=command, console=console)
 
 
@@ -467,9 +489,10 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     lats = mset.row_lattices()
     lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),
                                          np.array([lats[i].base for i in keep], np.float64))
+    lengths = np.array([w.shape[0] for w in mset.pwms], dtype=np.int64)
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
-                      device=device, compression=_compression(), lattice=lattice)
+                      device=device, compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths))
 
     all_blocks = store.blocks()
     todo = [b for b in all_blocks if b.block_id not in done]
@@ -488,40 +511,48 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     earlier = [e for e in iter_manifest(out, "block") if e["block"] in done] if done else []
     pub.running(plan, all_blocks, todo, earlier)
     row_hits_run = np.zeros(plan.n_rows, np.int64)
+    windows_run, files_run = np.zeros(len(ctx.window_lengths), np.int64), []      # for the q-values
     with Progress(console, len(todo), progress and len(run) > 0) as bar:
         for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
             for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
                 stats[k] += res[k]
             if res["row_hits"] is not None:
                 row_hits_run += res["row_hits"]
+            windows_run += res["windows"]
+            files_run += res["files"]
             bar.update(res["blocks"], stats["hits"])
             pub.task_done(res)
     from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
 
     wait_for_cache_writes()
+    t_tasks_wall = time.perf_counter() - t_tasks0
     # totals over every finished block: this run's from its tasks, earlier runs' from their manifest entries
     # (reading every entry back cost ~2 s for 26,454 promoter blocks)
     total_hits, row_hits_all = _totals(earlier, row_hits_run, stats["hits"])
+    windows = _motif_windows(earlier, ctx.window_lengths, windows_run, lengths)
+    tests = windows * len(_STRAND_ROWS[mset.strands])        # each strand scanned tests every window
+    qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
     seconds = time.perf_counter() - t_start
     positions = sum(b.core_end - b.start for b in all_blocks)
     summary = {
         "blocks": len(all_blocks), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
         "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,
         "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
-        "seconds_thresholds": t_thresholds, "seconds_tasks_wall": time.perf_counter() - t_tasks0,
+        "seconds_thresholds": t_thresholds, "seconds_tasks_wall": t_tasks_wall,
         "task_seconds_scan": stats["seconds_scan"], "task_seconds_io": stats["seconds_io"],
         "task_seconds_total": stats["seconds_task"],
-        "scan_id": pub.scan_id,
+        "scan_id": pub.scan_id, "tests": int(tests.sum()), "qvalues": qsum,
     }
     try:
-        _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, summary)
+        _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, summary, windows)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     pub.finished(summary)
     return ScanResult(out=out, blocks=len(all_blocks), blocks_skipped=len(all_blocks) - len(todo), hits=int(total_hits),
                       seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
                       column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
-                      workers=len(client.scheduler_info().get("workers", {})), hits_this_run=stats["hits"])
+                      workers=len(client.scheduler_info().get("workers", {})), qvalues=qsum,
+                      hits_this_run=stats["hits"])
 
 
 def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
@@ -567,7 +598,37 @@ def _totals(entries: list, row_hits: np.ndarray, hits: int):
     return hits, row_hits
 
 
-def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
+def _motif_windows(entries: list, lengths: np.ndarray, windows: np.ndarray, motif_lengths: np.ndarray) -> np.ndarray:
+    """Windows without N per motif: this run's per-length counts ``windows`` (of ``lengths``) plus those of the
+    manifest ``entries`` of earlier runs."""
+    total = dict(zip(lengths.tolist(), windows.tolist()))
+    for e in entries:
+        for m, c in e["windows"]:
+            total[m] = total.get(m, 0) + c
+    return np.array([total.get(m, 0) for m in motif_lengths.tolist()], dtype=np.int64)
+
+
+def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np.ndarray, plan, row_hits):
+    """The end-of-run q-value reduction over every finished block file (:mod:`pipeline.qvalues`); its summary,
+    or None with ``--no-qvalue`` (an older map is removed then)."""
+    from pipeline.qvalues import QVALUES_FILE, compute_qvalues  # noqa: PLC0415
+
+    if not job.qvalues:
+        storage.remove(storage.join(job.out, QVALUES_FILE))
+        return None
+    files = [[e["file"], e["hits"]] for e in earlier if e.get("file")] + files_run
+    hits = np.zeros(len(job.mset.ids), np.int64)
+    np.add.at(hits, plan.row_motif, row_hits)
+    try:
+        return compute_qvalues(client, job.out, files, job.mset.ids, tests, hits, max_qvalue=job.max_qvalue)
+    except OSError as e:
+        raise ScanError(_failure_message(e, job.out)) from None
+    except Exception as e:  # noqa: BLE001 - a task's error, re-raised on the client
+        raise ScanError(f"the q-value reduction failed: {type(e).__name__}: {e} (finished blocks are kept; "
+                        "rerun with --resume)") from None
+
+
+def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, windows):
     storage.write_parquet(motif_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
     n = len(mset.ids)
     plus = np.zeros(n, np.int64)
@@ -577,7 +638,9 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
     reach = np.zeros(n, bool)
     reach[plan.row_motif] = True
     per_motif = arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
-                             "hits_minus": minus, "hits": plus + minus, "reachable": reach}, schema=MOTIF_SUMMARY_SCHEMA)
+                             "hits_minus": minus, "hits": plus + minus, "reachable": reach,
+                             "windows": windows, "tests": windows * len(_STRAND_ROWS[mset.strands])},
+                            schema=MOTIF_SUMMARY_SCHEMA)
     storage.write_parquet(per_motif, storage.join(out, "_motif_summary.parquet"))
     _atomic_write_bytes(storage.join(out, "_motif_summary.tsv"), motif_summary_tsv(per_motif))
     _atomic_write_bytes(storage.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
@@ -589,16 +652,40 @@ def rank_motifs(table: pa.Table) -> pa.Table:
 
 
 def motif_summary_tsv(table: pa.Table) -> bytes:
-    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable), most hits first."""
+    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable, windows, tests), most
+    hits first."""
     return table_tsv(rank_motifs(table))
 
 
-def read_hits(out: str, columns=None, filter=None) -> pa.Table:
-    """Read a hits dataset (small ones; stream large ones with :func:`iter_hits`)."""
+def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = None) -> pa.Table:
+    """Read a hits dataset (small ones; large ones are streamed file by file, as :mod:`pipeline.export` does).
+
+    ``columns``: of :data:`pipeline.schema.HITS_READ_SCHEMA` (default all): the files' columns and ``qvalue``,
+    joined per (motif_id, p-value) from ``HITS/_qvalues.parquet`` (null when the dataset has none: scanned
+    with ``--no-qvalue`` or unfinished).  ``filter``: a pyarrow expression on the files' columns.
+    ``max_qvalue``: only hits with q <= it; by default the scan's ``--max-qvalue`` when it was given
+    (``max_qvalue=1`` reads every hit)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.dataset as ds  # noqa: PLC0415
+
+    from pipeline.qvalues import add_qvalues, map_and_limit  # noqa: PLC0415
 
     fs, path = storage.arrow_source(out)
     d = ds.dataset(path, filesystem=fs, format="parquet", partitioning=ds.partitioning(pa.schema([("chrom", pa.string())]),
                                                                           flavor="hive"),
                    schema=HITS_SCHEMA)
-    return d.to_table(columns=columns, filter=filter)
+    want = list(HITS_READ_SCHEMA.names) if columns is None else list(columns)
+    try:
+        qmap, limit = map_and_limit(out, max_qvalue)      # the map is small: one row per q-value step
+    except ValueError as e:
+        raise ScanError(str(e)) from None
+    if "qvalue" not in want and limit is None:
+        return d.to_table(columns=want, filter=filter)
+    if limit is not None:                    # q <= Q is p <= the motif's cutoff: never above the largest cutoff
+        top = float(qmap.cutoffs(limit).max(initial=-1.0))
+        cut = pc.field("pvalue") <= top
+        filter = cut if filter is None else (filter & cut)
+    base = [c for c in want if c != "qvalue"]
+    t = d.to_table(columns=list(dict.fromkeys(base + ["motif_id", "pvalue"])), filter=filter)
+    t = add_qvalues(t, qmap, limit)
+    return t.select(want)

@@ -1,4 +1,4 @@
-"""BUCKETSCOREDISTRIBUTION (workers/bucket.py) against brute-force enumeration and the exact method."""
+"""BUCKETSCOREDISTRIBUTION (workers/distribution/bucket.py) against brute-force enumeration and the exact method."""
 from __future__ import annotations
 
 import math

@@ -173,6 +173,44 @@ def n_prefix(codes: np.ndarray) -> np.ndarray:
     return out
 
 
+def valid_windows(codes: np.ndarray, n_positions: int, lengths: np.ndarray) -> np.ndarray:
+    """Window starts ``0 .. n_positions-1`` whose window holds no code 4, for each window length: the windows a
+    scan tests on one strand (the multiple-testing count of the q-values).
+
+    Parameters
+    ----------
+    codes : ndarray, shape (r,), uint8
+        Block row (A=0 C=1 G=2 T=3, other=4); codes past its end count as 4.
+    n_positions : int
+        Window starts to count (the block core, clipped to the contig end).
+    lengths : ndarray, shape (L,), int
+        Window lengths.
+
+    Returns
+    -------
+    ndarray, shape (L,), int64
+        Valid window starts per length.
+
+    Counted from the runs of codes < 4 (a window is valid iff it lies inside one run), so the cost is one pass
+    over the row plus O(runs) per length rather than a prefix-sum test per position and length.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    out = np.zeros(lengths.size, dtype=np.int64)
+    n = int(n_positions)
+    if n <= 0 or lengths.size == 0:
+        return out
+    span = min(int(codes.size), n + int(lengths.max()) - 1)
+    good = np.zeros(span + 2, dtype=np.int8)
+    good[1:-1] = codes[:span] < 4
+    edges = np.flatnonzero(np.diff(good))           # run starts and ends alternate (indices into codes)
+    a, b = edges[0::2], edges[1::2]
+    if a.size * lengths.size <= 1 << 16:            # all lengths at once: a few calls for a short block
+        return np.maximum(np.minimum(b[None, :] - lengths[:, None], n - 1) - a[None, :] + 1, 0).sum(axis=1)
+    for i, m in enumerate(lengths.tolist()):        # starts p in [a, b - m] with p < n
+        out[i] = np.maximum(np.minimum(b - m, n - 1) - a + 1, 0).sum()
+    return out
+
+
 def stacked_weights(plan: ScanPlan) -> tuple:
     """All rows' matrices stacked (built once, cached on the plan): the float64 rescoring reads them.
 
