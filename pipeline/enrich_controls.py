@@ -15,10 +15,11 @@ lengths and the codes of ``record[start:end)``.  :func:`genome_access` makes one
 format (one array per record, or the packed store's record table), :func:`in_memory` from sequences held
 in memory (tests, FASTA genomes).  It reads the genome a *chunk* (1 Mi bases) at a time, chosen at random
 in proportion to record length, and draws candidate starts uniformly inside it for a random pool of the
-targets still short of controls; a chunk gives at most ``spread × slots × chunk / genome`` controls, so
-they come from across the genome rather than from the first chunks read.  A target whose GC bin is too rare
-to fill after many chunks has its bin widened one step at a time (``Controls.widened`` counts the regions so
-placed); a genome too small for the controls asked is an error, not a silent shortfall.
+targets still short of controls.  A chunk gives at most ``spread`` (2) times its even share of the controls
+(``slots × chunk / genome``), so they come from many chunks across the genome rather than the first few read;
+the price is reading about half a genome's worth of chunks (~1,500 for human).  A target whose GC bin is too
+rare to fill has its bin widened one step at a time (``Controls.widened`` counts the regions so placed); a
+genome too small for the controls asked is an error, not a silent shortfall.
 """
 from __future__ import annotations
 
@@ -182,7 +183,7 @@ def _merge(s, e):
 
 def sample_genomic_controls(genome: GenomeAccess, lengths, gc, *, copies: int = 1, exclude=None, seed=0,
                             bin_width: float = DEFAULT_BIN_WIDTH, chunk: int = DEFAULT_CHUNK,
-                            spread: float = 4.0) -> Controls:
+                            spread: float = 2.0) -> Controls:
     """``copies`` genomic regions per target, each of the target's length and GC bin, without N, overlapping
     neither ``exclude`` nor each other.
 
@@ -199,7 +200,7 @@ def sample_genomic_controls(genome: GenomeAccess, lengths, gc, *, copies: int = 
         Regions no control may overlap: the targets, when they come from this genome.
     seed : int or numpy.random.SeedSequence
     bin_width, chunk, spread :
-        GC bin width; bases read at a time; how far beyond an even share a chunk may give controls.
+        GC bin width; bases read at a time; how many times its even share of the controls a chunk may give.
     """
     lengths = np.asarray(lengths, dtype=np.int64)
     tbin = gc_bins(gc, bin_width)
