@@ -281,12 +281,13 @@ def _draw(rng, codes, cs, r, lengths, tbin, need, tol, occ, cap, bin_width) -> l
     return out
 
 
-def shuffled_controls(names, codes: np.ndarray, offsets: np.ndarray, copies: int = 1, seed=0):
+def shuffled_controls(names, codes: np.ndarray, offsets: np.ndarray, copies: int = 1, seed=0, index=None):
     """Dinucleotide shuffles of the targets: ``(names, codes, offsets)`` of the control records, named
-    ``<id>|shuf<k>`` (k from 1), each target's copies together."""
+    ``<id>|shuf<k>`` (k from 1), each target's copies together.  ``index``: the targets' numbers in the whole
+    set when this is one batch of it (:func:`workers.shuffle.shuffle_dinucleotides`)."""
     from workers.shuffle import shuffle_dinucleotides  # noqa: PLC0415
 
-    out, oo = shuffle_dinucleotides(codes, offsets, copies, seed)
+    out, oo = shuffle_dinucleotides(codes, offsets, copies, seed, index)
     return [f"{n}|shuf{k}" for n in names for k in range(1, copies + 1)], out, oo
 
 
