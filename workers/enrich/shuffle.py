@@ -78,7 +78,7 @@ def shuffle_dinucleotides(codes: np.ndarray, offsets: np.ndarray, copies: int = 
         Record i's copy k at ``shuffled[out_offsets[i · K + k]:out_offsets[i · K + k + 1]]``.
     out_offsets : numpy.ndarray, shape (n · K + 1,), int64
     """
-    from workers.shuffle_numba import shuffle_records  # noqa: PLC0415
+    from workers.enrich.shuffle_numba import shuffle_records  # noqa: PLC0415
 
     codes = np.ascontiguousarray(codes, dtype=np.uint8)
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)

@@ -2,7 +2,7 @@
 
 One call shuffles every record of a batch ``copies`` times.  Each record has its own random stream
 (xoshiro256**, seeded by splitmix64 from the run's root words and the record's number), so a record's
-shuffles do not depend on which other records share its batch.  See :mod:`workers.shuffle` for the
+shuffles do not depend on which other records share its batch.  See :mod:`workers.enrich.shuffle` for the
 algorithm and why it samples uniformly.
 """
 from __future__ import annotations
