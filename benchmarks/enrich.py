@@ -10,7 +10,7 @@ Target sets (``--set``):
 - ``peaks``: ``--peaks`` records (10,000 by default) of 150-600 bases (uniform, seeded) cut at random from
   ``--genome`` (a bgzipped FASTA with its .fai/.gzi; human chrX 1-70 Mb here), none holding an N.
 
-Controls: ``--shuffles`` dinucleotide shuffles of each target (``workers.shuffle``, uniform, as MEME's
+Controls: ``--shuffles`` dinucleotide shuffles of each target (``workers.enrich.shuffle``, uniform, as MEME's
 ``fasta-shuffle-letters -kmer 2``), named ``<id>|shuf<k>``.  Motifs: JASPAR 2024 CORE non-redundant, all taxa
 (2,346), letter probabilities with FIMO's pseudocount 0.1 on a uniform background, given to memelite as is
 (``eps=0``); ``--limit-motifs`` takes the first N (quick runs).

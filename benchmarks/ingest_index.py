@@ -37,9 +37,9 @@ def _read_all(fa) -> int:
 def measure(path: Path, work: Path, repeats: int) -> dict:
     import pyfaidx
 
-    from pipeline.genome import _open_fasta, _sniff_fasta, file_checksum, ingest
+    from pipeline.genome import _open_fasta, file_checksum, ingest, sniff_fasta
 
-    kind = _sniff_fasta(path)
+    kind = sniff_fasta(path)
     rec: dict = {"fasta": str(path), "kind": kind, "bytes": path.stat().st_size}
     t_open, t_read, t_old, t_old_read, t_ingest = [], [], [], [], []
     for _ in range(repeats):

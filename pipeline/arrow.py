@@ -2,8 +2,8 @@
 
 The first ``pa.array`` / ``pa.table`` of plain values in a process imports pandas (pyarrow's lazy pandas shim
 checks every input for pandas objects; apache/arrow#34994).  Nothing here ever converts a pandas object, and in
-a cold CPU scan of 10 Mb × 879 motifs on 2 cores that import was 0.34 s of GIL-held time (measured: 3.74 → 3.50 s,
-medians of 4 interleaved runs).  These helpers build the same arrays from buffers
+a cold CPU scan that import was a noticeable share of the GIL-held time (docs/benchmarks.md, "No pandas
+import").  These helpers build the same arrays from buffers
 (``pa.Array.from_buffers``), which never look for pandas; numeric data is not copied.  Outputs are plain Arrow
 arrays: equal to ``pa.array`` of the same values and type (tests/test_arrow.py checks that).
 """
@@ -62,6 +62,14 @@ def table(columns: dict, schema: pa.Schema | None = None) -> pa.Table:
             raise TypeError(f"table: column {k!r} is dictionary-typed; build it with dictionary()")
         arrays[k] = column(v, t)
     return pa.table(arrays, schema=schema)
+
+
+def by_descending(tbl: pa.Table, column_name: str) -> pa.Array:
+    """Row indices of ``tbl`` by ``column_name``, largest first, ties in row order (Arrow's sort is stable; no NumPy
+    round trip, whose ``to_numpy``/``pa.array`` imports pandas)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return pc.sort_indices(tbl, sort_keys=[(column_name, "descending")])
 
 
 def to_numpy(values) -> np.ndarray:

@@ -438,7 +438,7 @@ def cmd_thresholds(a) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.genome import GenomeStore  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan import MotifSet, _thresholds_table, check_like, default_background, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan import MotifSet, check_like, default_background, motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
 
     _check_out_file(a.out or "-")
     check_like(a.like, a.strand)
@@ -453,7 +453,7 @@ def cmd_thresholds(a) -> int:
         per_p = row_thresholds_many(mset, a.pvalue, client=client, method=a.method, table=False,
                                     rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()
-    t = pa.concat_tables([_thresholds_table(mset, tables, strands) for tables in per_p])
+    t = pa.concat_tables([motif_thresholds_table(mset, tables, strands) for tables in per_p])
     from pipeline.dataset import table_tsv  # noqa: PLC0415
     from pipeline.storage import open_output  # noqa: PLC0415
 
@@ -731,6 +731,11 @@ def _message(e: Exception, a) -> str:
     return str(e)
 
 
+#: what an interrupted command leaves, for the commands that can go on from it
+_AFTER_INTERRUPT = {"scan": "; finished blocks are kept (rerun with --resume)",
+                    "composition": "; finished blocks are kept (rerun with --resume)",
+                    "demo": "; finished blocks are kept (run the demo again to finish)"}
+
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
             "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
             "summary": cmd_summary}
@@ -741,7 +746,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["bench"]:                      # its own option parser (pipeline/bench.py)
         from pipeline.bench import main as bench_main  # noqa: PLC0415
 
-        return bench_main(argv[1:])
+        return bench_main(argv[1:], formatter_class=HelpFormatter)
     parser = build_parser()
     a = parser.parse_args(argv)
     try:
@@ -760,7 +765,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"motifgrid {a.cmd}: interrupted; finished blocks are kept (rerun with --resume)", file=sys.stderr)
+        print(f"motifgrid {a.cmd}: interrupted{_AFTER_INTERRUPT.get(a.cmd, '')}", file=sys.stderr)
         return 130
 
 

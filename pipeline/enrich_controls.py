@@ -1,7 +1,7 @@
 """Control sequences for motif enrichment: dinucleotide shuffles of the targets, or GC-matched genomic regions.
 
 **Shuffled** (``--control shuffled``, the default): each target shuffled ``K`` times keeping its dinucleotide
-counts exactly (:mod:`workers.shuffle`), records named ``<id>|shuf<k>`` (:func:`shuffled_controls`,
+counts exactly (:mod:`workers.enrich.shuffle`), records named ``<id>|shuf<k>`` (:func:`shuffled_controls`,
 :func:`write_fasta`: ``DIR/control.fa``).
 
 **Genomic** (``--control genomic``): HOMER's background idea (random genomic regions whose GC% distribution
@@ -284,8 +284,8 @@ def _draw(rng, codes, cs, r, lengths, tbin, need, tol, occ, cap, bin_width) -> l
 def shuffled_controls(names, codes: np.ndarray, offsets: np.ndarray, copies: int = 1, seed=0, index=None):
     """Dinucleotide shuffles of the targets: ``(names, codes, offsets)`` of the control records, named
     ``<id>|shuf<k>`` (k from 1), each target's copies together.  ``index``: the targets' numbers in the whole
-    set when this is one batch of it (:func:`workers.shuffle.shuffle_dinucleotides`)."""
-    from workers.shuffle import shuffle_dinucleotides  # noqa: PLC0415
+    set when this is one batch of it (:func:`workers.enrich.shuffle.shuffle_dinucleotides`)."""
+    from workers.enrich.shuffle import shuffle_dinucleotides  # noqa: PLC0415
 
     out, oo = shuffle_dinucleotides(codes, offsets, copies, seed, index)
     return [f"{n}|shuf{k}" for n in names for k in range(1, copies + 1)], out, oo

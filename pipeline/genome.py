@@ -2,7 +2,8 @@
 
 Layout (a Zarr v3 group, see ``docs/formats.md``)::
 
-    STORE/zarr.json              group attributes (pipeline.schema.STORE_ATTRS)
+    STORE/zarr.json              group attributes: format and version (pipeline.schema.STORE_FORMAT_VERSION),
+                                 source and checksum, B, H, base counts, background, contigs
     STORE/c000000/               one uint8 array per contig, shape (n_blocks, B + H), chunk (1, B + H)
     ...
 
@@ -80,7 +81,7 @@ def file_checksum(path: str | os.PathLike, algo: str = "sha256") -> str:
 
 
 # --------------------------------------------------------------------------------------- ingest
-def _sniff_fasta(path: Path) -> str:
+def sniff_fasta(path: Path) -> str:
     """Return 'plain', 'gzip' or 'bgzip'; raise GenomeError when it is not a FASTA file."""
     try:
         with open(path, "rb") as f:
@@ -398,7 +399,7 @@ def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int =
     fasta = Path(fasta)
     store = str(store) if storage.is_url(store) else Path(store)
     _check_new_store(store, block_size, halo)
-    kind = _sniff_fasta(fasta)
+    kind = sniff_fasta(fasta)
     if isinstance(store, Path):
         store.parent.mkdir(parents=True, exist_ok=True)
         tmpdir = Path(tempfile.mkdtemp(prefix=".motifgrid-ingest-", dir=store.parent))
@@ -525,7 +526,7 @@ class GenomeStore:
             except (OSError, ValueError):
                 ok = False
             self._direct[key] = ok
-            if ok and self.attrs.get("format") == "motifgrid-genome":
+            if ok:                                   # a motifgrid store (checked on opening): written alike
                 self._direct["*"] = True
         return ok
 

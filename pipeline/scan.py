@@ -24,20 +24,19 @@ import os
 import shlex
 import sys
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__
-from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
-from pipeline.dataset import abspath as _abspath, iter_manifest, remove_temporaries
-from pipeline.dataset import prepare_output as _prepare_output
+from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
+from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
+from pipeline.dataset import open_run
 from pipeline import arrow, storage
 from pipeline.genome import Block, GenomeStore
 from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_READ_SCHEMA, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
-from workers.pvalue_table import PvalueTable
+from workers.distribution import PvalueTable
 from workers.scan import ScanPlan, make_plan, scan_blocks, valid_windows
 
 
@@ -65,7 +64,7 @@ class MotifSet:
     pseudocount: float
     strands: str = "both"      # "both", "+" or "-"
     like: str | None = None    # None (motifgrid's exact scores) or "fimo"
-    lattices: list | None = None   # like="fimo": workers.fimo_lattice.LatticeMatrix per motif (forward)
+    lattices: list | None = None   # like="fimo": workers.distribution.fimo_lattice.LatticeMatrix per motif (forward)
     select: list | None = None     # ids/names chosen from the source (--motif), recorded in the provenance
 
     @classmethod
@@ -133,14 +132,14 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
                         table: bool = True, rel_tol: float = 1e-3, device: str = "cpu",
                         store_later: bool = False):
     """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list (``rows()`` order).
-    ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.fimo_lattice.lattice_thresholds`; ``method``,
-    ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
+    ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.distribution.fimo_lattice.lattice_thresholds`;
+    ``method``, ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
     from pipeline.motifs import reverse_complement  # noqa: PLC0415
     from pipeline.thresholds import compute_thresholds_many  # noqa: PLC0415
 
     bg = mset.background
     if mset.lattices is not None:
-        from workers.fimo_lattice import lattice_thresholds  # noqa: PLC0415
+        from workers.distribution.fimo_lattice import lattice_thresholds  # noqa: PLC0415
 
         def compute(mats):
             per = [lattice_thresholds(lat, bg, pvalues) for lat in mats]                  # [matrix][p]
@@ -220,7 +219,7 @@ def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
     pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
     score = hits.score
     if ctx.lattice is not None:
-        from workers.fimo_lattice import snap_scores  # noqa: PLC0415
+        from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
 
         score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
     return arrow.table({
@@ -346,13 +345,9 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str)
     }
 
 
-def prepare_output(out: str, params: dict, resume: bool, overwrite: bool = False) -> set:
-    """Create or check the output folder (``overwrite``: replace the hits dataset there); return the ids of
-    blocks already finished."""
-    return _prepare_output(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
-
-
-def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
+def motif_thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
+    """One row per (motif, strand) row of ``mset`` with its ``tables[r]`` (ScoreThreshold at one p-value): what a
+    scan's ``_thresholds.parquet``, compare's ``thresholds.parquet`` and ``motifgrid thresholds`` write."""
     from pipeline.thresholds import thresholds_table  # noqa: PLC0415
 
     _, mi, _ = mset.rows()
@@ -362,18 +357,23 @@ def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
 
 @dataclass
 class ScanResult:
+    """What a scan reports.  ``blocks`` and ``hits`` describe the whole dataset in ``out`` (blocks finished by
+    earlier runs included, as ``_summary.json``); ``blocks_skipped`` were finished before this run, and the
+    ``*_this_run`` counts, ``positions``, ``scores``, ``column_scores`` and ``seconds`` are this run's work
+    (rates divide them)."""
     out: str
     blocks: int
     blocks_skipped: int
-    hits: int
+    hits: int                # every hit of the dataset
     seconds: float
-    positions: int
-    scores: int              # window scores computed: positions × (motif, strand) rows
+    positions: int           # window starts scanned by this run
+    scores: int              # window scores computed by this run: positions × (motif, strand) rows
     column_scores: int       # positions × motif columns × strands
     unreachable: list
     device: str
     workers: int
     qvalues: dict | None = None     # pipeline.qvalues.compute_qvalues's summary; None with --no-qvalue
+    hits_this_run: int = 0          # hits of the blocks this run scanned
 
 
 @dataclass
@@ -442,7 +442,7 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
         raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
                         f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
     params = _run_params(store, mset, pvalue, background)
-    done = prepare_output(out, params, resume, overwrite)
+    done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue)
 
 
@@ -475,12 +475,9 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
 
 
 def _execute_scan(job: ScanJob, client, device, progress, command, console, pub) -> ScanResult:
-    from distributed import as_completed  # noqa: PLC0415
-
     import dask.config  # noqa: PLC0415
 
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
-    bg, pseudocount = mset.background, mset.pseudocount
     t_thr0 = time.perf_counter()
     tables = row_thresholds(mset, pvalue, client=client, store_later=True)   # cache written while blocks scan
     pwms, row_motif, row_strand = mset.rows()
@@ -488,33 +485,14 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     plan = make_plan(pwms, thr, row_motif, row_strand)
     keep = np.flatnonzero(np.isfinite(thr))
     unreachable = sorted({mset.ids[row_motif[i]] for i in range(len(thr)) if not np.isfinite(thr[i])})
-    meta = {
-        "motifgrid.version": __version__,
-        "motifgrid.hits_format": str(HITS_FORMAT_VERSION),
-        "motifgrid.command": command,
-        "genome.path": _abspath(store.path),
-        "genome.checksum": store.checksum,
-        "genome.block_size": str(store.block_size),
-        "genome.halo": str(store.halo),
-        "motifs.source": mset.source,
-        "motifs.checksum": mset.checksum,
-        "motifs.select": json.dumps(mset.select),
-        "motifs.count": str(len(mset.ids)),
-        "background": json.dumps([float(x) for x in bg]),
-        "pseudocount": repr(pseudocount),
-        "pvalue": repr(pvalue),
-        "strands": mset.strands,
-        "like": mset.like or "",
-        "device": device,
-    }
     plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
     lats = mset.row_lattices()
     lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),
                                          np.array([lats[i].base for i in keep], np.float64))
     lengths = np.array([w.shape[0] for w in mset.pwms], dtype=np.int64)
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
-                      motif_names=mset.names, out=_abspath(out), metadata=meta, device=device,
-                      compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths))
+                      motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
+                      device=device, compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths))
 
     all_blocks = store.blocks()
     todo = [b for b in all_blocks if b.block_id not in done]
@@ -526,12 +504,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0, "seconds_task": 0.0}
     t_thresholds = time.perf_counter() - t_thr0
     t_tasks0 = time.perf_counter()
-    futures = {}
-    if groups:
-        ctx_f = client.scatter(ctx, broadcast=True, hash=False)
-        for g in groups:
-            f = client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-{g[0].block_id}-{uuid.uuid4().hex[:6]}")
-            futures[f.key] = f
+    run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan", key=lambda g: g[0].block_id)
     # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
     # the blocks this run skips are those of ``done``: a task of an interrupted client may still finish a block
     # (its manifest entry appears now) that this run has just resubmitted and will count itself
@@ -539,29 +512,16 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     pub.running(plan, all_blocks, todo, earlier)
     row_hits_run = np.zeros(plan.n_rows, np.int64)
     windows_run, files_run = np.zeros(len(ctx.window_lengths), np.int64), []      # for the q-values
-    if futures:
-        bar = _progress(console, len(todo), progress)
-        try:
-            for fut, res in as_completed(list(futures.values()), with_results=True, raise_errors=False):
-                if fut.status == "error":
-                    exc = fut.exception()
-                    for f in futures.values():
-                        f.cancel()
-                    raise ScanError(_failure_message(exc, out)) from None
-                # its blocks are on disk: let the scheduler forget the task, so that a worker lost later
-                # does not make it recompute (and rewrite) finished blocks
-                futures.pop(fut.key).release()
-                for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
-                    stats[k] += res[k]
-                if res["row_hits"] is not None:
-                    row_hits_run += res["row_hits"]
-                windows_run += res["windows"]
-                files_run += res["files"]
-                bar.update(res["blocks"], stats["hits"])
-                pub.task_done(res)
-        finally:
-            bar.close()
-        remove_temporaries(out)       # left by a worker killed mid-write (its task ran again elsewhere)
+    with Progress(console, len(todo), progress and len(run) > 0) as bar:
+        for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
+            for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
+                stats[k] += res[k]
+            if res["row_hits"] is not None:
+                row_hits_run += res["row_hits"]
+            windows_run += res["windows"]
+            files_run += res["files"]
+            bar.update(res["blocks"], stats["hits"])
+            pub.task_done(res)
     from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
 
     wait_for_cache_writes()
@@ -591,7 +551,32 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     return ScanResult(out=out, blocks=len(all_blocks), blocks_skipped=len(all_blocks) - len(todo), hits=int(total_hits),
                       seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
                       column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
-                      workers=len(client.scheduler_info().get("workers", {})), qvalues=qsum)
+                      workers=len(client.scheduler_info().get("workers", {})), qvalues=qsum,
+                      hits_this_run=stats["hits"])
+
+
+def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
+    """The provenance every hits file carries in its key-value metadata."""
+    store, mset = job.store, job.mset
+    return {
+        "motifgrid.version": __version__,
+        "motifgrid.hits_format": str(HITS_FORMAT_VERSION),
+        "motifgrid.command": command,
+        "genome.path": _abspath(store.path),
+        "genome.checksum": store.checksum,
+        "genome.block_size": str(store.block_size),
+        "genome.halo": str(store.halo),
+        "motifs.source": mset.source,
+        "motifs.checksum": mset.checksum,
+        "motifs.select": json.dumps(mset.select),
+        "motifs.count": str(len(mset.ids)),
+        "background": json.dumps([float(x) for x in mset.background]),
+        "pseudocount": repr(mset.pseudocount),
+        "pvalue": repr(job.pvalue),
+        "strands": mset.strands,
+        "like": mset.like or "",
+        "device": device,
+    }
 
 
 def _failure_message(exc: BaseException, out: str) -> str:
@@ -644,7 +629,7 @@ def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np
 
 
 def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, windows):
-    storage.write_parquet(_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
+    storage.write_parquet(motif_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
     n = len(mset.ids)
     plus = np.zeros(n, np.int64)
     minus = np.zeros(n, np.int64)
@@ -657,10 +642,19 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, win
                              "windows": windows, "tests": windows * len(_STRAND_ROWS[mset.strands])},
                             schema=MOTIF_SUMMARY_SCHEMA)
     storage.write_parquet(per_motif, storage.join(out, "_motif_summary.parquet"))
-    from pipeline.summary import motif_summary_tsv  # noqa: PLC0415
-
     _atomic_write_bytes(storage.join(out, "_motif_summary.tsv"), motif_summary_tsv(per_motif))
     _atomic_write_bytes(storage.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
+
+
+def rank_motifs(table: pa.Table) -> pa.Table:
+    """The per-motif table (``_motif_summary.parquet``) by hits, most first; ties keep the motif file's order."""
+    return table.take(arrow.by_descending(table, "hits"))
+
+
+def motif_summary_tsv(table: pa.Table) -> bytes:
+    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable, windows, tests), most
+    hits first."""
+    return table_tsv(rank_motifs(table))
 
 
 def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = None) -> pa.Table:

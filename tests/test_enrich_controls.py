@@ -10,7 +10,7 @@ from pipeline.discover import read_sequences
 from pipeline.enrich_controls import (ControlError, composition, gc_bins, genome_access, in_memory, read_regions,
                                       sample_genomic_controls, shuffled_controls, write_bed, write_fasta)
 from pipeline.genome import encode
-from workers.shuffle import doublet_counts
+from workers.enrich.shuffle import doublet_counts
 
 stats = pytest.importorskip("scipy.stats")
 

@@ -1,10 +1,11 @@
-"""workers.shuffle: exact doublet counts, uniform over Eulerian trails (enumerated), reproducible streams."""
+"""workers.enrich.shuffle: exact doublet counts, uniform over Eulerian trails (enumerated), reproducible
+streams."""
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from workers.shuffle import doublet_counts, shuffle_dinucleotides
+from workers.enrich.shuffle import doublet_counts, shuffle_dinucleotides
 
 stats = pytest.importorskip("scipy.stats")
 
