@@ -29,7 +29,7 @@ def _emit(rec, path):
 
 
 def bench_bucket(a):
-    from workers.bucket import bucket_distribution, split_slices
+    from workers.distribution.bucket import bucket_distribution, split_slices
 
     rng = np.random.default_rng(2011)
     bg = np.full(4, 0.25)

@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     from pipeline.composition import (CompositionError, assemble, plan_composition, read_tests, run_composition,
                                       task_groups)
     from workers.composition import Segments, compare_block, histograms, make_plan
-    from workers.composition_numba import sliding_count
+    from workers.composition.cpu_numba import sliding_count
 
     work = Path(a.work)
     info = build(Path(a.genomes), work)

@@ -79,7 +79,7 @@ def noop_on(client, store: str, motifs: str, pvalue: float, out: str, n_tasks: i
     from distributed import as_completed
 
     from pipeline.scan import ScanContext, group_blocks, plan_scan, row_thresholds
-    from workers.pvalue_table import PvalueTable
+    from workers.distribution.pvalue_table import PvalueTable
     from workers.scan import make_plan
     import numpy as np
 

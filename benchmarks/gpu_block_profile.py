@@ -1,4 +1,4 @@
-"""Where one GPU block's time goes: each step of ``workers.scan_gpu._scan`` timed alone (synchronised).
+"""Where one GPU block's time goes: each step of ``workers.scan.gpu._scan`` timed alone (synchronised).
 
     python benchmarks/gpu_block_profile.py [--positions N] [--motifs FILE]
 
@@ -26,9 +26,9 @@ def main():
     import cupy as cp
 
     from pipeline.scan import MotifSet, row_thresholds
-    from workers.pvalue_table import PvalueTable
+    from workers.distribution.pvalue_table import PvalueTable
     from workers.scan import make_plan
-    from workers import scan_gpu as G
+    from workers.scan import gpu as G
 
     bg = np.array([0.2952, 0.2048, 0.2048, 0.2952])
     ms = MotifSet.load(a.motifs, np.full(4, 0.25), 0.1)
@@ -40,7 +40,7 @@ def main():
     n = a.positions
     codes = np.random.default_rng(1).choice(4, size=n + 128, p=bg).astype(np.uint8)
     G.scan_gpu(codes, n, plan)                                   # compile, upload tables
-    T = G._tables(plan)
+    T = G.device_tables(plan)
     S = T.state()
     res = {}
 
@@ -56,7 +56,7 @@ def main():
         for _ in range(5):
             codes_d = step("H2D codes", lambda: cp.asarray(codes))
             pos, row = step("candidate pass", lambda: G.candidates(codes_d, n, plan))
-            _, rescore, segment_index = G._kernels(1)
+            rescore, segment_index = G.rescore_kernels()
             score = cp.empty(pos.size, dtype=np.float64)
             hit = cp.empty(pos.size, dtype=np.uint8)
             step("rescore", lambda: rescore(((pos.size + 255) // 256,), (256,), (codes_d, np.int64(codes_d.size), pos, row,

@@ -32,9 +32,9 @@ def timed(fn, sync):
 def kernels(args, emit):
     import cupy
 
-    from workers import discover_gpu as dg
-    from workers.gibbs import random_starts, run_chains
-    from workers.windows import make_windows
+    from workers.discover import gpu as dg
+    from workers.discover.gibbs import random_starts, run_chains
+    from workers.discover.windows import make_windows
 
     sync = cupy.cuda.Device().synchronize
     for spec in args.sets:

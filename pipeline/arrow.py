@@ -2,8 +2,8 @@
 
 The first ``pa.array`` / ``pa.table`` of plain values in a process imports pandas (pyarrow's lazy pandas shim
 checks every input for pandas objects; apache/arrow#34994).  Nothing here ever converts a pandas object, and in
-a cold CPU scan of 10 Mb × 879 motifs on 2 cores that import was 0.34 s of GIL-held time (measured: 3.74 → 3.50 s,
-medians of 4 interleaved runs).  These helpers build the same arrays from buffers
+a cold CPU scan that import was a noticeable share of the GIL-held time (docs/benchmarks.md, "No pandas
+import").  These helpers build the same arrays from buffers
 (``pa.Array.from_buffers``), which never look for pandas; numeric data is not copied.  Outputs are plain Arrow
 arrays: equal to ``pa.array`` of the same values and type (tests/test_arrow.py checks that).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["column", "strings", "dictionary", "table"]
+__all__ = ["column", "strings", "dictionary", "table", "to_numpy"]
 
 
 def strings(values) -> pa.Array:
@@ -62,3 +62,27 @@ def table(columns: dict, schema: pa.Schema | None = None) -> pa.Table:
             raise TypeError(f"table: column {k!r} is dictionary-typed; build it with dictionary()")
         arrays[k] = column(v, t)
     return pa.table(arrays, schema=schema)
+
+
+def by_descending(tbl: pa.Table, column_name: str) -> pa.Array:
+    """Row indices of ``tbl`` by ``column_name``, largest first, ties in row order (Arrow's sort is stable; no NumPy
+    round trip, whose ``to_numpy``/``pa.array`` imports pandas)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    return pc.sort_indices(tbl, sort_keys=[(column_name, "descending")])
+
+
+def to_numpy(values) -> np.ndarray:
+    """A NumPy array of a fixed-width Arrow array or chunked array without nulls (numbers, dictionary indices);
+    a view for one chunk.  ``Array.to_numpy`` imports pandas on its first call; this reads the data buffer."""
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    dtype = np.dtype(values.type.to_pandas_dtype())
+    parts = []
+    for ch in chunks:
+        if ch.null_count or pa.types.is_boolean(ch.type) or not pa.types.is_primitive(ch.type):
+            raise TypeError(f"to_numpy: a fixed-width array without nulls is needed, got {ch.type}")
+        if len(ch):
+            parts.append(np.frombuffer(ch.buffers()[1], dtype=dtype, count=len(ch), offset=ch.offset * dtype.itemsize))
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)

@@ -83,14 +83,14 @@ def part_kernel(codes, plan, sink, reps=5):
         return None
     import cupy as cp
 
-    from workers.scan_gpu import _tables, candidates, scan_gpu
+    from workers.scan.gpu import candidates, device_tables, scan_gpu
 
     codes_d = cp.asarray(codes)
     candidates(codes_d, n, plan)              # compile + upload
     scan_gpu(codes, n, plan)
     cp.cuda.Device().synchronize()
     start, end = cp.cuda.Event(), cp.cuda.Event()
-    with _tables(plan).state().stream:        # the events on the stream the candidate pass runs on
+    with device_tables(plan).state().stream:      # the events on the stream the candidate pass runs on
         start.record()
         for _ in range(reps):
             pos, _ = candidates(codes_d, n, plan)
@@ -241,11 +241,10 @@ def part_e2e(args, sink):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main(argv=None) -> int:
-    from pipeline.cli import HelpFormatter  # noqa: PLC0415  (every option's default in -h)
-
+def main(argv=None, formatter_class=argparse.HelpFormatter) -> int:
+    """``motifgrid bench``; the CLI passes its ``formatter_class`` (every option's default in ``-h``)."""
     ap = argparse.ArgumentParser(prog="motifgrid bench", description=__doc__.splitlines()[0],
-                                 formatter_class=HelpFormatter)
+                                 formatter_class=formatter_class)
     ap.add_argument("--parts", default="kernel,baseline,cpu", help="comma-separated: kernel, baseline, cpu, e2e")
     ap.add_argument("--fasta", help="sequence for the kernel parts (default: the bundled human slice)")
     ap.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates", help="motif file or JASPAR release")

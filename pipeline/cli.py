@@ -42,6 +42,7 @@ _nonneg = _number(float, lambda v: 0.0 <= v < float("inf"), "must be a finite nu
 _posint = _number(int, lambda v: v >= 1, "must be >= 1")
 _nonnegint = _number(int, lambda v: v >= 0, "must be >= 0")
 _similarity = _number(float, lambda v: 0.0 < v <= 1.0, "a similarity must be in (0, 1]")
+_qvalue = _number(float, lambda v: 0.0 < v <= 1.0, "a q-value must be in (0, 1]")
 
 
 def _cluster_args(p: argparse.ArgumentParser) -> None:
@@ -147,6 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
                    help="added to the counts (scaled by the background) before the log-odds")
     _dataset_args(s, "scan", "HITS")
+    s.add_argument("--no-qvalue", action="store_true",
+                   help="skip the q-values (Benjamini-Hochberg per motif over every window tested; HITS/_qvalues.parquet)")
+    s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
+                   help="record Q: read_hits and motifgrid export then keep hits with q <= Q (the files keep all)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _like_args(s)
     _cluster_args(s)
@@ -212,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="BED6+3 (0-based), FIMO TSV or GFF3 (1-based)")
     s.add_argument("-o", "--out", required=True, metavar="FILE",
                    help="output file, or - for standard output (a symbolic link keeps pointing at its target)")
+    s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
+                   help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit)")
 
     s = sub.add_parser("discover", help="de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
                        "MEME/JASPAR motifs, sites Parquet, summary")
@@ -339,7 +346,8 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
                     pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
                     strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
-                    select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None))
+                    select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None),
+                    qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None))
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
@@ -365,6 +373,13 @@ def _print_summary(res, console) -> None:
     if res.unreachable:
         console.print(f"{len(res.unreachable)} motif(s) cannot reach the p-value on some strand and report no hits there: "
                       + ", ".join(res.unreachable[:10]) + (" …" if len(res.unreachable) > 10 else ""))
+    q = res.qvalues
+    if q:
+        kept = (" (kept when the hits are read: read_hits, motifgrid export)" if q["max_qvalue"] is not None
+                else "")
+        console.print(f"q-values: {q['hits_at_level']:,} of {s['hits']:,} hits have q <= {q['level']:g}{kept}; "
+                      f"Benjamini-Hochberg per motif over {s['tests']:,} tests (windows without N x strands) "
+                      f"→ {res.out}/_qvalues.parquet", soft_wrap=True)
     from pipeline.summary import top_motifs  # noqa: PLC0415
 
     for line in _top_motif_lines(top_motifs(res.out, 5), res.out):
@@ -423,7 +438,7 @@ def cmd_thresholds(a) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.genome import GenomeStore  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan import MotifSet, _thresholds_table, check_like, default_background, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan import MotifSet, check_like, default_background, motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
 
     _check_out_file(a.out or "-")
     check_like(a.like, a.strand)
@@ -438,7 +453,7 @@ def cmd_thresholds(a) -> int:
         per_p = row_thresholds_many(mset, a.pvalue, client=client, method=a.method, table=False,
                                     rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()
-    t = pa.concat_tables([_thresholds_table(mset, tables, strands) for tables in per_p])
+    t = pa.concat_tables([motif_thresholds_table(mset, tables, strands) for tables in per_p])
     from pipeline.dataset import table_tsv  # noqa: PLC0415
     from pipeline.storage import open_output  # noqa: PLC0415
 
@@ -525,7 +540,7 @@ def cmd_export(a) -> int:
     from pipeline.storage import output_target  # noqa: PLC0415
 
     _check_out_file(a.out)
-    n = export(a.hits, a.format, a.out)
+    n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue)
     to_stdout = output_target(a.out)[0] == "stdout"
     print(f"wrote {n:,} hits to {'standard output' if to_stdout else a.out} ({a.format})",
           file=sys.stderr if to_stdout else sys.stdout)
@@ -716,6 +731,11 @@ def _message(e: Exception, a) -> str:
     return str(e)
 
 
+#: what an interrupted command leaves, for the commands that can go on from it
+_AFTER_INTERRUPT = {"scan": "; finished blocks are kept (rerun with --resume)",
+                    "composition": "; finished blocks are kept (rerun with --resume)",
+                    "demo": "; finished blocks are kept (run the demo again to finish)"}
+
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
             "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
             "summary": cmd_summary}
@@ -726,7 +746,7 @@ def main(argv=None) -> int:
     if argv[:1] == ["bench"]:                      # its own option parser (pipeline/bench.py)
         from pipeline.bench import main as bench_main  # noqa: PLC0415
 
-        return bench_main(argv[1:])
+        return bench_main(argv[1:], formatter_class=HelpFormatter)
     parser = build_parser()
     a = parser.parse_args(argv)
     try:
@@ -745,7 +765,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"motifgrid {a.cmd}: interrupted; finished blocks are kept (rerun with --resume)", file=sys.stderr)
+        print(f"motifgrid {a.cmd}: interrupted{_AFTER_INTERRUPT.get(a.cmd, '')}", file=sys.stderr)
         return 130
 
 

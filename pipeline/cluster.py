@@ -5,9 +5,9 @@ An existing scheduler (``--scheduler ADDRESS`` or ``--scheduler-file``) is used 
 
 The local CPU cluster is by default one worker with one thread per core, in this process: the scan
 kernels (numba, ``nogil``), Zarr decoding and Parquet writing release the GIL, so threads scale, and
-nothing is pickled to another process (measured on 2 cores: 7.5 s and 0.5 GB peak vs 11 s and 1.1 GB
-with two worker processes).  ``processes=True`` gives single-threaded worker processes instead (BLAS
-pinned to one thread each), for isolation.  Local clusters listen on 127.0.0.1 only (scheduler, workers
+nothing is pickled to another process (faster, and half the memory of two worker processes on 2 cores:
+docs/benchmarks.md, the CPU scan table).  ``processes=True`` gives single-threaded worker processes instead
+(BLAS pinned to one thread each), for isolation.  Local clusters listen on 127.0.0.1 only (scheduler, workers
 and dashboards; ``motifgrid.cluster.host`` / ``dashboard-address`` in dask.config say otherwise).
 
 An existing scheduler on a shared network should use TLS: ``security`` is a ``distributed.Security``
@@ -107,7 +107,7 @@ def worker_device(client) -> str:
 def _register_warmup(client, device: str, gc_threshold=None) -> None:
     """Each worker loads its kernels in the background as it joins (``workers.warmup``), and takes this process's
     ``motifgrid.cluster.switch-interval`` and ``gc_threshold`` (parsed ``motifgrid.cluster.gc-threshold``)."""
-    from workers.warmup import WarmupPlugin  # noqa: PLC0415
+    from pipeline.warmup import WarmupPlugin  # noqa: PLC0415 - imports distributed, which the cluster has loaded
 
     try:
         client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),

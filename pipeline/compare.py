@@ -20,7 +20,6 @@ import os
 import shlex
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow
-from pipeline.dataset import atomic_write_bytes, table_tsv
+from pipeline.dataset import TaskRun, atomic_write_bytes, table_tsv
 from pipeline.storage import write_parquet
 
 
@@ -117,11 +116,6 @@ def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, *, pvalue
                 cluster: float | None = None, threshold_method: str = "auto", command: str | None = None,
                 progress=None) -> dict:
     """All-pairs COMPARE; returns the summary (also written to ``OUT/_summary.json``)."""
-    from distributed import as_completed  # noqa: PLC0415
-
-    from pipeline.scan import _thresholds_table, row_thresholds_many  # noqa: PLC0415
-    from workers.compare import prepare_rows  # noqa: PLC0415
-
     t0 = time.perf_counter()
     bg = np.full(4, 0.25) if background is None else np.asarray(background, float)
     set_a = _load_set(motifs_a, bg, pseudocount)
@@ -140,29 +134,11 @@ def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, *, pvalue
         "command": command or " ".join(shlex.quote(x) for x in sys.argv),
     }
     _write_json(Path(out) / "_run.json", params)
-
-    # thresholds of every row, both collections
     t1 = time.perf_counter()
-    thr_tables = []
-    rows = []
-    for s in ([set_a] if set_b is set_a else [set_a, set_b]):
-        tabs = row_thresholds_many(s, [pvalue], client, method=threshold_method, table=False)[0]
-        pwms, _, strands = s.rows()
-        thr_tables.append(_thresholds_table(s, tabs, strands))
-        rows.append(prepare_rows(pwms, [t.threshold if t.reachable else np.inf for t in tabs], bg, cells=cells))
-    rows_a = rows[0]
-    rows_b = rows[-1]
+    rows_a, rows_b = _thresholds_and_rows(set_a, set_b, out, client, pvalue, bg, cells, threshold_method)
     t_prep = time.perf_counter() - t1
-    thr = pa.concat_tables([t.append_column("collection", arrow.strings([k] * t.num_rows))
-                            for k, t in zip("ab", thr_tables)])
-    write_parquet(thr, os.path.join(out, "thresholds.parquet"))
 
-    na, nb = len(set_a.ids), len(set_b.ids)
-    if set_b is set_a:
-        ii, jj = np.triu_indices(na, k=1)
-    else:
-        ii, jj = np.meshgrid(np.arange(na), np.arange(nb), indexing="ij")
-    pairs = np.stack([ii.ravel(), jj.ravel()], axis=1).astype(np.int64)
+    pairs = _all_pairs(len(set_a.ids), len(set_b.ids), set_b is set_a)
     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
     if pairs_per_task is None:
         pairs_per_task = int(min(20000, max(50, -(-len(pairs) // (8 * n_workers)))))
@@ -173,23 +149,15 @@ def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, *, pvalue
                          names_b=set_b.names, out=out, min_overlap=min_overlap, device=device, metadata=meta)
     stats = {"pairs": 0, "combos": 0, "seconds_compute": 0.0, "seconds_io": 0.0}
     t2 = time.perf_counter()
-    if chunks:
-        ctx_f = client.scatter(ctx, broadcast=True, hash=False)
-        futs = [client.submit(compare_task, ctx_f, k, c, pure=False, key=f"compare-{k}-{uuid.uuid4().hex[:6]}")
-                for k, c in enumerate(chunks)]
-        for fut, res in as_completed(futs, with_results=True, raise_errors=False):
-            if fut.status == "error":
-                exc = fut.exception()
-                for f in futs:
-                    f.cancel()
-                raise CompareError(f"a compare task failed: {type(exc).__name__}: {exc}") from None
-            for k in stats:
-                stats[k] += res[k]
-            if progress is not None:
-                progress(stats["pairs"], len(pairs))
+    run = TaskRun(client, compare_task, ctx, list(enumerate(chunks)), name="compare", key=lambda k, c: k)
+    for res in run.results(lambda exc: CompareError(f"a compare task failed: {type(exc).__name__}: {exc}")):
+        for k in stats:
+            stats[k] += res[k]
+        if progress is not None:
+            progress(stats["pairs"], len(pairs))
     t_tasks = time.perf_counter() - t2
-    summary = {"pairs": int(len(pairs)), "combos": int(stats["combos"]), "motifs_a": na, "motifs_b": nb,
-               "tasks": len(chunks), "workers": n_workers, "device": device,
+    summary = {"pairs": int(len(pairs)), "combos": int(stats["combos"]), "motifs_a": len(set_a.ids),
+               "motifs_b": len(set_b.ids), "tasks": len(chunks), "workers": n_workers, "device": device,
                "seconds": None, "seconds_thresholds_and_lattices": t_prep, "seconds_tasks_wall": t_tasks,
                "task_seconds_compute": stats["seconds_compute"], "task_seconds_io": stats["seconds_io"],
                "unreachable_rows_a": int((rows_a.cut[:, 2] < 0).sum()),
@@ -203,6 +171,35 @@ def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, *, pvalue
     summary["seconds"] = time.perf_counter() - t0
     _write_json(Path(out) / "_summary.json", summary)
     return summary
+
+
+def _thresholds_and_rows(set_a, set_b, out: str, client, pvalue: float, bg: np.ndarray, cells: int,
+                         threshold_method: str):
+    """Thresholds of every (motif, strand) row of both collections (fanned out on ``client``; written to
+    ``OUT/thresholds.parquet``), then their COMPARE lattices: ``(rows_a, rows_b)``, the same object when B is A."""
+    from pipeline.scan import motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
+    from workers.compare import prepare_rows  # noqa: PLC0415
+
+    thr_tables = []
+    rows = []
+    for s in ([set_a] if set_b is set_a else [set_a, set_b]):
+        tabs = row_thresholds_many(s, [pvalue], client, method=threshold_method, table=False)[0]
+        pwms, _, strands = s.rows()
+        thr_tables.append(motif_thresholds_table(s, tabs, strands))
+        rows.append(prepare_rows(pwms, [t.threshold if t.reachable else np.inf for t in tabs], bg, cells=cells))
+    thr = pa.concat_tables([t.append_column("collection", arrow.strings([k] * t.num_rows))
+                            for k, t in zip("ab", thr_tables)])
+    write_parquet(thr, os.path.join(out, "thresholds.parquet"))
+    return rows[0], rows[-1]
+
+
+def _all_pairs(na: int, nb: int, within: bool) -> np.ndarray:
+    """``(n, 2)`` int64 motif index pairs: ``i < j`` within one collection, else every ``(i, j)`` of A × B."""
+    if within:
+        ii, jj = np.triu_indices(na, k=1)
+    else:
+        ii, jj = np.meshgrid(np.arange(na), np.arange(nb), indexing="ij")
+    return np.stack([ii.ravel(), jj.ravel()], axis=1).astype(np.int64)
 
 
 def read_pairs(out: str, columns=None) -> pa.Table:

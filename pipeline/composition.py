@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow
-from pipeline.dataset import (Progress, atomic_write_bytes, check_output, prepare_output, read_manifest,
+from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_output, open_run, read_manifest,
                               write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
 from pipeline.schema import COMPOSITION_FILE_SCHEMA, COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
@@ -75,10 +75,10 @@ _TEST_CODE[ord("U")] = _TEST_CODE[ord("u")] = 3
 
 def read_tests(path: str) -> SequenceSet:
     """Test sequences from a FASTA file (plain or gzip): A, C, G, T (or U) only, unique names."""
-    from pipeline.genome import _sniff_fasta  # noqa: PLC0415
+    from pipeline.genome import sniff_fasta  # noqa: PLC0415
 
     p = Path(path)
-    kind = _sniff_fasta(p)
+    kind = sniff_fasta(p)
     opener = gzip.open if kind != "plain" else open
     ids, seqs, seen = [], [], {}
     name, start_line, chunks = None, 0, []
@@ -274,7 +274,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
     """Read and check every input before any cluster is started; ingest a FASTA reference.  ``overwrite``
     replaces the composition dataset in ``out`` when the run is about to write."""
 
-    from pipeline.genome import _sniff_fasta, ingest  # noqa: PLC0415
+    from pipeline.genome import sniff_fasta, ingest  # noqa: PLC0415
 
     t_start = time.perf_counter()
     if not (0.0 < min_similarity <= 1.0):
@@ -292,7 +292,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
         genome_checksum, B, H = store.checksum, store.block_size, store.halo
         claimed, store_path = False, reference
     else:
-        _sniff_fasta(Path(reference))
+        sniff_fasta(Path(reference))
         genome_checksum = file_checksum(reference)
         B, H = int(block_size or _cfg("block-size")), max_len - 1
         claimed, store_path = True, os.path.join(out, REFERENCE_STORE)
@@ -305,8 +305,8 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
     done: set = set()
     if claimed:
         existed = Path(out, "_run.json").exists()
-        done = prepare_output(out, params, resume, kind="composition run", error=CompositionError, key="task",
-                              dataset="composition dataset", overwrite=overwrite)
+        done = open_run(out, params, resume, kind="composition run", error=CompositionError, key="task",
+                        dataset="composition dataset", overwrite=overwrite)
         if Path(store_path, "zarr.json").exists():
             store = GenomeStore(store_path)
             if store.checksum != genome_checksum:
@@ -371,8 +371,6 @@ def estimate_hits(ctx: CompositionContext, groups: list, client, n_sample: int) 
 def execute_composition(job: CompositionJob, client, device: str = "cpu", progress: bool = True,
                         command: str | None = None, console=None, max_hits: int | None = None) -> CompositionResult:
     """Estimate (unless counting only), then one task per block group on ``client``; summaries at the end."""
-    from distributed import as_completed  # noqa: PLC0415
-
     max_hits = int(_cfg("max-hits") if max_hits is None else max_hits)
     out = job.out
     counts_only = job.params["counts_only"]
@@ -395,29 +393,19 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
                                    f"or use --counts-only for matches per test{kept}")
     done = job.done
     if not job.claimed:
-        done = prepare_output(out, job.params, job.resume, kind="composition run", error=CompositionError,
-                              key="task", dataset="composition dataset", overwrite=job.overwrite)
+        done = open_run(out, job.params, job.resume, kind="composition run", error=CompositionError,
+                        key="task", dataset="composition dataset", overwrite=job.overwrite)
         todo = [g for g in groups if g[0].block_id not in done]
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_compare": 0.0, "seconds_io": 0.0}
     t_tasks0 = time.perf_counter()
-    if todo:
-        ctx_f = client.scatter(ctx, broadcast=True, hash=False)
-        futures = [client.submit(composition_task, ctx_f, g, pure=False,
-                                 key=f"composition-{g[0].block_id}-{uuid.uuid4().hex[:6]}") for g in todo]
-        bar = Progress(console, sum(len(g) for g in todo), progress, label="composition")
-        try:
-            for fut, res in as_completed(futures, with_results=True, raise_errors=False):
-                if fut.status == "error":
-                    exc = fut.exception()
-                    for f in futures:
-                        f.cancel()
-                    raise CompositionError(f"a task failed: {type(exc).__name__}: {exc} "
-                                           f"(finished tasks are kept; rerun with --resume)") from None
-                for k in stats:
-                    stats[k] += res[k]
-                bar.update(res["blocks"], stats["hits"])
-        finally:
-            bar.close()
+    run = TaskRun(client, composition_task, ctx, [(g,) for g in todo], name="composition",
+                  key=lambda g: g[0].block_id)
+    with Progress(console, sum(len(g) for g in todo), progress and len(run) > 0, label="composition") as bar:
+        for res in run.results(lambda exc: CompositionError(f"a task failed: {type(exc).__name__}: {exc} "
+                                                            f"(finished tasks are kept; rerun with --resume)"), out):
+            for k in stats:
+                stats[k] += res[k]
+            bar.update(res["blocks"], stats["hits"])
     t_tasks = time.perf_counter() - t_tasks0
     counts, total_hits = _totals_from_manifest(out, job.plan.n_rows)
     positions = sum(b.core_end - b.start for g in groups for b in g)

@@ -1,9 +1,14 @@
-"""Writing a result dataset the way every graph does it (scan, composition).
+"""Computing and writing a result dataset the way every graph does it (scan, composition, compare).
 
-One Parquet file per unit of work, written by the worker that computed it under a temporary dot-name and
-renamed into place, in a hive ``chrom=`` partition (names percent-encoded, never raw paths); a manifest
-entry per finished unit (``OUT/_manifest/<id>.json``, written after the data), ``OUT/_run.json`` with the
-parameters (checked by ``--resume``), and a summary whose presence marks a finished run.
+The tasks: :class:`TaskRun` scatters the graph's context to every worker once, submits one task per unit
+of work, hands back each result as it arrives, releases finished tasks, cancels the rest on the first
+error and sweeps the temporaries of killed writers; a graph module says only what its tasks are and what
+it adds up from their results.
+
+The files: one Parquet file per unit of work, written by the worker that computed it under a temporary
+dot-name and renamed into place, in a hive ``chrom=`` partition (names percent-encoded, never raw paths); a
+manifest entry per finished unit (``OUT/_manifest/<id>.json``, written after the data), ``OUT/_run.json``
+with the parameters (checked by ``--resume``), and a summary whose presence marks a finished run.
 
 ``OUT`` may be a local path or an fsspec URL (``s3://bucket/hits``): see :mod:`pipeline.storage` (on an
 object store a PUT is atomic, so parts are written in place).
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from pathlib import Path
 from urllib.parse import quote
 
@@ -171,10 +177,11 @@ def _remove_dataset(out: str) -> None:
     storage.remove(storage.join(out, "_run.json"))
 
 
-def prepare_output(out: str, params: dict, resume: bool, kind: str = "scan", error=RuntimeError,
-                   key: str = "block", dataset: str = "hits dataset", overwrite: bool = False) -> set:
-    """Create or check the output folder; return the ``key`` of every unit already finished.  With
-    ``overwrite`` an existing dataset is removed here, when the new run is about to write its ``_run.json``."""
+def open_run(out: str, params: dict, resume: bool, kind: str = "scan", error=RuntimeError,
+             key: str = "block", dataset: str = "hits dataset", overwrite: bool = False) -> set:
+    """Open the output folder of a run: create it with its ``_run.json``, or (``resume``) check that it holds
+    a run of the same ``params``; return the ``key`` of every unit already finished.  With ``overwrite`` an
+    existing dataset is removed here, when the new run is about to write its ``_run.json``."""
     run_file = storage.join(out, "_run.json")
     check_output(out, resume, kind, error, dataset, overwrite)
     if overwrite and storage.exists(run_file):
@@ -203,7 +210,7 @@ def prepare_output(out: str, params: dict, resume: bool, kind: str = "scan", err
 
 
 class Progress:
-    """Units done / total and hits so far, on the console (rich), or nothing."""
+    """Units done / total and hits so far, on the console (rich), or nothing; a context manager that closes it."""
 
     def __init__(self, console, total, enabled, label: str = "scan", unit: str = "blocks"):
         self.bar = None
@@ -224,3 +231,56 @@ class Progress:
     def close(self):
         if self.bar:
             self.bar.stop()
+
+    def __enter__(self) -> "Progress":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class TaskRun:
+    """``task(context, *args)`` for every ``args`` of ``work``, on ``client``'s workers.
+
+    The context (plans, tables, the store handle: what every task needs) is scattered to each worker once
+    instead of travelling with every task; task keys read ``<name>-<key(args)>-<random>`` (the task stream
+    and :mod:`pipeline.bench` find a graph's tasks by the prefix).  Submitted on construction, in the order
+    of ``work``.  ``len()`` is the number of tasks not yet finished.
+    """
+
+    def __init__(self, client, task, context, work: list, *, name: str, key):
+        self.futures: dict = {}
+        if not work:
+            return
+        ctx = client.scatter(context, broadcast=True, hash=False)
+        for args in work:
+            f = client.submit(task, ctx, *args, pure=False, key=f"{name}-{key(*args)}-{uuid.uuid4().hex[:6]}")
+            self.futures[f.key] = f
+
+    def __len__(self) -> int:
+        return len(self.futures)
+
+    def results(self, failure, out: str | None = None):
+        """Each task's result, as the tasks finish.
+
+        A finished task is released at once: its output is on disk, and a worker lost later must not make the
+        scheduler recompute (and rewrite) it.  The first failed task cancels every other and raises
+        ``failure(its exception)`` (one line for the user, raised from None); leaving the loop early cancels
+        the tasks still running.  After the last result, the temporary files of writers killed mid-write (a
+        task that ran again elsewhere) are removed from ``out``.
+        """
+        from distributed import as_completed  # noqa: PLC0415
+
+        if not self.futures:
+            return
+        try:
+            for fut, res in as_completed(list(self.futures.values()), with_results=True, raise_errors=False):
+                if fut.status == "error":
+                    raise failure(fut.exception()) from None
+                self.futures.pop(fut.key).release()
+                yield res
+        finally:
+            for f in self.futures.values():
+                f.cancel()
+        if out is not None:
+            remove_temporaries(out)

@@ -4,12 +4,12 @@ For each motif asked for (``--motifs K``; mask and repeat):
 
 1. the sequence context (codes with the sites of earlier motifs masked) is scattered to every worker once;
 2. PROJECTION trials in batches of ``trials_per_task`` and Gibbs chains in batches of ``chains_per_task``
-   become tasks; each task builds the windows on its device (:mod:`workers.windows`), runs its trials
-   (bucketing + batched EM, :mod:`workers.projection`) or chains (:mod:`workers.gibbs`) and sends back its
+   become tasks; each task builds the windows on its device (:mod:`workers.discover.windows`), runs its trials
+   (bucketing + batched EM, :mod:`workers.discover.projection`) or chains (:mod:`workers.discover.gibbs`) and sends back its
    best few distinct models;
 3. one merge task polishes the union by EM and ranks it with the objective that fits the problem: for an
    (l, d) problem (``--mutations d``) the number of sequences with an ``l``-mer within ``d`` mismatches of the
-   consensus after a local search from several phase shifts (:mod:`workers.refine`), else the OOPS/ZOOPS
+   consensus after a local search from several phase shifts (:mod:`workers.discover.refine`), else the OOPS/ZOOPS
    likelihood;
 4. the winner's sites are masked (set to N) and the next round starts.
 
@@ -194,7 +194,7 @@ class RoundContext:
 
         if self.device == "cpu":
             limit_blas_threads(1)      # one BLAS thread per Dask thread (tasks run side by side)
-        from workers.windows import make_windows  # noqa: PLC0415
+        from workers.discover.windows import make_windows  # noqa: PLC0415
 
         return make_windows(self.codes, self.settings.width, self.settings.both_strands,
                             xp=array_module(self.device))
@@ -205,7 +205,7 @@ def _seed(settings: DiscoverSettings, rnd: int, algo: int, batch: int) -> np.ran
 
 
 def projection_parameters(settings: DiscoverSettings, codes: np.ndarray):
-    from workers.projection import choose_parameters  # noqa: PLC0415
+    from workers.discover.projection import choose_parameters  # noqa: PLC0415
 
     T = codes.shape[0]
     n = int(np.median((codes < 4).sum(axis=1)))
@@ -216,7 +216,7 @@ def projection_parameters(settings: DiscoverSettings, codes: np.ndarray):
 
 # ------------------------------------------------------------------------------------ tasks
 def _on_device(ctx: RoundContext) -> bool:
-    """GPU tasks use the batched kernels of :mod:`workers.discover_gpu` (packed windows: widths up to 32)."""
+    """GPU tasks use the batched kernels of :mod:`workers.discover.gpu` (packed windows: widths up to 32)."""
     return ctx.device == "gpu" and ctx.settings.width <= 32
 
 
@@ -244,8 +244,8 @@ def projection_task(ctx: RoundContext, batch: int, first: int, n_trials: int, k:
     """Trials ``first .. first + n_trials`` of PROJECTION: buckets, EM, the best distinct models back.
 
     On the GPU (l, d) problems also climb the (l, d) objective from every refined model's sites at the
-    phase shifts (:func:`workers.discover_gpu.climb_from_sites`) and send back the best optima."""
-    from workers.projection import em_refine, projection_seeds, random_positions  # noqa: PLC0415
+    phase shifts (:func:`workers.discover.gpu.climb_from_sites`) and send back the best optima."""
+    from workers.discover.projection import em_refine, projection_seeds, random_positions  # noqa: PLC0415
 
     st = ctx.settings
     t0 = time.perf_counter()
@@ -276,7 +276,7 @@ def projection_task(ctx: RoundContext, batch: int, first: int, n_trials: int, k:
     lap(phases, "select", sync)
     out = {"ppm": res.ppm[top], "loglik": res.loglik[top], "seeds": n_seeds, "em_models": int(len(res.ppm))}
     if _on_device(ctx) and _ld(st):
-        from workers.discover_gpu import best_windows_device, climb_from_sites  # noqa: PLC0415
+        from workers.discover.gpu import best_windows_device, climb_from_sites  # noqa: PLC0415
 
         sites = best_windows_device(win, res.ppm, ctx.background, memory_budget=_budget(ctx.device))
         out["climbed"] = climb_from_sites(win, sites, st.mutations, keep=st.return_per_task)
@@ -286,9 +286,9 @@ def projection_task(ctx: RoundContext, batch: int, first: int, n_trials: int, k:
 
 def _task_best(win, st: DiscoverSettings, ppm: np.ndarray, score: np.ndarray) -> np.ndarray:
     """The distinct models a task sends back: by score, or for (l, d) problems by the (l, d) proxy
-    (:func:`workers.refine.ld_proxy_order`)."""
-    from workers.gibbs import distinct_best  # noqa: PLC0415
-    from workers.refine import ld_proxy_order  # noqa: PLC0415
+    (:func:`workers.discover.refine.ld_proxy_order`)."""
+    from workers.discover.gibbs import distinct_best  # noqa: PLC0415
+    from workers.discover.refine import ld_proxy_order  # noqa: PLC0415
 
     if not _ld(st):
         return distinct_best(ppm, score, st.return_per_task)
@@ -309,7 +309,7 @@ def _chain_windows(win):
 def gibbs_task(ctx: RoundContext, batch: int, first: int, n_chains: int, block: int) -> dict:
     """Chains ``first .. first + n_chains`` (starts drawn per block of ``block`` chains, so the same chain
     gets the same start however chains are grouped into tasks)."""
-    from workers.gibbs import random_starts, run_chains  # noqa: PLC0415
+    from workers.discover.gibbs import random_starts, run_chains  # noqa: PLC0415
 
     st = ctx.settings
     t0 = time.perf_counter()
@@ -336,7 +336,7 @@ def _gibbs_task_device(ctx: RoundContext, win, first: int, n_chains: int, t0: fl
     chain's global index); the best distinct chains by score — or for (l, d) problems by the (l, d) proxy,
     computed for every distinct chain consensus on the device — go back, and for (l, d) problems the
     (l, d) local search climbs from every chain's sites at the phase shifts."""
-    from workers.discover_gpu import (climb_from_sites, consensus_keys, ld_proxy_device,  # noqa: PLC0415
+    from workers.discover.gpu import (climb_from_sites, consensus_keys, ld_proxy_device,  # noqa: PLC0415
                                       run_chains_device)
 
     st = ctx.settings
@@ -392,9 +392,9 @@ class FoundMotif:
 
 def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
     """Polish the union of the tasks' models by EM and pick the motif (see the module docstring)."""
-    from workers.gibbs import distinct_best  # noqa: PLC0415
-    from workers.projection import em_refine, em_sites  # noqa: PLC0415
-    from workers.refine import ld_local_search, ld_sites, shifted_consensus  # noqa: PLC0415
+    from workers.discover.gibbs import distinct_best  # noqa: PLC0415
+    from workers.discover.projection import em_refine, em_sites  # noqa: PLC0415
+    from workers.discover.refine import ld_local_search, ld_sites, shifted_consensus  # noqa: PLC0415
 
     st = ctx.settings
     win = ctx.windows()
@@ -411,7 +411,7 @@ def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
     res = em_refine(win, ppm, bg, st.model, iters=st.em_iters, memory_budget=_budget(ctx.device))
     d = st.mutations
     if d is not None and st.ld_rank:
-        from workers.refine import ld_proxy_order  # noqa: PLC0415
+        from workers.discover.refine import ld_proxy_order  # noqa: PLC0415
 
         order = ld_proxy_order(win, res.ppm, d)
         top = order[distinct_best(res.ppm[order], -np.arange(len(order), dtype=float), st.refine_top)]
@@ -459,7 +459,7 @@ def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
         ld_count = ld_dist = None
     # sites, scored with the scan's PWM model (pseudocount 0.1, background of the sequences)
     from pipeline.motifs import Motif, pwm_from_motif  # noqa: PLC0415
-    from workers.windows import relative_entropy  # noqa: PLC0415
+    from workers.discover.windows import relative_entropy  # noqa: PLC0415
 
     pwm = pwm_from_motif(Motif("m", "m", counts, "counts", float(counts.sum(axis=1).max()), "", 1), bg)
     sites = []
@@ -478,8 +478,8 @@ def merge_task(ctx: RoundContext, results: list) -> FoundMotif:
 def _climbed_candidates(win, st: DiscoverSettings, bg: np.ndarray, results: list) -> list:
     """(key, consensus, origin) of the (l, d) optima the GPU tasks climbed to, keyed like the merge's own:
     (sequences within d, -summed distance, likelihood of the model of the consensus' closest sites)."""
-    from workers.projection import em_refine  # noqa: PLC0415
-    from workers.refine import ld_sites  # noqa: PLC0415
+    from workers.discover.projection import em_refine  # noqa: PLC0415
+    from workers.discover.refine import ld_sites  # noqa: PLC0415
 
     rows = []
     for r in results:
@@ -552,7 +552,7 @@ def _plan_tasks(settings: DiscoverSettings, codes: np.ndarray, device: str, n_wo
 def discover(seqs: SequenceSet, settings: DiscoverSettings, client, device: str = "cpu",
              progress=None) -> tuple[list, dict]:
     """Run every round on ``client``; returns the motifs found and run statistics."""
-    from workers.windows import background  # noqa: PLC0415
+    from workers.discover.windows import background  # noqa: PLC0415
 
     settings.check(seqs)
     codes = seqs.codes.copy()
@@ -682,7 +682,8 @@ def compare_motifs(motifs: str, database: str, client=None, *, pvalue: float | N
     return out
 
 
-def prepare_output(out: str) -> Path:
+def create_output(out: str) -> Path:
+    """A new, empty output folder (created); one that holds anything is refused (nothing is overwritten)."""
     p = Path(out)
     if p.exists() and not p.is_dir():
         raise DiscoverError(f"{out}: exists and is not a directory")
@@ -802,7 +803,7 @@ def run_discover(fasta: str, out: str, settings: DiscoverSettings, client, devic
         from pipeline.motifs import read_motifs  # noqa: PLC0415
 
         read_motifs(compare_to)                      # a bad database fails before any work
-    outp = prepare_output(out)
+    outp = create_output(out)
     created = []
     try:
         t_search = time.perf_counter()

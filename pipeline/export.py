@@ -10,7 +10,15 @@ score itself (bits, may be negative) is column 7, the p-value column 8.
 Coordinates inside motifgrid are 0-based half-open on the forward strand.  BED keeps them; FIMO TSV
 and GFF3 are 1-based inclusive (start + 1, end).  Files are visited in genome order (contig order of
 the store, then block order) and each file's rows are put in start order (a stable sort: motifs of one start
-keep the motif file's order), so each output is sorted by contig and start.
+keep the motif file's order), so BED and GFF3 are sorted by contig and start.
+
+FIMO TSV is sorted as FIMO 5.4.1 sorts it (``cisml_match_iterator_next``): by p-value, ascending; equal
+p-values of different motifs with the later motif of the motif file first; then, within a motif, by FIMO's
+start (the window's first base on "+", its last on "-").  Where FIMO leaves the order to its heap (same
+p-value and start), genome order.  Records beyond ``motifgrid.export.sort-rows`` are sorted in
+runs on disk and merged (:mod:`pipeline.extsort`).  The q-value column (and GFF3's ``qvalue=``) comes from
+``HITS/_qvalues.parquet`` (empty without it); ``max_qvalue`` (or the scan's ``--max-qvalue``) keeps only
+hits with q <= it.
 """
 from __future__ import annotations
 
@@ -75,41 +83,100 @@ def _sequences(store, chrom, starts, ends, strands):
             for s, e, st in zip((starts - lo).tolist(), (ends - lo).tolist(), strands.tolist())]
 
 
-def export(hits: str, fmt: str, out: str, with_sequence: bool = True) -> int:
+def _qvalue_setting(hits: str, max_qvalue: float | None):
+    """(QvalueMap or None, the q-value limit to apply or None)."""
+    from pipeline.qvalues import map_and_limit  # noqa: PLC0415
+
+    try:
+        return map_and_limit(hits, max_qvalue)
+    except ValueError as e:
+        raise ExportError(str(e)) from None
+
+
+def _motif_order(hits: str, qmap) -> dict:
+    """Motif id → position in the motif file (FIMO's tie order), from the run's motif summary."""
+    path = storage.join(hits, "_motif_summary.parquet")
+    ids = (storage.read_parquet(path, columns=["motif_id"]).column("motif_id").to_pylist()
+           if storage.exists(path) else (qmap.ids if qmap else []))
+    return {m: i for i, m in reversed(list(enumerate(ids)))}
+
+
+def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue: float | None = None) -> int:
     """Write ``hits`` as ``fmt`` to ``out`` (a file, written atomically; ``-`` for standard output; see
-    :func:`pipeline.storage.open_output`); return the number of records."""
+    :func:`pipeline.storage.open_output`); return the number of records.  ``max_qvalue``: only hits with
+    q <= it (default: the scan's ``--max-qvalue``, if any)."""
+    from pipeline.extsort import ExternalSort  # noqa: PLC0415
+    from pipeline.qvalues import add_qvalues, family_codes  # noqa: PLC0415
+
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    qmap, limit = _qvalue_setting(hits, max_qvalue)
     n = 0
     store = None
-    with storage.open_output(out) as f:      # "-" is standard output; a link keeps being a link
-        if fmt == "fimo":
-            f.write("motif_id\tmotif_alt_id\tsequence_name\tstart\tstop\tstrand\tscore\tp-value\tq-value\tmatched_sequence\n")
-        elif fmt == "gff3":
-            f.write("##gff-version 3\n")
-        for chrom, path in _ordered_files(hits):
-            t = storage.read_parquet(path)
-            if t.num_rows == 0:
-                continue
-            if store is None and with_sequence and fmt == "fimo":
-                store = _store_for(path) or False
-            c = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names}
-            o = np.argsort(c["start"], kind="stable")        # files are grouped by motif row
-            c = {k: v[o] for k, v in c.items()}
-            start, end = c["start"].astype(np.int64), c["end"].astype(np.int64)
-            for lo in range(0, len(start), _CHUNK):       # bounded memory whatever a file holds
-                hi = lo + _CHUNK
-                f.write(_lines(fmt, chrom, {k: v[lo:hi] for k, v in c.items()}, start[lo:hi], end[lo:hi], store))
-            n += t.num_rows
+    sorter = ranks = None
+    if fmt == "fimo":           # FIMO's order needs every record first: sorted runs in TMPDIR beyond sort-rows
+        import dask.config  # noqa: PLC0415
+
+        sorter = ExternalSort(None, int(dask.config.get("motifgrid.export.sort-rows")))
+        ranks = _motif_order(hits, qmap)
+    try:
+        with storage.open_output(out) as f:      # "-" is standard output; a link keeps being a link
+            if fmt == "fimo":
+                f.write("motif_id\tmotif_alt_id\tsequence_name\tstart\tstop\tstrand\tscore\tp-value\tq-value\tmatched_sequence\n")
+            elif fmt == "gff3":
+                f.write("##gff-version 3\n")
+            for chrom, path in _ordered_files(hits):
+                t = add_qvalues(storage.read_parquet(path), qmap, limit)
+                if t.num_rows == 0:
+                    continue
+                if store is None and with_sequence and fmt == "fimo":
+                    store = _store_for(path) or False
+                c = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names}
+                if ranks is not None:                    # per dictionary entry, not per row
+                    c["rank"] = family_codes(t.column("motif_id"), ranks)
+                o = np.argsort(c["start"], kind="stable")        # files are grouped by motif row
+                c = {k: v[o] for k, v in c.items()}
+                start, end = c["start"].astype(np.int64), c["end"].astype(np.int64)
+                for lo in range(0, len(start), _CHUNK):       # bounded memory whatever a file holds
+                    hi = lo + _CHUNK
+                    part = {k: v[lo:hi] for k, v in c.items()}
+                    rec = _records(fmt, chrom, part, start[lo:hi], end[lo:hi], store, qmap is not None)
+                    if sorter is None:
+                        f.write("\n".join(rec) + "\n")
+                    else:
+                        sorter.add(_fimo_keys(part, start[lo:hi], end[lo:hi]), rec)
+                n += t.num_rows
+            if sorter is not None:
+                sorter.write(f)
+    finally:
+        if sorter is not None:
+            sorter.close()
     return n
 
 
 _CHUNK = 1 << 16      # records formatted at a time
 
 
-def _lines(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, store) -> str:
-    """One file's records as text (columns formatted whole, Python objects from ``tolist``: NumPy scalars
-    formatted one by one took 3-4 times as long)."""
+def _fimo_keys(c: dict, start: np.ndarray, end: np.ndarray) -> tuple:
+    """FIMO's sort keys (see the module docstring): the p-value, then one integer: the motif's position in the
+    motif file reversed (bits 40-62: later motifs first) and FIMO's start (bits 0-39).  Ties stay in the input's
+    genome order (the sort is stable)."""
+    fstart = np.where(c["strand"] == "-", end, start + 1)
+    later = (np.int64((1 << 23) - 1) - np.maximum(c["rank"], 0)) << np.int64(40)
+    return c["pvalue"].astype(np.float64), later | fstart
+
+
+def _fmt_q(fmt: str, q: np.ndarray):
+    """q-values as text; empty where unknown."""
+    text = list(map(fmt.format, q.tolist()))
+    for i in np.flatnonzero(np.isnan(q)).tolist():
+        text[i] = ""
+    return text
+
+
+def _records(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, store, with_q: bool) -> list:
+    """One file's records as lines of text (columns formatted whole, Python objects from ``tolist``: NumPy
+    scalars formatted one by one took 3-4 times as long)."""
     n = len(start)
     fmt6 = "{:.6g}".format
     scores = list(map(fmt6, c["score"].tolist()))
@@ -121,16 +188,18 @@ def _lines(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, st
     elif fmt == "fimo":
         seqs = _sequences(store or None, chrom, start, end, c["strand"])
         cols = [c["motif_id"].tolist(), c["motif_name"].tolist(), repeat(chrom, n), map(str, (start + 1).tolist()),
-                map(str, end.tolist()), strands, scores, map("{:.3g}".format, c["pvalue"].tolist()), repeat("", n),
-                seqs]
+                map(str, end.tolist()), strands, scores, map("{:.3g}".format, c["pvalue"].tolist()),
+                _fmt_q("{:.3g}", c["qvalue"]) if with_q else repeat("", n), seqs]
     else:
         esc: dict = {}
         e = (lambda v: esc[v] if v in esc else esc.setdefault(v, _gff_escape(v)))      # noqa: E731
         attrs = map("Name={};motif_id={};pvalue={}".format, map(e, c["motif_name"].tolist()),
                     map(e, c["motif_id"].tolist()), map("{:.4g}".format, c["pvalue"].tolist()))
+        if with_q:
+            attrs = map("{};qvalue={}".format, attrs, _fmt_q("{:.4g}", c["qvalue"]))
         cols = [repeat(_gff_escape(chrom), n), repeat("motifgrid", n), repeat("TF_binding_site", n),
                 map(str, (start + 1).tolist()), map(str, end.tolist()), scores, strands, repeat(".", n), attrs]
-    return "\n".join(map("\t".join, zip(*cols))) + "\n"
+    return list(map("\t".join, zip(*cols)))
 
 
 def bed_score(pvalue: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ What FIMO (MEME suite 5.4.1, ``fimo`` with default options) does, and where (fil
 * **Log-odds** (``pssm.c:build_motif_pssm``): ``my_log2(p'/bg)`` with MEME's ``my_log2`` (``log(x) *
   1.44269504``, and ``1e-300`` for a zero probability: a letter the motif never shows scores about 0,
   not -inf, when ``pseudo = 0``).
-* **Integer lattice, p-values, hit test, reverse strand**: :mod:`workers.fimo_lattice`.  The reverse
+* **Integer lattice, p-values, hit test, reverse strand**: :mod:`workers.distribution.fimo_lattice`.  The reverse
   strand is scored with the reverse-complement motif under the same (symmetric) background, so its
   integers are the forward ones reversed and complemented; ``--norc`` (here ``--strand +``) scans the
   forward strand only, with the background not averaged.
@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from workers.fimo_lattice import LatticeMatrix, meme_log2, scale_pssm
+from workers.distribution.fimo_lattice import LatticeMatrix, meme_log2, scale_pssm
 
 __all__ = ["LIKES", "STRANDS", "fimo_background", "fimo_probabilities", "fimo_matrix"]
 

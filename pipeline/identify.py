@@ -1,7 +1,7 @@
 """Which known motif is this?  Tomtom-grade identification of query motifs against a target database.
 
 :func:`match_all` gives every (query, target) its best alignment and Tomtom p-value
-(:mod:`workers.tomtom`), with E-values (p × number of targets) and per-query Benjamini-Hochberg
+(:mod:`workers.compare.tomtom`), with E-values (p × number of targets) and per-query Benjamini-Hochberg
 q-values; :func:`best_matches` keeps each query's ``top`` targets as an Arrow table
 (``BEST_MATCHES_SCHEMA``); :func:`identify` does both.
 
@@ -106,13 +106,13 @@ def match_all(queries, targets, *, distance: str = "ed", min_overlap: int = 1, p
         with itself: p = 1, never reported.  E- and q-values still count all N targets.
     device : None, "cpu" or "gpu"
     chunk_bytes : int, optional
-        Memory budget of one batch of queries (:func:`workers.tomtom.search`).
+        Memory budget of one batch of queries (:func:`workers.compare.tomtom.search`).
 
     A fan-out (Dask) does the same in three steps: :func:`probabilities` once, then
-    ``workers.tomtom.search`` per batch of queries against one ``prepare_targets`` per worker, then
+    ``workers.compare.tomtom.search`` per batch of queries against one ``prepare_targets`` per worker, then
     :func:`assemble` on the rows put back together.
     """
-    from workers.tomtom import prepare_targets, search  # noqa: PLC0415
+    from workers.compare.tomtom import prepare_targets, search  # noqa: PLC0415
 
     params = parameters(distance=distance, min_overlap=min_overlap, pseudocount=pseudocount,
                         background=background, both_strands=both_strands, exclude_self=exclude_self)
@@ -125,7 +125,7 @@ def match_all(queries, targets, *, distance: str = "ed", min_overlap: int = 1, p
 def parameters(*, distance: str = "ed", min_overlap: int = 1, pseudocount: float = 0.1, background=None,
                both_strands: bool = True, exclude_self: bool = False) -> dict:
     """The checked parameters of a run, as recorded in the outputs' metadata."""
-    from workers.tomtom import BINS, DISTANCES  # noqa: PLC0415
+    from workers.compare.tomtom import BINS, DISTANCES  # noqa: PLC0415
 
     if distance not in DISTANCES:
         raise IdentifyError(f"distance must be one of {', '.join(DISTANCES)}, got {distance!r}")
@@ -152,9 +152,9 @@ def probabilities(queries, targets, params: dict) -> tuple[list, list]:
 
 
 def assemble(queries, targets, query_ppms, target_ppms, res, params: dict) -> Matches:
-    """:class:`Matches` from a ``workers.tomtom.TomtomResult`` of all queries × all targets: self-matches
+    """:class:`Matches` from a ``workers.compare.tomtom.TomtomResult`` of all queries × all targets: self-matches
     excluded (``params["exclude_self"]``), E-values, per-query BH q-values."""
-    from workers.tomtom import bh_qvalues  # noqa: PLC0415
+    from workers.compare.tomtom import bh_qvalues  # noqa: PLC0415
 
     excluded = np.zeros(res.pvalue.shape, dtype=bool)
     if params["exclude_self"]:
@@ -185,7 +185,7 @@ def ranking(m: Matches, top: int) -> np.ndarray:
 def best_matches(m: Matches, top: int = 5) -> pa.Table:
     """Each query's ``top`` best targets as a table of ``BEST_MATCHES_SCHEMA`` (queries in input
     order, ranks 1..top), with the parameters as JSON under the ``motifgrid.identify`` metadata key."""
-    from workers.tomtom import alignment_similarity  # noqa: PLC0415
+    from workers.compare.tomtom import alignment_similarity  # noqa: PLC0415
 
     if int(top) < 1:
         raise IdentifyError(f"top must be >= 1, got {top}")

@@ -16,7 +16,6 @@ This module only moves plain numbers; it never touches the hits themselves.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import time
 import uuid
@@ -79,7 +78,7 @@ class ScanProgress:
     def running(self, plan, blocks: list, todo: list, manifest: list) -> None:
         """Tasks are about to be submitted: ``blocks`` all scannable blocks, ``todo`` those of this
         run, ``manifest`` the entries of blocks finished by earlier runs (``--resume``)."""
-        store, mset = self.job.store, self.job.mset
+        store = self.job.store
         B = store.block_size
         self.rows = plan.n_rows
         self._row_motif = np.asarray(plan.row_motif)
@@ -232,12 +231,6 @@ def latest_scan_id(client) -> str | None:
     return client.get_metadata([METADATA_KEY, "latest"], default=None)
 
 
-def scan_ids(client) -> list:
-    """Ids of every scan this scheduler has seen, oldest first."""
-    scans = client.get_metadata([METADATA_KEY, "scans"], default={}) or {}
-    return sorted(scans, key=lambda k: scans[k].get("started", 0))
-
-
 def client_connected(client, client_id: str) -> bool | None:
     """Whether the client that runs a scan is still connected to the scheduler (None: cannot tell)."""
     if not client_id:
@@ -308,7 +301,3 @@ def format_line(st: dict) -> str:
     return (f"scan {st['scan_id']} {state}: {st['blocks_done']}/{st['blocks_total']} blocks, {st['hits']:,} hits, "
             f"{r.get('hits_per_s', 0):,.0f} hits/s, {r.get('scores_per_s', 0):.3g} window scores/s, "
             f"{st['elapsed']:.1f} s → {st['out']}")
-
-
-def to_json(st: dict) -> str:
-    return json.dumps(st, indent=1)

@@ -15,7 +15,8 @@ Output layout::
     HITS/_counts/<block>.parquet    per block: hits per (record or region, motif), reduced into
     HITS/_region_counts.parquet     hits, best score, best p-value per (record or region, motif)
     HITS/_thresholds.parquet        per motif and strand: threshold and its exact p-value
-    HITS/_motif_summary.parquet     hits per motif (and .tsv, most hits first)
+    HITS/_qvalues.parquet           per motif: q-value (Benjamini-Hochberg) as a step function of the p-value
+    HITS/_motif_summary.parquet     hits and tests (windows without N x strands) per motif (and .tsv, most hits first)
     HITS/_genome.zarr               the store of a FASTA given to ``scan`` (kept for exports and --resume)
     HITS/_summary.json              totals; its presence marks a finished run
 """
@@ -26,22 +27,21 @@ import os
 import shlex
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__
-from pipeline.dataset import Progress as _progress, atomic_write_bytes as _atomic_write_bytes
-from pipeline.dataset import abspath as _abspath, iter_manifest, remove_temporaries
-from pipeline.dataset import prepare_output as _prepare_output
+from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes
+from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
+from pipeline.dataset import open_run
 from pipeline import arrow, storage
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
 from pipeline.scan_task import ScanContext, group_units, scan_task
 from pipeline.schema import HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA, REGION_HITS_SCHEMA
-from workers.pvalue_table import PvalueTable
+from workers.distribution import PvalueTable
 from workers.scan import make_plan
 
 
@@ -69,7 +69,7 @@ class MotifSet:
     pseudocount: float
     strands: str = "both"      # "both", "+" or "-"
     like: str | None = None    # None (motifgrid's exact scores) or "fimo"
-    lattices: list | None = None   # like="fimo": workers.fimo_lattice.LatticeMatrix per motif (forward)
+    lattices: list | None = None   # like="fimo": workers.distribution.fimo_lattice.LatticeMatrix per motif (forward)
     select: list | None = None     # ids/names chosen from the source (--motif), recorded in the provenance
 
     @classmethod
@@ -137,14 +137,14 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
                         table: bool = True, rel_tol: float = 1e-3, device: str = "cpu",
                         store_later: bool = False):
     """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list (``rows()`` order).
-    ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.fimo_lattice.lattice_thresholds`; ``method``,
-    ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
+    ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.distribution.fimo_lattice.lattice_thresholds`;
+    ``method``, ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
     from pipeline.motifs import reverse_complement  # noqa: PLC0415
     from pipeline.thresholds import compute_thresholds_many  # noqa: PLC0415
 
     bg = mset.background
     if mset.lattices is not None:
-        from workers.fimo_lattice import lattice_thresholds  # noqa: PLC0415
+        from workers.distribution.fimo_lattice import lattice_thresholds  # noqa: PLC0415
 
         def compute(mats):
             per = [lattice_thresholds(lat, bg, pvalues) for lat in mats]                  # [matrix][p]
@@ -208,13 +208,9 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str,
     }
 
 
-def prepare_output(out: str, params: dict, resume: bool, overwrite: bool = False) -> set:
-    """Create or check the output folder (``overwrite``: replace the hits dataset there); return the ids of
-    blocks already finished."""
-    return _prepare_output(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
-
-
-def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
+def motif_thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
+    """One row per (motif, strand) row of ``mset`` with its ``tables[r]`` (ScoreThreshold at one p-value): what a
+    scan's ``_thresholds.parquet``, compare's ``thresholds.parquet`` and ``motifgrid thresholds`` write."""
     from pipeline.thresholds import thresholds_table  # noqa: PLC0415
 
     _, mi, _ = mset.rows()
@@ -224,17 +220,23 @@ def _thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
 
 @dataclass
 class ScanResult:
+    """What a scan reports.  ``blocks`` and ``hits`` describe the whole dataset in ``out`` (blocks finished by
+    earlier runs included, as ``_summary.json``); ``blocks_skipped`` were finished before this run, and the
+    ``*_this_run`` counts, ``positions``, ``scores``, ``column_scores`` and ``seconds`` are this run's work
+    (rates divide them)."""
     out: str
     blocks: int
     blocks_skipped: int
-    hits: int
+    hits: int                # every hit of the dataset
     seconds: float
-    positions: int
-    scores: int              # window scores computed: positions × (motif, strand) rows
+    positions: int           # window starts scanned by this run
+    scores: int              # window scores computed by this run: positions × (motif, strand) rows
     column_scores: int       # positions × motif columns × strands
     unreachable: list
     device: str
     workers: int
+    qvalues: dict | None = None     # pipeline.qvalues.compute_qvalues's summary; None with --no-qvalue
+    hits_this_run: int = 0          # hits of the blocks this run scanned
 
 
 @dataclass
@@ -247,8 +249,10 @@ class ScanJob:
     background_spec: str
     done: set
     t_start: float
-    regions: Regions | None = None
-    ingested: bool = False           # the store was ingested from a FASTA into HITS/_genome.zarr by this scan
+    qvalues: bool = True                 # the end-of-run q-value reduction (FIMO's --no-qvalue turns it off)
+    max_qvalue: float | None = None      # recorded in _qvalues.parquet; read_hits and export apply it
+    regions: Regions | None = None       # --regions: only windows wholly inside these are scanned
+    ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
 
     def units(self) -> list:
         """``(block index, [pieces])`` of every block with windows to scan: whole block cores, or with regions the
@@ -284,7 +288,7 @@ def check_like(like: str | None, strands: str) -> None:
 def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
               strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
-              regions: str | None = None) -> ScanJob:
+              qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
 
     ``source``: a genome store, or a FASTA file (plain, gzip, bgzip), ingested into ``OUT/_genome.zarr`` (kept
@@ -292,27 +296,19 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     of regions of the store; only windows lying wholly inside them are scored.  ``background`` None:
     :func:`default_background`.  ``like="fimo"``: FIMO 5.4.1's scores, p-values and hits (:mod:`pipeline.fimo`);
     ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep (:func:`pipeline.motifs.select_motifs`);
-    ``overwrite`` replaces the hits dataset in ``out``, once everything else is checked."""
-    from pipeline.motifs import read_background  # noqa: PLC0415
-
+    ``overwrite`` replaces the hits dataset in ``out``, once everything else is checked.  ``qvalues``: the
+    end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are
+    read."""
     t_start = time.perf_counter()
-    if not (0 < pvalue < 1):
-        raise ScanError(f"--pvalue must be in (0, 1), got {pvalue}")
-    check_like(like, strands)
-    _compression()                  # a bad setting is refused before anything is claimed
+    _check_settings(pvalue, like, strands, qvalues, max_qvalue)
     if background is None:
         background = default_background(like)
     store, staged = _open_source(source, out, resume, overwrite)
     try:
         bed = None if regions is None else _read_regions(regions, store)
-        bg = read_background(background, genome_background=store.background)
-        mset = MotifSet.load(motifs, bg, pseudocount, select=select, format=motif_format, like=like, strands=strands)
-        if mset.max_length - 1 > store.halo:
-            longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
-            raise ScanError(f"{source}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
-                            f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
+        mset = _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands, source)
         params = _run_params(store, mset, pvalue, background, bed)
-        done = prepare_output(out, params, resume, overwrite)
+        done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
         if staged is not None:
             store = _place_store(staged, out)
     finally:
@@ -320,8 +316,35 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
             import shutil  # noqa: PLC0415
 
             shutil.rmtree(staged.parent, ignore_errors=True)
-    return ScanJob(store, mset, out, pvalue, background, done, t_start, regions=bed, ingested=staged is not None
-                   or _is_fasta(source))
+    return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
+                   regions=bed, ingested=_is_fasta(source))
+
+
+def _check_settings(pvalue, like, strands, qvalues, max_qvalue) -> None:
+    from pipeline.qvalues import check_max_qvalue  # noqa: PLC0415
+
+    if not (0 < pvalue < 1):
+        raise ScanError(f"--pvalue must be in (0, 1), got {pvalue}")
+    check_like(like, strands)
+    try:
+        check_max_qvalue(max_qvalue)
+    except ValueError as e:
+        raise ScanError(str(e)) from None
+    if max_qvalue is not None and not qvalues:
+        raise ScanError("--max-qvalue needs the q-values: it cannot be combined with --no-qvalue")
+    _compression()                  # a bad setting is refused before anything is claimed
+
+
+def _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands, source) -> MotifSet:
+    from pipeline.motifs import read_background  # noqa: PLC0415
+
+    bg = read_background(background, genome_background=store.background)
+    mset = MotifSet.load(motifs, bg, pseudocount, select=select, format=motif_format, like=like, strands=strands)
+    if mset.max_length - 1 > store.halo:
+        longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
+        raise ScanError(f"{source}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
+                        f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
+    return mset
 
 
 GENOME_IN_HITS = "_genome.zarr"      # where a scan keeps the store of a FASTA it was given
@@ -405,10 +428,11 @@ def run_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgroun
              pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
              progress: bool = True, command: str | None = None, console=None, *, like: str | None = None,
              strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
-             regions: str | None = None) -> ScanResult:
+             qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None) -> ScanResult:
     """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
     job = plan_scan(source, motifs, out, pvalue, background, pseudocount, resume, like=like, strands=strands,
-                    overwrite=overwrite, select=select, motif_format=motif_format, regions=regions)
+                    overwrite=overwrite, select=select, motif_format=motif_format, qvalues=qvalues,
+                    max_qvalue=max_qvalue, regions=regions)
     return execute_scan(job, client, device=device, progress=progress, command=command, console=console)
 
 
@@ -429,12 +453,9 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
 
 
 def _execute_scan(job: ScanJob, client, device, progress, command, console, pub) -> ScanResult:
-    from distributed import as_completed  # noqa: PLC0415
-
     import dask.config  # noqa: PLC0415
 
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
-    bg, pseudocount = mset.background, mset.pseudocount
     t_thr0 = time.perf_counter()
     tables = row_thresholds(mset, pvalue, client=client, store_later=True)   # cache written while blocks scan
     pwms, row_motif, row_strand = mset.rows()
@@ -442,7 +463,86 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     plan = make_plan(pwms, thr, row_motif, row_strand)
     keep = np.flatnonzero(np.isfinite(thr))
     unreachable = sorted({mset.ids[row_motif[i]] for i in range(len(thr)) if not np.isfinite(thr[i])})
-    meta = {
+    plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
+    lats = mset.row_lattices()
+    lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),
+                                         np.array([lats[i].base for i in keep], np.float64))
+    lengths = np.array([w.shape[0] for w in mset.pwms], dtype=np.int64)
+    ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
+                      motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
+                      device=device, compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths),
+                      regions=job.regions)
+
+    all_units = job.units()
+    todo = [u for u in all_units if store.block(u[0]).block_id not in done]
+    min_pos = int(dask.config.get("motifgrid.scan.min-task-positions"))
+    groups = group_units(todo, min_pos)
+    total_rows = plan.n_rows
+    col_per_pos = int(plan.lengths.sum())
+
+    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0, "seconds_task": 0.0}
+    t_thresholds = time.perf_counter() - t_thr0
+    t_tasks0 = time.perf_counter()
+    run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan",
+                  key=lambda g: store.block(g[0][0]).block_id)
+    # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
+    # the blocks this run skips are those of ``done``: a task of an interrupted client may still finish a block
+    # (its manifest entry appears now) that this run has just resubmitted and will count itself
+    earlier = [e for e in iter_manifest(out, "block") if e["block"] in done] if done else []
+    pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier)
+    row_hits_run = np.zeros(plan.n_rows, np.int64)
+    windows_run, files_run = np.zeros(len(ctx.window_lengths), np.int64), []      # for the q-values
+    with Progress(console, len(todo), progress and len(run) > 0) as bar:
+        for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
+            for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
+                stats[k] += res[k]
+            if res["row_hits"] is not None:
+                row_hits_run += res["row_hits"]
+            windows_run += res["windows"]
+            files_run += res["files"]
+            bar.update(res["blocks"], stats["hits"])
+            pub.task_done(res)
+    from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
+
+    wait_for_cache_writes()
+    t_tasks_wall = time.perf_counter() - t_tasks0
+    # totals over every finished block: this run's from its tasks, earlier runs' from their manifest entries
+    # (reading every entry back cost ~2 s for 26,454 promoter blocks)
+    total_hits, row_hits_all = _totals(earlier, row_hits_run, stats["hits"])
+    windows = _motif_windows(earlier, ctx.window_lengths, windows_run, lengths)
+    tests = windows * len(_STRAND_ROWS[mset.strands])        # each strand scanned tests every window
+    qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
+    try:
+        _write_region_counts(out, store, job.regions, mset)
+    except OSError as e:
+        raise ScanError(_failure_message(e, out)) from None
+    seconds = time.perf_counter() - t_start
+    positions = sum(p.hi - p.lo for _, pieces in all_units for p in pieces)
+    summary = {
+        "blocks": len(all_units), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
+        "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,
+        "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
+        "seconds_thresholds": t_thresholds, "seconds_tasks_wall": t_tasks_wall,
+        "task_seconds_scan": stats["seconds_scan"], "task_seconds_io": stats["seconds_io"],
+        "task_seconds_total": stats["seconds_task"],
+        "scan_id": pub.scan_id, "tests": int(tests.sum()), "qvalues": qsum,
+    }
+    try:
+        _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, summary, windows)
+    except OSError as e:
+        raise ScanError(_failure_message(e, out)) from None
+    pub.finished(summary)
+    return ScanResult(out=out, blocks=len(all_units), blocks_skipped=len(all_units) - len(todo), hits=int(total_hits),
+                      seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
+                      column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
+                      workers=len(client.scheduler_info().get("workers", {})), qvalues=qsum,
+                      hits_this_run=stats["hits"])
+
+
+def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
+    """The provenance every hits file carries in its key-value metadata."""
+    store, mset = job.store, job.mset
+    return {
         "motifgrid.version": __version__,
         "motifgrid.hits_format": str(HITS_FORMAT_VERSION),
         "motifgrid.command": command,
@@ -454,94 +554,13 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "motifs.checksum": mset.checksum,
         "motifs.select": json.dumps(mset.select),
         "motifs.count": str(len(mset.ids)),
-        "background": json.dumps([float(x) for x in bg]),
-        "pseudocount": repr(pseudocount),
-        "pvalue": repr(pvalue),
+        "background": json.dumps([float(x) for x in mset.background]),
+        "pseudocount": repr(mset.pseudocount),
+        "pvalue": repr(job.pvalue),
         "strands": mset.strands,
         "like": mset.like or "",
         "device": device,
     }
-    plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
-    lats = mset.row_lattices()
-    lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),
-                                         np.array([lats[i].base for i in keep], np.float64))
-    ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
-                      motif_names=mset.names, out=_abspath(out), metadata=meta, device=device,
-                      compression=_compression(), lattice=lattice, regions=job.regions)
-
-    all_units = job.units()
-    todo = [u for u in all_units if f"b{u[0]:07d}" not in done]
-    min_pos = int(dask.config.get("motifgrid.scan.min-task-positions"))
-    groups = group_units(todo, min_pos)
-    total_rows = plan.n_rows
-    col_per_pos = int(plan.lengths.sum())
-
-    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0, "seconds_task": 0.0}
-    t_thresholds = time.perf_counter() - t_thr0
-    t_tasks0 = time.perf_counter()
-    futures = {}
-    if groups:
-        ctx_f = client.scatter(ctx, broadcast=True, hash=False)
-        for g in groups:
-            f = client.submit(scan_task, ctx_f, g, pure=False, key=f"scan-b{g[0][0]:07d}-{uuid.uuid4().hex[:6]}")
-            futures[f.key] = f
-    # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
-    # the blocks this run skips are those of ``done``: a task of an interrupted client may still finish a block
-    # (its manifest entry appears now) that this run has just resubmitted and will count itself
-    earlier = [e for e in iter_manifest(out, "block") if e["block"] in done] if done else []
-    pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier)
-    row_hits_run = np.zeros(plan.n_rows, np.int64)
-    if futures:
-        bar = _progress(console, len(todo), progress)
-        try:
-            for fut, res in as_completed(list(futures.values()), with_results=True, raise_errors=False):
-                if fut.status == "error":
-                    exc = fut.exception()
-                    for f in futures.values():
-                        f.cancel()
-                    raise ScanError(_failure_message(exc, out)) from None
-                # its blocks are on disk: let the scheduler forget the task, so that a worker lost later
-                # does not make it recompute (and rewrite) finished blocks
-                futures.pop(fut.key).release()
-                for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
-                    stats[k] += res[k]
-                if res["row_hits"] is not None:
-                    row_hits_run += res["row_hits"]
-                bar.update(res["blocks"], stats["hits"])
-                pub.task_done(res)
-        finally:
-            bar.close()
-        remove_temporaries(out)       # left by a worker killed mid-write (its task ran again elsewhere)
-    from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
-
-    wait_for_cache_writes()
-    # totals over every finished block: this run's from its tasks, earlier runs' from their manifest entries
-    # (reading every entry back cost ~2 s for 26,454 promoter blocks)
-    total_hits, row_hits_all = _totals(earlier, row_hits_run, stats["hits"])
-    positions = sum(p.hi - p.lo for _, pieces in all_units for p in pieces)
-    try:
-        _write_region_counts(out, store, job.regions, mset)
-    except OSError as e:
-        raise ScanError(_failure_message(e, out)) from None
-    seconds = time.perf_counter() - t_start
-    summary = {
-        "blocks": len(all_units), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
-        "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,
-        "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
-        "seconds_thresholds": t_thresholds, "seconds_tasks_wall": time.perf_counter() - t_tasks0,
-        "task_seconds_scan": stats["seconds_scan"], "task_seconds_io": stats["seconds_io"],
-        "task_seconds_total": stats["seconds_task"],
-        "scan_id": pub.scan_id,
-    }
-    try:
-        _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, summary)
-    except OSError as e:
-        raise ScanError(_failure_message(e, out)) from None
-    pub.finished(summary)
-    return ScanResult(out=out, blocks=len(all_units), blocks_skipped=len(all_units) - len(todo), hits=int(total_hits),
-                      seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
-                      column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
-                      workers=len(client.scheduler_info().get("workers", {})))
 
 
 def _failure_message(exc: BaseException, out: str) -> str:
@@ -563,8 +582,38 @@ def _totals(entries: list, row_hits: np.ndarray, hits: int):
     return hits, row_hits
 
 
-def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
-    storage.write_parquet(_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
+def _motif_windows(entries: list, lengths: np.ndarray, windows: np.ndarray, motif_lengths: np.ndarray) -> np.ndarray:
+    """Windows without N per motif: this run's per-length counts ``windows`` (of ``lengths``) plus those of the
+    manifest ``entries`` of earlier runs."""
+    total = dict(zip(lengths.tolist(), windows.tolist()))
+    for e in entries:
+        for m, c in e["windows"]:
+            total[m] = total.get(m, 0) + c
+    return np.array([total.get(m, 0) for m in motif_lengths.tolist()], dtype=np.int64)
+
+
+def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np.ndarray, plan, row_hits):
+    """The end-of-run q-value reduction over every finished block file (:mod:`pipeline.qvalues`); its summary,
+    or None with ``--no-qvalue`` (an older map is removed then)."""
+    from pipeline.qvalues import QVALUES_FILE, compute_qvalues  # noqa: PLC0415
+
+    if not job.qvalues:
+        storage.remove(storage.join(job.out, QVALUES_FILE))
+        return None
+    files = [[e["file"], e["hits"]] for e in earlier if e.get("file")] + files_run
+    hits = np.zeros(len(job.mset.ids), np.int64)
+    np.add.at(hits, plan.row_motif, row_hits)
+    try:
+        return compute_qvalues(client, job.out, files, job.mset.ids, tests, hits, max_qvalue=job.max_qvalue)
+    except OSError as e:
+        raise ScanError(_failure_message(e, job.out)) from None
+    except Exception as e:  # noqa: BLE001 - a task's error, re-raised on the client
+        raise ScanError(f"the q-value reduction failed: {type(e).__name__}: {e} (finished blocks are kept; "
+                        "rerun with --resume)") from None
+
+
+def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, windows):
+    storage.write_parquet(motif_thresholds_table(mset, tables, row_strand), storage.join(out, "_thresholds.parquet"))
     n = len(mset.ids)
     plus = np.zeros(n, np.int64)
     minus = np.zeros(n, np.int64)
@@ -573,12 +622,23 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary):
     reach = np.zeros(n, bool)
     reach[plan.row_motif] = True
     per_motif = arrow.table({"motif_id": mset.ids, "motif_name": mset.names, "hits_plus": plus,
-                             "hits_minus": minus, "hits": plus + minus, "reachable": reach}, schema=MOTIF_SUMMARY_SCHEMA)
+                             "hits_minus": minus, "hits": plus + minus, "reachable": reach,
+                             "windows": windows, "tests": windows * len(_STRAND_ROWS[mset.strands])},
+                            schema=MOTIF_SUMMARY_SCHEMA)
     storage.write_parquet(per_motif, storage.join(out, "_motif_summary.parquet"))
-    from pipeline.summary import motif_summary_tsv  # noqa: PLC0415
-
     _atomic_write_bytes(storage.join(out, "_motif_summary.tsv"), motif_summary_tsv(per_motif))
     _atomic_write_bytes(storage.join(out, "_summary.json"), json.dumps(summary, indent=1).encode())
+
+
+def rank_motifs(table: pa.Table) -> pa.Table:
+    """The per-motif table (``_motif_summary.parquet``) by hits, most first; ties keep the motif file's order."""
+    return table.take(arrow.by_descending(table, "hits"))
+
+
+def motif_summary_tsv(table: pa.Table) -> bytes:
+    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable, windows, tests), most
+    hits first."""
+    return table_tsv(rank_motifs(table))
 
 
 def _write_region_counts(out: str, store: GenomeStore, regions: Regions | None, mset: MotifSet) -> None:
@@ -620,10 +680,35 @@ def hits_schema(out: str) -> pa.Schema:
     return REGION_HITS_SCHEMA if params.get("regions") else HITS_SCHEMA
 
 
-def read_hits(out: str, columns=None, filter=None) -> pa.Table:
-    """Read a hits dataset (small ones; stream large ones file by file)."""
+def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = None) -> pa.Table:
+    """Read a hits dataset (small ones; large ones are streamed file by file, as :mod:`pipeline.export` does).
+
+    ``columns``: of :data:`pipeline.schema.HITS_READ_SCHEMA` (default all; ``region`` too for a scan of BED
+    regions): the files' columns and ``qvalue``,
+    joined per (motif_id, p-value) from ``HITS/_qvalues.parquet`` (null when the dataset has none: scanned
+    with ``--no-qvalue`` or unfinished).  ``filter``: a pyarrow expression on the files' columns.
+    ``max_qvalue``: only hits with q <= it; by default the scan's ``--max-qvalue`` when it was given
+    (``max_qvalue=1`` reads every hit)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.dataset as ds  # noqa: PLC0415
 
+    from pipeline.qvalues import add_qvalues, map_and_limit  # noqa: PLC0415
+
     fs, path = storage.arrow_source(out)
-    d = ds.dataset(path, filesystem=fs, format="parquet", schema=hits_schema(out))
-    return d.to_table(columns=columns, filter=filter)
+    schema = hits_schema(out)
+    d = ds.dataset(path, filesystem=fs, format="parquet", schema=schema)
+    want = list(schema.names) + ["qvalue"] if columns is None else list(columns)
+    try:
+        qmap, limit = map_and_limit(out, max_qvalue)      # the map is small: one row per q-value step
+    except ValueError as e:
+        raise ScanError(str(e)) from None
+    if "qvalue" not in want and limit is None:
+        return d.to_table(columns=want, filter=filter)
+    if limit is not None:                    # q <= Q is p <= the motif's cutoff: never above the largest cutoff
+        top = float(qmap.cutoffs(limit).max(initial=-1.0))
+        cut = pc.field("pvalue") <= top
+        filter = cut if filter is None else (filter & cut)
+    base = [c for c in want if c != "qvalue"]
+    t = d.to_table(columns=list(dict.fromkeys(base + ["motif_id", "pvalue"])), filter=filter)
+    t = add_qvalues(t, qmap, limit)
+    return t.select(want)

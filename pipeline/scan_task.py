@@ -22,7 +22,7 @@ from pipeline.dataset import write_manifest_entry, write_part
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
 from pipeline.schema import HITS_SCHEMA, REGION_HITS_SCHEMA
-from workers.scan import ScanPlan, scan_blocks
+from workers.scan import ScanPlan, scan_blocks, valid_windows
 
 
 @dataclass
@@ -37,6 +37,8 @@ class ScanContext:
     device: str = "cpu"
     compression: str = "zstd"      # Parquet codec of the hits files (motifgrid.scan.compression)
     lattice: tuple | None = None   # --like fimo: (scale, m*offset) per plan row, to put scores on FIMO's lattice
+    window_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # every motif length,
+                                   # sorted: valid windows are counted per length (the q-values' tests)
     regions: Regions | None = None  # --regions: the BED regions (hits carry the name of one holding them)
 
     @functools.cached_property
@@ -88,23 +90,31 @@ def piece_codes(row: np.ndarray, block_start: int, piece: Piece, keep: int) -> n
 
 def scan_task(ctx: ScanContext, units: list) -> dict:
     """Scan ``units`` — ``(block index, [pieces])`` — and write each block's hits, counts and manifest entry.
-    Returns small statistics (hits per block and per plan row for the live progress)."""
+    Returns small statistics: hits per block and per plan row (the live progress), windows tested per motif
+    length and the files written (the q-values)."""
     from workers.backend import limit_blas_threads  # noqa: PLC0415
 
     t_task = time.perf_counter()
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
-             "block_hits": [], "row_hits": None}
-    keep = ctx.plan.max_length - 1 if ctx.plan.max_length else 0
+             "block_hits": [], "row_hits": None,
+             "windows": np.zeros(len(ctx.window_lengths), np.int64), "files": []}
+    longest = max(ctx.plan.max_length, int(ctx.window_lengths.max(initial=0)))     # windows counted read as far
+    keep = longest - 1 if longest else 0
     B = ctx.store.block_size
     t0 = time.perf_counter()
     codes, ns, owner = [], [], []
+    windows = {}
     for b, pieces in units:
         row = ctx.store.read_block(ctx.store.block(b))
+        w = np.zeros(len(ctx.window_lengths), np.int64)
         for p in pieces:
-            codes.append(piece_codes(row, b * B, p, keep))
+            c = piece_codes(row, b * B, p, keep)
+            w += valid_windows(c, p.hi - p.lo, ctx.window_lengths)     # tests per motif length, for the q-values
+            codes.append(c)
             ns.append(p.hi - p.lo)
             owner.append((b, p.lo))
+        windows[b] = w
         del row
     t1 = time.perf_counter()
     found = scan_blocks(codes, ns, ctx.plan, device=ctx.device)      # one call for all pieces (CPU or GPU)
@@ -116,7 +126,7 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
         per_block.setdefault(b, []).append((lo, hits))
     for (b, pieces), n in zip(units, _positions(units)):
         t2 = time.perf_counter()
-        _write_block(ctx, b, n, _merge(per_block[b]), stats)
+        _write_block(ctx, b, n, _merge(per_block[b]), stats, windows[b])
         stats["seconds_io"] += time.perf_counter() - t2
     stats["seconds_task"] = time.perf_counter() - t_task
     return stats
@@ -151,7 +161,7 @@ def hits_table(ctx: ScanContext, hits: BlockHits) -> tuple[pa.Table, np.ndarray]
     pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
     score = hits.score
     if ctx.lattice is not None:
-        from workers.fimo_lattice import snap_scores  # noqa: PLC0415
+        from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
 
         score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
     recs, r_local = np.unique(r, return_inverse=True)
@@ -181,7 +191,7 @@ def block_folder(store: GenomeStore, index: int) -> str | None:
     return store.records.names[i0] if i1 - i0 == 1 else None
 
 
-def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: dict) -> None:
+def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: dict, windows: np.ndarray) -> None:
     """One block's hits file and counts (if it has hits) and manifest entry; its counts into ``stats``."""
     blk = ctx.store.block(index)
     rel = counts_rel = None
@@ -197,9 +207,12 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
         stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
         nz = np.flatnonzero(counts)
         row_hits = np.column_stack((nz, counts[nz])).tolist()       # Python ints, in C (5x the comprehension)
+        stats["files"].append([rel, len(hits)])
     entry = {"block": blk.block_id, "index": index, "start": blk.start, "end": blk.core_end, "positions": n,
-             "hits": len(hits), "file": rel, "counts": counts_rel, "row_hits": row_hits}
+             "hits": len(hits), "file": rel, "counts": counts_rel, "row_hits": row_hits,
+             "windows": np.column_stack((ctx.window_lengths, windows)).tolist()}
     write_manifest_entry(ctx.out, blk.block_id, entry)
+    stats["windows"] += windows
     stats["blocks"] += 1
     stats["hits"] += len(hits)
     stats["positions"] += n

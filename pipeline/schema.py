@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-STORE_FORMAT_VERSION = 2
-HITS_FORMAT_VERSION = 3
+STORE_FORMAT_VERSION = 2          # 2: all records packed into one array of blocks + a record table
+HITS_FORMAT_VERSION = 4          # 3: manifest entries count the windows tested (q-values); 4: chrom a column
 
 #: strings repeated on every row are dictionary-encoded (pandas reads them as categoricals)
 _CAT = pa.dictionary(pa.int32(), pa.string())
@@ -40,6 +40,19 @@ REGION_COUNTS_SCHEMA = pa.schema([
     pa.field("best_pvalue", pa.float64(), nullable=False),
 ])
 
+#: ``read_hits``: the files' columns and the q-value joined from ``_qvalues.parquet`` (null without one).
+HITS_READ_SCHEMA = HITS_SCHEMA.append(pa.field("qvalue", pa.float64()))
+
+#: ``HITS/_qvalues.parquet``: each motif's q-value as a step function of the p-value (Benjamini-Hochberg over
+#: every window tested).  A hit of ``motif_id`` with p-value p has the ``qvalue`` of the row with the smallest
+#: ``pvalue >= p``; rows ascend in p-value (and q-value) within a motif, motifs in the motif file's order.
+QVALUES_SCHEMA = pa.schema([
+    pa.field("motif_id", pa.string(), nullable=False),
+    pa.field("pvalue", pa.float64(), nullable=False),      # the largest hit p-value of this q-value's step
+    pa.field("qvalue", pa.float64(), nullable=False),
+    pa.field("hits", pa.int64(), nullable=False),          # hits of the motif with p-value <= pvalue
+])
+
 #: Per-motif thresholds, written beside the hits and by ``motifgrid thresholds``.
 THRESHOLDS_SCHEMA = pa.schema([
     pa.field("motif_id", pa.string()),
@@ -67,6 +80,8 @@ MOTIF_SUMMARY_SCHEMA = pa.schema([
     pa.field("hits_minus", pa.int64()),
     pa.field("hits", pa.int64()),
     pa.field("reachable", pa.bool_()),
+    pa.field("windows", pa.int64()),       # window starts without N for the motif's length (one strand)
+    pa.field("tests", pa.int64()),         # windows x 2 strands: the q-values' number of tests
 ])
 
 #: Key-value metadata keys carried by every hits file (values are strings; JSON where structured).

@@ -250,8 +250,8 @@ def _unlink_quietly(path: str) -> None:
 
 def read_parquet(path, **kwargs):
     """One Parquet file (local path or URL) as a table; ``kwargs`` as ``pyarrow.parquet.ParquetFile.read``.
-    ``ParquetFile`` rather than ``read_table``, whose dataset machinery costs ~0.7 ms more a file (26,454
-    promoter files: 17 s of a 40 s export)."""
+    ``ParquetFile`` rather than ``read_table``, whose dataset machinery costs more a file than reading it, on
+    exports of many small files (docs/benchmarks.md, the export table)."""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     fs, p = arrow_source(path)

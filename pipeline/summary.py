@@ -26,7 +26,8 @@ from urllib.parse import unquote
 import numpy as np
 
 from pipeline import MotifgridError, storage
-from pipeline.dataset import iter_manifest, table_tsv
+from pipeline.arrow import by_descending
+from pipeline.dataset import iter_manifest
 
 KINDS = ("scan", "composition", "compare", "discover")
 _DISCOVER_FILES = ("summary.json", "summary.tsv", "sites.parquet", "motifs.meme", "motifs.jaspar")
@@ -37,26 +38,10 @@ class SummaryError(MotifgridError, ValueError):
 
 
 # ------------------------------------------------------------------------------------ scan motif summary
-def rank_motifs(table):
-    """The per-motif table (``_motif_summary.parquet``) by hits, most first; ties keep the motif file's order."""
-    return table.take(_by_descending(table, "hits"))
-
-
-def _by_descending(table, column: str):
-    """Row indices by ``column``, largest first, ties in row order (Arrow's sort is stable; no NumPy round trip,
-    whose ``to_numpy``/``pa.array`` imports pandas: see pipeline/arrow.py)."""
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    return pc.sort_indices(table, sort_keys=[(column, "descending")])
-
-
-def motif_summary_tsv(table) -> bytes:
-    """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable), most hits first."""
-    return table_tsv(rank_motifs(table))
-
-
 def top_motifs(out: str, n: int = 10) -> list[dict]:
     """The ``n`` motifs with the most hits of a finished scan (rows of ``_motif_summary.parquet`` as dicts)."""
+    from pipeline.scan import rank_motifs  # noqa: PLC0415
+
     t = storage.read_parquet(storage.join(out, "_motif_summary.parquet"))
     return rank_motifs(t).slice(0, n).to_pylist()
 
@@ -231,7 +216,7 @@ def _composition(path: str, top: int, contigs: int) -> dict:
     if done:
         out["totals"]["tests_with_matches"] = done.get("tests_with_matches")
         t = storage.read_parquet(storage.join(path, "_test_summary.parquet"))
-        out["top_tests"] = t.take(_by_descending(t, "matches")).slice(0, top).to_pylist()
+        out["top_tests"] = t.take(by_descending(t, "matches")).slice(0, top).to_pylist()
     return out
 
 
@@ -255,7 +240,7 @@ def _compare(path: str, top: int) -> dict:
         from pipeline.compare import read_pairs  # noqa: PLC0415
 
         t = read_pairs(path, ["motif_a", "name_a", "motif_b", "name_b", "similarity", "shift", "strand", "overlap"])
-        out["top_pairs"] = t.take(_by_descending(t, "similarity")).slice(0, top).to_pylist()
+        out["top_pairs"] = t.take(by_descending(t, "similarity")).slice(0, top).to_pylist()
     return out
 
 

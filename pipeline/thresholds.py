@@ -14,8 +14,8 @@ without one, a plain loop runs in this process.  Nothing here touches the comman
 Results are cached on disk, one ``.npy`` per matrix (``motifgrid.thresholds.cache-dir``, by default
 ``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1`` turns it off).  The key is the
 SHA-256 of the matrix bytes, the background, the p-value, the precision, whether a table is kept and the
-source of :mod:`workers.distribution`, its numba kernels and :mod:`workers.bucket`, so any change of
-input or algorithm misses.  Files are plain NumPy arrays read with ``allow_pickle=False`` and written
+source of the :mod:`workers.distribution` package (exact lattice, BUCKETSCOREDISTRIBUTION, their numba
+kernels), so any change of input or algorithm misses.  Files are plain NumPy arrays read with ``allow_pickle=False`` and written
 atomically.
 """
 from __future__ import annotations
@@ -32,11 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-import workers.bucket
 import workers.distribution
-import workers.distribution_numba
-from workers.bucket import pvalues_to_scores_bucket
-from workers.distribution import ScoreThreshold, pvalues_to_scores
+from workers.distribution import ScoreThreshold, pvalues_to_scores, pvalues_to_scores_bucket
 
 __all__ = ["compute_thresholds", "compute_thresholds_many", "thresholds_table", "METHODS", "method_for"]
 
@@ -112,7 +109,7 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
         True: the configured on-disk cache (see the module docstring); a path: that folder;
         False: compute everything.
     method : "exact", "bucket" or "auto"
-        Exact lattice DP (``workers.distribution``), BUCKETSCOREDISTRIBUTION (``workers.bucket``,
+        Exact lattice DP (``workers.distribution``), BUCKETSCOREDISTRIBUTION (``workers.distribution.bucket``,
         no tail table), or per matrix whichever is cheaper (``method_for``).
 
     Returns
@@ -132,8 +129,8 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
 
     One task computes all p-values of its matrices (the bucket method reads them all from one
     distribution).  ``device`` is where the bucket method enumerates its slices.  ``store_later``: the
-    new cache entries are written by a background thread (a scan goes on with its blocks meanwhile; 879
-    entries take ~0.25 s to write); :func:`wait_for_cache_writes` waits for it, and so does the exit of
+    new cache entries are written by a background thread (a scan goes on with its blocks meanwhile;
+    docs/benchmarks.md); :func:`wait_for_cache_writes` waits for it, and so does the exit of
     the process.
     """
     if method not in METHODS:
@@ -207,8 +204,7 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
     if threads:
         # two batches per worker thread (the kernels release the GIL), but at most 8 per worker process:
         # the Python between the kernels holds the GIL, and many threads queueing for it lose more than
-        # they gain (879 matrices on one 32-thread GPU worker: 1.29 s in 8 batches, 1.87 s in 63); at
-        # least 4 matrices each
+        # they gain (docs/benchmarks.md, GPU section: batches per worker); at least 4 matrices each
         nb = max(1, min(2 * threads, 8 * len(nthreads)))
         batch = min(batch, max(4, -(-len(pwms) // nb)))
     groups = _batches(pwms, batch)
@@ -236,8 +232,8 @@ def _cache_dir() -> Path | None:
 @functools.lru_cache(maxsize=1)
 def _algorithm_version() -> str:
     h = hashlib.sha256()
-    for mod in (workers.distribution, workers.distribution_numba, workers.bucket):
-        h.update(Path(mod.__file__).read_bytes())
+    for path in sorted(Path(workers.distribution.__file__).parent.glob("*.py")):
+        h.update(path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -299,7 +295,7 @@ def _unpack(v: np.ndarray) -> ScoreThreshold:
 
 
 def _load(cache: Path, key: str) -> ScoreThreshold | None:
-    """One cache entry: a single ``.npy`` float64 vector (``_pack``), about 0.1 ms to read."""
+    """One cache entry: a single ``.npy`` float64 vector (``_pack``), quick to read (docs/benchmarks.md)."""
     path = cache / key[:2] / f"{key}.npy"
     try:
         return _unpack(np.load(path, allow_pickle=False))

@@ -35,6 +35,18 @@ def test_column_equals_pa_array(values, typ):
     assert got.type == want.type and got.equals(want)
 
 
+def test_to_numpy_equals_pyarrows():
+    """arrow.to_numpy (no pandas probe) = pyarrow's to_numpy: slices, several chunks, dictionary indices."""
+    a = pa.array(np.arange(20, dtype=np.float64) / 3)
+    for arr in (a, a.slice(5, 9), pa.chunked_array([a.slice(0, 4), a.slice(11)]), pa.chunked_array([], pa.float64()),
+                pa.array(["x", "y", "x"]).dictionary_encode().indices):
+        want = arr.to_numpy() if isinstance(arr, pa.Array) else np.asarray(arr.to_pylist(), dtype=np.float64)
+        got = arrow.to_numpy(arr)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    with pytest.raises(TypeError, match="without nulls"):
+        arrow.to_numpy(pa.array([1.0, None]))
+
+
 def test_dictionary_and_table():
     ids = arrow.strings(["A", "B", "C"])
     idx = np.array([2, 0, 0, 1], np.int32)

@@ -175,3 +175,25 @@ def test_bad_input(inp, command, expect, good, tmp_path, capfd):
         assert Path(src).name in line, f"the message does not name the input: {line}"
     _nothing_finished(work, inputs, [out, Path(f"{out}.zarr"), Path(f"{out}.bed"), Path(f"{out}.vcf"),
                                      work / "nodir"])
+
+
+@pytest.mark.parametrize("argv,tail", [
+    (["scan", "g.zarr", MOTIFS, "--out", "h"], "interrupted; finished blocks are kept (rerun with --resume)"),
+    (["composition", "t.fa", "g.zarr", "--out", "o"], "interrupted; finished blocks are kept (rerun with --resume)"),
+    (["demo"], "interrupted; finished blocks are kept (run the demo again to finish)"),
+    (["compare", MOTIFS, "--out", "o"], "interrupted"),
+    (["discover", "s.fa", "-w", "8", "--out", "o"], "interrupted"),
+    (["thresholds", MOTIFS], "interrupted"),
+    (["export", "h", "--format", "bed", "-o", "h.bed"], "interrupted"),
+    (["ingest", "g.fa", "g.zarr"], "interrupted"),
+])
+def test_interrupted_commands_point_to_resume_only_where_it_exists(argv, tail, monkeypatch, capsys):
+    """Ctrl-C ends every command with exit 130 and one line; only scan and composition have ``--resume``."""
+    from pipeline import cli
+
+    def interrupted(a, *rest):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, argv[0], interrupted)
+    assert cli.main(argv) == 130
+    assert capsys.readouterr().err == f"motifgrid {argv[0]}: {tail}\n"

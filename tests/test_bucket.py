@@ -1,4 +1,4 @@
-"""BUCKETSCOREDISTRIBUTION (workers/bucket.py) against brute-force enumeration and the exact method."""
+"""BUCKETSCOREDISTRIBUTION (workers/distribution/bucket.py) against brute-force enumeration and the exact method."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import SHARED
 from tests.reference import brute_force_pvalue
-from workers.bucket import (
+from workers.distribution.bucket import (
     bucket_distribution,
     choose_slices,
     pvalues_to_scores_bucket,

@@ -1,4 +1,4 @@
-"""COMPARE (workers/compare.py, pipeline/compare.py) against brute-force enumeration of all words."""
+"""COMPARE (workers/compare/, pipeline/compare.py) against brute-force enumeration of all words."""
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -194,6 +195,45 @@ def test_gpu_run_equals_cpu_run(finished, inputs, client, small_tasks, tmp_path)
                         client=client, device="gpu", progress=False)
     assert g.hits == res.hits and rows_of(tmp_path / "gpu") == rows_of(out)
     assert pq.read_table(tmp_path / "gpu" / "_test_summary.parquet").equals(pq.read_table(out / "_test_summary.parquet"))
+
+
+def test_finished_tasks_are_released_as_they_arrive(inputs, client, small_tasks, tmp_path, monkeypatch):
+    """Each finished task is released when its result arrives (its output is on disk), so a worker lost later
+    does not make the scheduler recompute it: when the k-th of n results is counted, the client holds the
+    futures of n - k composition tasks."""
+    import pipeline.composition as comp
+
+    held = []
+
+    def holding():
+        return sum(1 for k in list(client.futures) if str(k).startswith("composition-"))
+
+    class Recorder:                                 # made after the tasks are submitted, updated per result
+        def __init__(self, *args, **kwargs):
+            self.n = holding()
+
+        def update(self, n, hits):
+            want = self.n - len(held) - 1
+            deadline = time.time() + 5             # a release reaches the client's event loop asynchronously
+            while holding() > want and time.time() < deadline:
+                time.sleep(0.01)
+            held.append(holding())
+
+        def close(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+    monkeypatch.setattr(comp, "Progress", Recorder)
+    _, _, store, tfa = inputs
+    res = run_composition(str(tfa), store.path, str(tmp_path / "r"), min_similarity=0.85, client=client,
+                          progress=False)
+    assert res.tasks >= 3 and len(held) == res.tasks
+    assert held == list(range(res.tasks - 1, -1, -1))
 
 
 def test_layout_and_provenance(finished, inputs):

@@ -19,11 +19,11 @@ from pipeline.genome import encode
 from pipeline.motifs import Motif, format_jaspar, format_meme, read_motifs
 from tests.conftest import DATA, ROOT, SHARED, needs_shared
 from tests.planted import performance_coefficient, planted_instance
-from workers.gibbs import profile_score, random_starts, run_chains
-from workers.projection import (binom_cdf_below, choose_parameters, em_refine, planted_bucket_probability,
+from workers.discover.gibbs import profile_score, random_starts, run_chains
+from workers.discover.projection import (binom_cdf_below, choose_parameters, em_refine, planted_bucket_probability,
                                 projection_seeds)
-from workers.refine import ld_local_search, ld_score, shifted_consensus
-from workers.windows import make_windows
+from workers.discover.refine import ld_local_search, ld_score, shifted_consensus
+from workers.discover.windows import make_windows
 
 
 def codes_of(pi):
@@ -425,5 +425,5 @@ def test_gpu_matches_cpu():
         np.stack([np.stack([(wc.codes[np.arange(20), gg.positions[c]] == a).sum(axis=0) for a in range(4)], 1)
                   for c in range(2048)]), 20, bg, 1.0), atol=1e-9)
     # the (l, d) proxy ordering is integer arithmetic: identical
-    from workers.refine import ld_proxy_order
+    from workers.discover.refine import ld_proxy_order
     np.testing.assert_array_equal(ld_proxy_order(wc, gg.ppm[:300], 3), ld_proxy_order(wg, gg.ppm[:300], 3))

@@ -1,4 +1,4 @@
-"""The CUDA discovery kernels (workers/kernels/discover.cu) against the NumPy/numba references.
+"""The CUDA discovery kernels (workers/discover/discover.cu) against the NumPy/numba references.
 
 Each check runs twice: on the host build of the CUDA source (tests/sim: lanes as threads, no GPU needed,
 skipped without a C++ compiler) and, where there is one, on the GPU through CuPy.  What must be equal is
@@ -15,10 +15,10 @@ import pytest
 from pipeline.genome import encode
 from tests.planted import planted_instance
 from tests.sim import compiler
-from workers import discover_gpu as dg
-from workers.gibbs import profile_score, random_starts, run_chains
-from workers.refine import ld_local_search, ld_score, shifted_consensus
-from workers.windows import make_windows
+from workers.discover import gpu as dg
+from workers.discover.gibbs import profile_score, random_starts, run_chains
+from workers.discover.refine import ld_local_search, ld_score, shifted_consensus
+from workers.discover.windows import make_windows
 
 TIE = 1e-5
 

@@ -1,4 +1,4 @@
-"""Exact score distributions, thresholds and p-values (workers/distribution.py) against brute force.
+"""Exact score distributions, thresholds and p-values (workers/distribution/exact.py) against brute force.
 
 References used here are independent of the module:
 * full enumeration of the 4^m words (float64, summed in column order like the scan) for m <= 10;

@@ -19,7 +19,7 @@ from pipeline.motifs import NRDB_DNA, pwm_from_motif, read_motifs, reverse_compl
 from pipeline.scan import read_hits
 from tests.conftest import DATA
 from tests.test_distribution import MITM
-from workers.fimo_lattice import lattice_pvalues, lattice_thresholds, LatticeMatrix, scale_pssm
+from workers.distribution.fimo_lattice import lattice_pvalues, lattice_thresholds, LatticeMatrix, scale_pssm
 
 REF = DATA / "fimo_reference"
 MOTIF = str(REF / "prodoric_mx000001_meme.txt")
@@ -70,7 +70,7 @@ def scan(store, out, *extra, device="cpu"):
 
 
 # ------------------------------------------------------------------------------------------------
-# MEME's integer lattice and p-value table (workers.fimo_lattice)
+# MEME's integer lattice and p-value table (workers.distribution.fimo_lattice)
 
 
 def test_scale_pssm_rounds_as_meme():

@@ -1,4 +1,4 @@
-"""Motif identification (workers/tomtom.py, pipeline/identify.py): Tomtom's statistic against a plain-loop
+"""Motif identification (workers/compare/tomtom.py, pipeline/identify.py): Tomtom's statistic against a plain-loop
 reference, against memelite's tomtom, on queries cut from JASPAR matrices, and the output table."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from pipeline.identify import BEST_MATCHES_SCHEMA, IdentifyError, identify, match_all
 from pipeline.motifs import Motif, motif_probabilities
 from tests.conftest import SHARED, needs_shared
-from workers import tomtom as tt
+from workers.compare import tomtom as tt
 
 BINS = 100
 

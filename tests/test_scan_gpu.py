@@ -129,7 +129,7 @@ def test_threads_scan_side_by_side_and_segments(chrx_2mb):
     from concurrent.futures import ThreadPoolExecutor
 
     from workers.distribution import pvalue_to_score
-    from workers.pvalue_table import PvalueTable
+    from workers.distribution.pvalue_table import PvalueTable
 
     pwms = jaspar_pwms(DATA / "jaspar2024_subset.jaspar")
     rows, tabs, mi, st = [], [], [], []

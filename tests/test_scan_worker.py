@@ -222,7 +222,7 @@ def test_int16_candidates_are_near_the_threshold(chrx_slice):
     kernel is an N-free window within the rounding margin (S/2 units + slack, < 0.1 bit) of alpha, or
     a window with an N in its last, partly padded, slice (rescored), never a window far below alpha."""
     pytest.importorskip("numba")
-    from workers.slices_numba import kmer_codes, scan_tile
+    from workers.scan.cpu_numba import kmer_codes, scan_tile
 
     rng = np.random.default_rng(9)
     rows, mi, st = extreme_panel()

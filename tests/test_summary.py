@@ -65,13 +65,14 @@ def _counted(out):
 def test_motif_summary_tsv_is_every_motif_by_hits(scanned):
     per_motif, per_strand, _, _ = _counted(scanned)
     lines = (scanned / "_motif_summary.tsv").read_text().splitlines()
-    assert lines[0].split("\t") == ["motif_id", "motif_name", "hits_plus", "hits_minus", "hits", "reachable"]
+    assert lines[0].split("\t") == ["motif_id", "motif_name", "hits_plus", "hits_minus", "hits", "reachable",
+                                    "windows", "tests"]
     rows = [ln.split("\t") for ln in lines[1:]]
     order = [m.id for m in read_motifs(MOTIFS)]
     assert sorted(r[0] for r in rows) == sorted(order)                         # every motif, once
     hits = [int(r[4]) for r in rows]
     assert hits == sorted(hits, reverse=True)
-    for mid, _name, plus, minus, h, _reach in rows:
+    for mid, _name, plus, minus, h, _reach, _windows, _tests in rows:
         assert (int(plus), int(minus), int(h)) == (per_strand[(mid, "+")], per_strand[(mid, "-")], per_motif[mid])
     ties = [r[0] for r in rows if int(r[4]) == hits[-1]]
     assert ties == [m for m in order if m in ties]                           # ties keep the file's order

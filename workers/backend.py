@@ -1,14 +1,22 @@
-"""Device resolution and the array module.
+"""Device resolution, the array module, and the per-device caches every GPU module uses.
 
 Every worker function takes ``device=None | "cpu" | "gpu"`` and resolves it here, once.
 ``None`` means: the GPU when CuPy and a CUDA device are usable, else the CPU.  Nothing
 defaults to CUDA by accident, and CuPy is imported only when a GPU is asked for or probed.
+
+Two caches serve every GPU module (the way cuCIM memoizes its kernels per device): :func:`cuda_kernels`
+compiles a ``.cu`` file (kept beside the module that launches it) once per device and keeps its kernels;
+:func:`on_device` keeps what a plan uploads to a device (its tables as CuPy arrays) for as long as the
+plan lives, once per device, so a worker that scans thousands of blocks with one plan uploads it once.
+Nothing of either travels when a plan is pickled.
 """
 from __future__ import annotations
 
 import functools
 import os
 import threading
+import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -17,7 +25,14 @@ DEVICES = ("cpu", "gpu")
 
 @functools.lru_cache(maxsize=1)
 def gpu_available() -> bool:
-    """True when CuPy imports and at least one CUDA device answers."""
+    """Whether this process can compute on a GPU.
+
+    Returns
+    -------
+    bool
+        True when CuPy imports and at least one CUDA device answers (never with ``MOTIFGRID_NO_GPU`` set);
+        probed once per process.
+    """
     if os.environ.get("MOTIFGRID_NO_GPU"):
         return False
     try:
@@ -29,7 +44,18 @@ def gpu_available() -> bool:
 
 
 def resolve_device(device: str | None) -> str:
-    """Map ``None``/"auto"/"cpu"/"gpu" to "cpu" or "gpu"; "gpu" without a GPU is an error."""
+    """The device a worker function computes on.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu", "auto", None}
+        None and "auto": the GPU when one is usable (:func:`gpu_available`), else the CPU.
+
+    Returns
+    -------
+    str
+        "cpu" or "gpu".  "gpu" without a usable GPU raises RuntimeError; any other name ValueError.
+    """
     if device in (None, "auto"):
         return "gpu" if gpu_available() else "cpu"
     if device not in DEVICES:
@@ -40,7 +66,18 @@ def resolve_device(device: str | None) -> str:
 
 
 def array_module(device: str | None):
-    """NumPy for "cpu", CuPy for "gpu"."""
+    """The array module of a device.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu", "auto", None}
+        Resolved by :func:`resolve_device`.
+
+    Returns
+    -------
+    module
+        ``numpy`` for "cpu", ``cupy`` for "gpu".
+    """
     if resolve_device(device) == "gpu":
         import cupy  # noqa: PLC0415
 
@@ -49,7 +86,17 @@ def array_module(device: str | None):
 
 
 def to_numpy(a) -> np.ndarray:
-    """Bring an array (NumPy or CuPy) to the host."""
+    """An array on the host.
+
+    Parameters
+    ----------
+    a : numpy.ndarray or cupy.ndarray, any shape and dtype
+
+    Returns
+    -------
+    numpy.ndarray
+        ``a`` copied from the device (CuPy), or ``a`` itself (NumPy; array-likes through ``numpy.asarray``).
+    """
     if type(a).__module__.startswith("cupy"):
         return a.get()
     return np.asarray(a)
@@ -64,9 +111,13 @@ def limit_blas_threads(n: int = 1) -> None:
 
     Environment variables cover libraries that are not loaded yet; threadpoolctl, when present,
     covers the ones already loaded.  Only the first call (per ``n``) does the work: threadpoolctl walks
-    every loaded shared library through ctypes callbacks, each taking the GIL again, so with the other
-    worker threads busy one call took 0.5-1.5 s (measured: 1.6 s beside 4 busy Python threads, 1.3 ms
-    alone) — per task, before this guard.
+    every loaded shared library through ctypes callbacks, each taking the GIL again, which beside busy
+    worker threads costs up to seconds (docs/benchmarks.md, "threadpoolctl once per process").
+
+    Parameters
+    ----------
+    n : int
+        Threads per BLAS call.
     """
     if _blas_limit["n"] == n:
         return
@@ -85,8 +136,18 @@ def limit_blas_threads(n: int = 1) -> None:
 
 
 def gc_threshold_setting(setting=None) -> tuple | None:
-    """The thresholds ``setting`` asks for (default ``motifgrid.cluster.gc-threshold``): None for Python's own;
-    ValueError unless one to three integers, the first > 0."""
+    """The garbage-collector thresholds a setting asks for.
+
+    Parameters
+    ----------
+    setting : int or sequence of int, optional
+        Default: ``motifgrid.cluster.gc-threshold`` of ``dask.config`` (read here, on the caller's process).
+
+    Returns
+    -------
+    tuple of int or None
+        One to three thresholds (the first > 0, none negative; ValueError otherwise), or None for Python's own.
+    """
     if setting is None:
         import dask.config  # noqa: PLC0415
 
@@ -103,16 +164,121 @@ def gc_threshold_setting(setting=None) -> tuple | None:
 
 
 def set_gc_threshold(setting=None) -> tuple | None:
-    """``gc.set_threshold`` as ``setting`` asks (:func:`gc_threshold_setting`); returns the thresholds set, or None.
+    """``gc.set_threshold`` as ``setting`` asks.
 
     Python collects its youngest generation every 700 net allocations of container objects.  Start-up
     allocates millions (the modules of dask, distributed, numba, bokeh; numba's registries) and each
-    collection that reaches the older generations walks them all again: on the 2-core CPU scan of 10 Mb
-    × 879 motifs, 0.15-0.3 s of a 3.4 s run (GIL held).  With a first threshold of 50,000 the same garbage
-    is found, in fewer, larger passes."""
+    collection that reaches the older generations walks them all again, with the GIL held (docs/benchmarks.md,
+    "GC thresholds").  With a first threshold of 50,000 the same garbage is found, in fewer, larger passes.
+
+    Parameters
+    ----------
+    setting : int or sequence of int, optional
+        As :func:`gc_threshold_setting`.
+
+    Returns
+    -------
+    tuple of int or None
+        The thresholds set, or None (Python's own kept).
+    """
     import gc  # noqa: PLC0415
 
     values = gc_threshold_setting(setting)
     if values:
         gc.set_threshold(*values)
     return values
+
+
+# ------------------------------------------------------------------------------------ per-device caches
+#: Dynamic shared memory a kernel asks for at most, in bytes (H100/H200 allow 227 kB per block).
+SHARED_MEMORY_LIMIT = 200 * 1024
+#: Options of every NVRTC compilation.
+CUDA_OPTIONS = ("-std=c++17",)
+
+_kernels: dict = {}
+_kernel_locks: dict = {}
+_kernels_lock = threading.Lock()
+
+
+def cuda_kernels(source: Path, names: tuple, instantiate: tuple = ()) -> dict:
+    """Kernels of a CUDA source file, compiled for the current device (once per device; CuPy also keeps the
+    binary on disk).
+
+    Parameters
+    ----------
+    source : pathlib.Path
+        The ``.cu`` file.
+    names : tuple of str
+        The kernels wanted: ``extern "C"`` names, or C++ name expressions listed in ``instantiate``.
+    instantiate : tuple of str, optional
+        Template instantiations to compile (``"scan_mma<4,2>"``); each distinct tuple is its own module, so a
+        worker compiles only the instantiations its plans need.
+
+    Returns
+    -------
+    dict of str to cupy.RawKernel
+        ``names[i]`` → its kernel on the current device.  A worker's threads share them; the first thread to
+        ask compiles while the others wait (the compilation of another source does not wait).
+    """
+    import cupy  # noqa: PLC0415
+
+    key = (cupy.cuda.Device().id, str(source), tuple(names), tuple(instantiate))
+    found = _kernels.get(key)
+    if found is None:
+        with _kernels_lock:
+            lock = _kernel_locks.setdefault(key, threading.Lock())
+        with lock:
+            found = _kernels.get(key)
+            if found is None:
+                module = cupy.RawModule(code=Path(source).read_text(), options=CUDA_OPTIONS,
+                                        name_expressions=tuple(instantiate) or None)
+                found = _kernels[key] = {name: module.get_function(name) for name in names}
+    return found
+
+
+_uploads: dict = {}
+_upload_owners: set = set()
+_uploads_lock = threading.RLock()        # an upload may ask for another owner's
+
+
+def on_device(owner, upload, device: int | None = None):
+    """``upload(owner)`` for a CUDA device, made once per (owner, device) and kept while ``owner`` lives.
+
+    Parameters
+    ----------
+    owner : object
+        A plan (``ScanPlan``, ``CompositionPlan``, ``CompareRows``): read-only, weak-referenceable; what is
+        kept belongs to this very object, so a pickled copy on a worker uploads its own.
+    upload : callable
+        ``upload(owner)`` builds the device-side object (CuPy arrays on the current device).
+    device : int, optional
+        Device id; default the current CUDA device.
+
+    Returns
+    -------
+    object
+        What ``upload`` returned, the first time it was asked for on this device.  A worker's threads share it;
+        one builds it while the others wait.
+    """
+    if device is None:
+        import cupy  # noqa: PLC0415
+
+        device = cupy.cuda.Device().id
+    key = (id(owner), int(device))
+    found = _uploads.get(key)
+    if found is None:
+        with _uploads_lock:
+            found = _uploads.get(key)
+            if found is None:
+                found = _uploads[key] = upload(owner)
+                if key[0] not in _upload_owners:
+                    _upload_owners.add(key[0])
+                    weakref.finalize(owner, _forget_uploads, key[0])
+    return found
+
+
+def _forget_uploads(owner_id: int) -> None:
+    with _uploads_lock:
+        for key in [k for k in _uploads if k[0] == owner_id]:
+            del _uploads[key]
+        _upload_owners.discard(owner_id)

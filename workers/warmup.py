@@ -1,32 +1,39 @@
 """Worker warm-up: what every worker process pays once, done when it joins the cluster.
 
 A fresh worker process pays, on its first tasks: numba's start (its typing and lowering registries, then
-each cached kernel; ~0.3-0.5 s), the BLAS thread limit (threadpoolctl walks every loaded library; with the
-other threads busy that walk waits on the GIL for up to a second), and on a GPU the CUDA context and the
-rescoring kernels (from CuPy's disk cache).  :class:`WarmupPlugin` starts a thread in each worker
-when it joins that does all of it on a tiny motif, so a scan's first tasks find the kernels loaded; the
-worker serves tasks meanwhile (a task that needs a kernel still being loaded waits for it, as it would
-have anyway).  Registered by :func:`pipeline.cluster.get_client` on every cluster it yields.
+each cached kernel), the BLAS thread limit (threadpoolctl walks every loaded library; with the other
+threads busy that walk waits on the GIL), and on a GPU the CUDA context and the rescoring kernels (from
+CuPy's disk cache).  :func:`start` runs a thread that does all of it on a tiny motif, so a scan's first
+tasks find the kernels loaded; the worker serves tasks meanwhile (a task that needs a kernel still being
+loaded waits for it, as it would have anyway).  ``pipeline.cluster`` calls it from a Dask worker plugin on
+every worker of the clusters it yields (docs/benchmarks.md has what it saves).
 """
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
+
+from workers.backend import limit_blas_threads, set_gc_threshold
+from workers.distribution import pvalue_to_score
+from workers.scan import make_plan, scan_block
 
 _done: dict = {}
 _lock = threading.Lock()
 
 
 def warm(device: str = "cpu") -> None:
-    """Load what the scan and threshold tasks of this process will use (once per process and device)."""
+    """Load what the scan and threshold tasks of this process will use (once per process and device).
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+        "gpu" also opens the CUDA context and loads the rescoring kernels.
+    """
     with _lock:
         if _done.get(device):
             return
-        from workers.backend import limit_blas_threads  # noqa: PLC0415
-        from workers.distribution import pvalue_to_score  # noqa: PLC0415
-        from workers.scan import make_plan, scan_block  # noqa: PLC0415
-
         limit_blas_threads(1)
         rng = np.random.default_rng(0)
         pwm = rng.normal(0.0, 1.0, (10, 4))
@@ -42,37 +49,29 @@ def warm(device: str = "cpu") -> None:
         _done[device] = True
 
 
-try:
-    from distributed.diagnostics.plugin import WorkerPlugin
-except ImportError:  # pragma: no cover - distributed is a dependency
-    WorkerPlugin = object
+def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None) -> None:
+    """Set this worker process's GIL switch interval and GC thresholds, then :func:`warm` in a background thread.
+
+    Parameters
+    ----------
+    device : {"cpu", "gpu"}
+    switch_interval : float, optional
+        ``sys.setswitchinterval`` (seconds).
+    gc_threshold : tuple of int, optional
+        As :func:`workers.backend.set_gc_threshold`.  Both are the client's settings: a worker process may not
+        have motifgrid's configuration defaults loaded.
+    """
+    # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
+    # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
+    if switch_interval:
+        sys.setswitchinterval(float(switch_interval))
+    if gc_threshold:
+        set_gc_threshold(gc_threshold)
+    threading.Thread(target=_warm_quietly, args=(device,), name="motifgrid-warmup", daemon=True).start()
 
 
-class WarmupPlugin(WorkerPlugin):
-    """Runs :func:`warm` in a background thread of each worker as it joins."""
-
-    name = "motifgrid-warmup"
-
-    def __init__(self, device: str = "cpu", switch_interval: float | None = None, gc_threshold=None):
-        self.device = device
-        self.switch_interval = switch_interval      # the client's settings (a worker process may not have
-        self.gc_threshold = gc_threshold            # motifgrid's configuration defaults loaded)
-
-    def setup(self, worker) -> None:
-        import sys  # noqa: PLC0415
-
-        from workers.backend import set_gc_threshold  # noqa: PLC0415
-
-        # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
-        # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
-        if self.switch_interval:
-            sys.setswitchinterval(float(self.switch_interval))
-        if self.gc_threshold:
-            set_gc_threshold(self.gc_threshold)
-        threading.Thread(target=self._run, name="motifgrid-warmup", daemon=True).start()
-
-    def _run(self) -> None:
-        try:
-            warm(self.device)
-        except Exception:          # noqa: BLE001 - a warm-up never fails a worker; the tasks will say what is wrong
-            pass
+def _warm_quietly(device: str) -> None:
+    try:
+        warm(device)
+    except Exception:          # noqa: BLE001 - a warm-up never fails a worker; the tasks will say what is wrong
+        pass

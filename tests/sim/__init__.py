@@ -1,5 +1,5 @@
 """The CUDA discovery kernels compiled for the host (``cuda_sim.h``): ``SimKernels`` runs
-``workers/kernels/discover.cu`` on NumPy arrays through ctypes, lanes as threads, so the GPU code is tested
+``workers/discover/discover.cu`` on NumPy arrays through ctypes, lanes as threads, so the GPU code is tested
 where there is no GPU.  Built once per source version with the system C++ compiler (skipped without one)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-KERNEL = HERE.parents[1] / "workers" / "kernels" / "discover.cu"
+KERNEL = HERE.parents[1] / "workers" / "discover" / "discover.cu"
 
 
 def compiler() -> str | None:
@@ -33,7 +33,7 @@ def build() -> Path:
 
 
 class SimKernels:
-    """Kernel launcher with the interface of ``workers.discover_gpu.CupyKernels`` on NumPy arrays."""
+    """Kernel launcher with the interface of ``workers.discover.gpu.CupyKernels`` on NumPy arrays."""
 
     xp = np
 

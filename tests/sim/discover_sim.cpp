@@ -2,7 +2,7 @@
 // launch shape first and then exactly the kernel's arguments.
 #define MG_SIM
 #include "cuda_sim.h"
-#include "../../workers/kernels/discover.cu"
+#include "../../workers/discover/discover.cu"
 
 typedef unsigned long long u64;
 typedef unsigned char u8;

@@ -1,0 +1,207 @@
+"""Which motifs are over-represented in a sequence set?  The statistics of ``motifgrid enrich``.
+
+Per motif the counts are the sequences with at least one site (either strand) at the motif's threshold:
+``pos_seqs`` of the ``pos_total`` targets and ``neg_seqs`` of the ``neg_total`` controls.  They make the
+2 × 2 table ``[[pos_seqs, pos_total - pos_seqs], [neg_seqs, neg_total - neg_seqs]]`` and
+
+- **p-value**: one-sided Fisher's exact test for over-representation in the targets, the statistic of
+  MEME's SEA (and HOMER's hypergeometric test): ``P(X ≥ pos_seqs)``, X hypergeometric with the table's
+  margins.  It is computed as ``log10 p`` (:func:`fisher_log10_pvalue`): the tail is summed in log space,
+  term ratios taken from ``gammaln``, so p-values far below 1e-300 (10⁴ peaks with a strong motif reach
+  1e-3000) stay finite and ordered; the ``pvalue`` column is ``10 ** log10_pvalue`` and underflows to 0
+  there, ``log10_pvalue`` is what ranks.
+- **odds ratio**: ``(a·d) / (b·c)`` of the table; when a cell is 0, the Haldane–Anscombe correction: 0.5
+  added to all four cells (so the ratio stays finite and its sign of enrichment right).
+- **E-value**: p × the number of motifs tested (SEA, Tomtom, CentriMo).
+- **q-value**: Benjamini–Hochberg over the motifs tested (:func:`workers.tomtom.bh_qvalues`, the project's
+  one BH); a motif whose p underflows gets q = 0, which is its exact BH value to double precision.
+
+:func:`enrichment_table` puts this together as the ``enrichment.tsv`` / ``.parquet`` table
+(``ENRICHMENT_SCHEMA``), sorted by p-value, with optional cluster columns (``--cluster``) and the
+centrality columns of :mod:`pipeline.centrality` (``--centrality``).
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline import MotifgridError, __version__, arrow
+
+#: One row per motif, best first.  ``cluster``/``representative``: the motif's similarity cluster and its
+#: best-ranked member (null without ``--cluster``); ``pvalue`` = 10^log10_pvalue (0 below ~1e-308).
+ENRICHMENT_SCHEMA = pa.schema([
+    pa.field("rank", pa.int32(), nullable=False),
+    pa.field("motif_id", pa.string(), nullable=False),
+    pa.field("motif_name", pa.string(), nullable=False),
+    pa.field("cluster", pa.int32()),
+    pa.field("representative", pa.string()),
+    pa.field("pos_seqs", pa.int64(), nullable=False),
+    pa.field("pos_total", pa.int64(), nullable=False),
+    pa.field("neg_seqs", pa.int64(), nullable=False),
+    pa.field("neg_total", pa.int64(), nullable=False),
+    pa.field("odds_ratio", pa.float64(), nullable=False),
+    pa.field("pvalue", pa.float64(), nullable=False),
+    pa.field("log10_pvalue", pa.float64(), nullable=False),
+    pa.field("evalue", pa.float64(), nullable=False),
+    pa.field("qvalue", pa.float64(), nullable=False),
+])
+
+_LN10 = np.log(10.0)
+_BLOCK = 256          # tail terms evaluated per pass
+_NEGLIGIBLE = -50.0   # a term e^-50 below the tail's first (largest) term no longer changes a float64 sum
+
+
+class EnrichError(MotifgridError, ValueError):
+    """Counts or options enrichment cannot use (one line)."""
+
+
+def _log_pmf(x, N, K, n):
+    """Natural log of the hypergeometric pmf: x successes in n draws from N holding K successes."""
+    from scipy.special import gammaln  # noqa: PLC0415
+
+    return (gammaln(K + 1) - gammaln(x + 1) - gammaln(K - x + 1)
+            + gammaln(N - K + 1) - gammaln(n - x + 1) - gammaln(N - K - n + x + 1)
+            + gammaln(n + 1) + gammaln(N - n + 1) - gammaln(N + 1))
+
+
+def _log_tail(start, stop, step: int, N, K, n) -> np.ndarray:
+    """``log Σ pmf(x)`` for x from ``start`` to ``stop`` (inclusive) in steps of ``step`` (±1), where the
+    terms decrease away from ``start``: summed relative to the first term, block by block, until a block
+    ends past ``stop`` or its last term is negligible.  All arguments are float64 arrays of one shape."""
+    first = _log_pmf(start, N, K, n)
+    acc = np.zeros_like(first)
+    pos = start.copy()
+    todo = np.flatnonzero((stop - start) * step >= 0)
+    j = np.arange(_BLOCK, dtype=np.float64) * step
+    while todo.size:
+        x = pos[todo, None] + j
+        valid = (x - stop[todo, None]) * step <= 0
+        x = np.where(valid, x, start[todo, None])          # stay in the support (masked below)
+        t = _log_pmf(x, N[todo, None], K[todo, None], n[todo, None]) - first[todo, None]
+        t = np.where(valid, t, -np.inf)
+        acc[todo] += np.exp(t).sum(axis=1)
+        pos[todo] += _BLOCK * step
+        todo = todo[valid[:, -1] & (t[:, -1] > _NEGLIGIBLE)]
+    return first + np.log(acc)
+
+
+def fisher_log10_pvalue(pos_seqs, pos_total, neg_seqs, neg_total) -> np.ndarray:
+    """``log10`` of the one-sided (greater) Fisher exact p-value of each table
+    ``[[pos_seqs, pos_total - pos_seqs], [neg_seqs, neg_total - neg_seqs]]``: P(X ≥ pos_seqs).
+
+    Parameters
+    ----------
+    pos_seqs, pos_total, neg_seqs, neg_total : array-like of int, one shape (broadcast)
+
+    Returns
+    -------
+    numpy.ndarray of float64, ≤ 0 (0 is p = 1); finite for any counts (no underflow).
+
+    The upper tail is summed directly when ``pos_seqs`` is above the distribution's mode (terms fall
+    from the first); otherwise p = 1 − P(X ≤ pos_seqs − 1), that lower tail summed downwards (its terms
+    fall too), and p is then at least the mode's probability, so the subtraction loses nothing.
+    """
+    a, n1, c, n2 = (np.asarray(v, dtype=np.float64) for v in np.broadcast_arrays(pos_seqs, pos_total,
+                                                                                 neg_seqs, neg_total))
+    shape = a.shape
+    a, n1, c, n2 = a.ravel(), n1.ravel(), c.ravel(), n2.ravel()
+    if ((a < 0) | (c < 0) | (a > n1) | (c > n2)).any():
+        raise EnrichError("counts must satisfy 0 <= seqs <= total")
+    N, K = n1 + n2, a + c
+    lo = np.maximum(0.0, n1 - (N - K))
+    hi = np.minimum(K, n1)
+    mode = np.floor((n1 + 1) * (K + 1) / (N + 2))
+    out = np.zeros(a.shape)
+    up = a > np.maximum(mode, lo)
+    if up.any():
+        out[up] = _log_tail(a[up], hi[up], +1, N[up], K[up], n1[up])
+    low = (a > lo) & ~up
+    if low.any():
+        below = _log_tail(a[low] - 1, lo[low], -1, N[low], K[low], n1[low])
+        out[low] = np.log(-np.expm1(np.minimum(below, 0.0)))
+    return np.minimum(out, 0.0).reshape(shape) / _LN10
+
+
+def odds_ratio(pos_seqs, pos_total, neg_seqs, neg_total) -> np.ndarray:
+    """Sample odds ratio ``(a·d)/(b·c)`` of each table; with a zero cell, Haldane–Anscombe (+0.5 to every
+    cell).  Float64 array of the broadcast shape."""
+    a, n1, c, n2 = (np.asarray(v, dtype=np.float64) for v in (pos_seqs, pos_total, neg_seqs, neg_total))
+    b, d = n1 - a, n2 - c
+    zero = (a == 0) | (b == 0) | (c == 0) | (d == 0)
+    h = np.where(zero, 0.5, 0.0)
+    return (a + h) * (d + h) / ((b + h) * (c + h))
+
+
+def enrichment_table(motif_ids, motif_names, pos_seqs, pos_total, neg_seqs, neg_total, *,
+                     n_tests: int | None = None, clusters=None, representatives=None,
+                     extra: pa.Table | None = None, params: dict | None = None) -> pa.Table:
+    """The enrichment table of ``ENRICHMENT_SCHEMA`` (+ the columns of ``extra``), best motif first.
+
+    Parameters
+    ----------
+    motif_ids, motif_names : sequence of str, length M
+    pos_seqs, neg_seqs : array-like of int, shape (M,)
+        Targets / controls with at least one site of each motif.
+    pos_total, neg_total : int or array-like of int, shape (M,)
+        Targets / controls scanned.
+    n_tests : int, optional
+        Motifs tested, for E- and q-values (M by default).
+    clusters, representatives : array-like, shape (M,), optional
+        Each motif's cluster number and its cluster's representative motif id.
+    extra : pyarrow.Table, optional
+        M rows of further per-motif columns in motif order (e.g. :func:`pipeline.centrality.central_enrichment`),
+        appended after ``qvalue``.
+    params : dict, optional
+        Run parameters, stored as JSON under the ``motifgrid.enrich`` metadata key.
+
+    Sorted by ``log10_pvalue``, ties by the larger odds ratio, then motif order; ``rank`` counts from 1.
+    """
+    from workers.tomtom import bh_qvalues  # noqa: PLC0415
+
+    M = len(motif_ids)
+    if len(motif_names) != M:
+        raise EnrichError(f"{len(motif_names)} motif names for {M} motif ids")
+    a, n1, c, n2 = (np.broadcast_to(np.asarray(v, dtype=np.int64), (M,))
+                    for v in (pos_seqs, pos_total, neg_seqs, neg_total))
+    if M and ((n1 < 1).any() or (n2 < 1).any()):
+        raise EnrichError("no target or no control sequences were scanned")
+    T = M if n_tests is None else int(n_tests)
+    if T < M:
+        raise EnrichError(f"n_tests ({T}) is below the number of motifs ({M})")
+    lp = fisher_log10_pvalue(a, n1, c, n2)
+    p = 10.0 ** lp
+    orr = odds_ratio(a, n1, c, n2)
+    q = bh_qvalues(np.concatenate([p, np.ones(T - M)]))[:M] if M else p
+    order = np.lexsort((np.arange(M), -orr, lp))
+    cols = {
+        "rank": np.arange(1, M + 1, dtype=np.int32),
+        "motif_id": [motif_ids[i] for i in order],
+        "motif_name": [motif_names[i] for i in order],
+        "pos_seqs": a[order], "pos_total": n1[order], "neg_seqs": c[order], "neg_total": n2[order],
+        "odds_ratio": orr[order], "pvalue": p[order], "log10_pvalue": lp[order],
+        "evalue": np.minimum(10.0 ** (lp + np.log10(max(T, 1))), float(max(T, 1)))[order], "qvalue": q[order],
+    }
+    arrays = [arrow.column(cols[f.name], f.type) if f.name in cols else
+              _optional(f.name, f.type, clusters if f.name == "cluster" else representatives, order, M)
+              for f in ENRICHMENT_SCHEMA]
+    schema = ENRICHMENT_SCHEMA
+    if extra is not None:
+        if extra.num_rows != M:
+            raise EnrichError(f"extra columns have {extra.num_rows} rows for {M} motifs")
+        taken = extra.take(pa.array(order))
+        arrays += list(taken.columns)
+        schema = pa.schema(list(ENRICHMENT_SCHEMA) + list(extra.schema))
+    meta = {**(params or {}), "n_tests": T, "motifgrid_version": __version__}
+    return pa.Table.from_arrays(arrays, schema=schema).replace_schema_metadata(
+        {"motifgrid.enrich": json.dumps(meta)})
+
+
+def _optional(name: str, typ: pa.DataType, values, order, M: int) -> pa.Array:
+    if values is None:
+        return pa.nulls(M, typ)
+    values = np.asarray(values, dtype=object if pa.types.is_string(typ) else np.int64)
+    if values.shape != (M,):
+        raise EnrichError(f"{name}: {values.shape[0] if values.ndim else 0} values for {M} motifs")
+    return arrow.column(values[order].tolist() if pa.types.is_string(typ) else values[order], typ)

@@ -1,0 +1,352 @@
+"""Q-values of a scan: Benjamini-Hochberg per motif over every window tested, one reduction at the end of a run.
+
+The tests of motif k (length m) are its window starts without N on both strands: ``N_k = 2 · windows(m)``,
+counted per block by the scan tasks (manifest entries ``windows``).  Only hits are stored, and that is enough
+for an exact BH: every window that is not a hit has a larger p-value than every hit, so the rank of a hit
+among all ``N_k`` tests is its rank among the hits.  With the motif's distinct hit p-values ``p_1 < ... < p_R``
+and ``C_j`` hits at p-value ``<= p_j``::
+
+    q(p_i) = min_{j >= i} min(1, p_j · N_k / C_j)
+
+(FIMO 5.4.1's ``compute_qvalues`` with π0 = 1: FIMO multiplies by a π0 estimated from a random sample of
+10,000 window p-values; here the count is exact and the result deterministic, and conservative by that
+factor.)  q depends only on (motif, p-value), so a map ``HITS/_qvalues.parquet`` holds it for any reader to
+join (:class:`QvalueMap`); q is a non-decreasing step function of p, so the map keeps one row per step (the
+largest hit p-value of each q-value): far fewer rows than hits, since the many null hits share q = 1.
+
+Motifs are keyed by ``motif_id`` (the only motif key in the hits files): motifs that share an id form one BH
+family, their tests added.
+
+The reduction reads the ``motif_id`` and ``pvalue`` columns of the finished block files back (they are the
+persisted p-values: no second copy is written while scanning) in tasks of bounded size:
+
+* one task when the run's hits fit ``motifgrid.qvalues.task-hits``;
+* otherwise *collect* tasks, each over block files holding at most that many hits, write each motif group's
+  distinct (motif, p-value, count) triples to ``HITS/_qvalues.parts/`` and *reduce* tasks, one per group of
+  motifs holding at most that many hits, merge their group's parts and compute its steps.  No process holds
+  more than about ``task-hits`` p-values; the client only gathers the steps.
+"""
+from __future__ import annotations
+
+import io
+import json
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline import arrow, storage
+from pipeline.schema import QVALUES_SCHEMA
+
+QVALUES_FILE = "_qvalues.parquet"
+PARTS_DIR = "_qvalues.parts"
+_META_KEY = b"motifgrid.qvalues"
+#: piece of a collect task: distinct (motif family, p-value) and their hit counts
+_PIECE = np.dtype([("family", "<i4"), ("pvalue", "<f8"), ("count", "<i8")])
+
+
+# ------------------------------------------------------------------------------------ arithmetic
+def bh_qvalues(pvalues: np.ndarray, counts: np.ndarray, tests: int) -> np.ndarray:
+    """Benjamini-Hochberg q-values of one motif's distinct hit p-values.
+
+    ``pvalues`` ascending and distinct, ``counts`` the hits at each, ``tests`` the number of tests (windows
+    scored; hits and non-hits).  Returns ``q_i = min_{j >= i} min(1, p_j · tests / C_j)`` with ``C_j`` the
+    hits at p-value ``<= p_j``."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    c = np.cumsum(np.asarray(counts, dtype=np.int64))
+    if p.size == 0:
+        return np.zeros(0)
+    if c[-1] > tests:
+        raise ValueError(f"{int(c[-1])} hits but only {int(tests)} tests")
+    r = p * float(tests) / c
+    return np.minimum(np.minimum.accumulate(r[::-1])[::-1], 1.0)
+
+
+def steps(pvalues: np.ndarray, counts: np.ndarray, tests: int):
+    """(pvalue, qvalue, hits) at the last p-value of each q-value step (see :func:`bh_qvalues`)."""
+    q = bh_qvalues(pvalues, counts, tests)
+    cum = np.cumsum(np.asarray(counts, dtype=np.int64))
+    last = np.flatnonzero(np.r_[q[1:] != q[:-1], True]) if q.size else np.zeros(0, np.intp)
+    return np.asarray(pvalues, np.float64)[last], q[last], cum[last]
+
+
+def families(ids: list) -> tuple[list, np.ndarray]:
+    """Motif ids → (distinct ids in file order, family index of each motif)."""
+    index: dict = {}
+    fam = np.array([index.setdefault(i, len(index)) for i in ids], dtype=np.int64)
+    return list(index), fam
+
+
+def family_codes(column, index: dict) -> np.ndarray:
+    """Family index of each row of a ``motif_id`` column (dictionary or string; Array or ChunkedArray);
+    -1 for an id that ``index`` does not know."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    out = []
+    for ch in chunks:
+        if not pa.types.is_dictionary(ch.type):
+            ch = ch.dictionary_encode()
+        lut = np.array([index.get(s, -1) for s in ch.dictionary.to_pylist()] or [-1], dtype=np.int64)
+        out.append(lut[arrow.to_numpy(ch.indices).astype(np.int64)])
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+# ------------------------------------------------------------------------------------ the map
+@dataclass
+class QvalueMap:
+    """``HITS/_qvalues.parquet`` in memory: per motif id, its q-value steps."""
+    ids: list
+    offsets: np.ndarray          # (F + 1,) rows of family f: offsets[f]:offsets[f+1]
+    pvalue: np.ndarray           # step ends, ascending within a family
+    qvalue: np.ndarray
+    hits: np.ndarray             # hits of the family at p-value <= pvalue
+    max_qvalue: float | None     # the scan's --max-qvalue (applied where hits are read), or None
+    info: dict
+
+    @classmethod
+    def read(cls, out: str) -> "QvalueMap | None":
+        """The map of hits dataset ``out``, or None when it has none (``--no-qvalue``, unfinished run)."""
+        path = storage.join(out, QVALUES_FILE)
+        if not storage.exists(path):
+            return None
+        t = storage.read_parquet(path)
+        info = json.loads((t.schema.metadata or {}).get(_META_KEY, b"{}"))
+        codes = t.column("motif_id").combine_chunks().dictionary_encode()      # rows come grouped by motif
+        idx = arrow.to_numpy(codes.indices)
+        start = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]]) if idx.size else np.zeros(0, np.int64)
+        offsets = np.r_[start, idx.size].astype(np.int64)
+        names = codes.dictionary.to_pylist()
+        return cls(ids=[names[i] for i in idx[start].tolist()], offsets=offsets,
+                   pvalue=arrow.to_numpy(t.column("pvalue")), qvalue=arrow.to_numpy(t.column("qvalue")),
+                   hits=arrow.to_numpy(t.column("hits")),
+                   max_qvalue=info.get("max_qvalue"), info=info)
+
+    @property
+    def index(self) -> dict:
+        return {m: f for f, m in enumerate(self.ids)}
+
+    def lookup(self, motif_id, pvalue: np.ndarray) -> np.ndarray:
+        """q-value of each hit (``motif_id`` column, ``pvalue`` array); NaN for a hit the map does not cover."""
+        fam = family_codes(motif_id, self.index)
+        p = np.asarray(pvalue, dtype=np.float64)
+        q = np.full(p.size, np.nan)
+        order = np.argsort(fam, kind="stable")
+        bounds = np.searchsorted(fam[order], np.arange(-1, len(self.ids) + 1))
+        for f in np.flatnonzero(np.diff(bounds[1:])):      # families present (family -1 left NaN)
+            rows = order[bounds[f + 1]:bounds[f + 2]]
+            lo, hi = self.offsets[f], self.offsets[f + 1]
+            k = np.searchsorted(self.pvalue[lo:hi], p[rows], side="left")
+            ok = k < hi - lo
+            q[rows[ok]] = self.qvalue[lo:hi][k[ok]]
+        return q
+
+    def cutoffs(self, max_qvalue: float) -> np.ndarray:
+        """Per family, the largest hit p-value with q <= ``max_qvalue`` (-1 when none): q is non-decreasing in
+        p, so ``q <= Q`` is ``p <= cutoff``."""
+        out = np.full(len(self.ids), -1.0)
+        for f in range(len(self.ids)):
+            lo, hi = self.offsets[f], self.offsets[f + 1]
+            k = np.searchsorted(self.qvalue[lo:hi], max_qvalue, side="right")
+            if k:
+                out[f] = self.pvalue[lo + k - 1]
+        return out
+
+    def hits_at(self, max_qvalue: float) -> int:
+        """Hits with q <= ``max_qvalue``, over all motifs."""
+        n = 0
+        for f in range(len(self.ids)):
+            lo, hi = self.offsets[f], self.offsets[f + 1]
+            k = np.searchsorted(self.qvalue[lo:hi], max_qvalue, side="right")
+            n += int(self.hits[lo + k - 1]) if k else 0
+        return n
+
+
+def check_max_qvalue(q, what: str = "--max-qvalue") -> None:
+    if q is not None and not (0.0 < float(q) <= 1.0):
+        raise ValueError(f"{what} must be in (0, 1], got {q}")
+
+
+def map_and_limit(out: str, max_qvalue: float | None):
+    """(the map of ``out`` or None, the q-value limit to apply or None): ``max_qvalue``, else the scan's
+    recorded ``--max-qvalue``.  ValueError for a limit out of (0, 1] or on a dataset without q-values."""
+    check_max_qvalue(max_qvalue)
+    qmap = QvalueMap.read(out)
+    limit = max_qvalue if max_qvalue is not None else (qmap.max_qvalue if qmap else None)
+    if limit is not None and qmap is None:
+        raise ValueError(f"{out}: has no q-values (scanned with --no-qvalue, or unfinished): cannot keep q <= {limit}")
+    return qmap, limit
+
+
+def add_qvalues(table: pa.Table, qmap: "QvalueMap | None", max_qvalue: float | None) -> pa.Table:
+    """``table`` (with ``motif_id`` and ``pvalue``) with a ``qvalue`` column appended (null without a map) and,
+    with ``max_qvalue``, only its rows with q <= ``max_qvalue``."""
+    if qmap is None:
+        return table.append_column("qvalue", pa.nulls(table.num_rows, pa.float64()))
+    q = qmap.lookup(table.column("motif_id"), arrow.to_numpy(table.column("pvalue")))
+    table = table.append_column("qvalue", arrow.column(q))        # (arrow.*: no pandas import)
+    if max_qvalue is not None:
+        table = table.filter(arrow.column(q <= max_qvalue))
+    return table
+
+
+# ------------------------------------------------------------------------------------ tasks
+def _distinct(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None = None) -> np.ndarray:
+    """Distinct (family, p-value) pairs with their summed counts, sorted, as a ``_PIECE`` array.
+
+    A stable sort of the families (the hits come in runs of one motif: block files are grouped by motif row),
+    then each family's p-values sorted on their own: 3x faster than ``np.lexsort`` on the 2.2 M hits of 10 Mb
+    of chrX × 879 motifs (cache-sized segments)."""
+    o = np.argsort(fam, kind="stable")
+    fam, p = fam[o], p[o]
+    count = np.ones(p.size, np.int64) if count is None else count[o]
+    seg = np.flatnonzero(np.r_[True, fam[1:] != fam[:-1]]) if p.size else np.zeros(0, int)
+    for lo, hi in zip(seg.tolist(), np.r_[seg[1:], p.size].tolist()):
+        k = np.argsort(p[lo:hi])
+        p[lo:hi], count[lo:hi] = p[lo:hi][k], count[lo:hi][k]
+    first = np.flatnonzero(np.r_[True, (fam[1:] != fam[:-1]) | (p[1:] != p[:-1])]) if p.size else np.zeros(0, int)
+    out = np.empty(first.size, _PIECE)
+    out["family"], out["pvalue"] = fam[first], p[first]
+    out["count"] = np.add.reduceat(count, first) if first.size else 0
+    return out
+
+
+def collect_task(out: str, files: list, index: dict, group_starts: np.ndarray, parts: str | None, task: int):
+    """Read the (motif, p-value) columns of ``files``; per group of families (``group_starts``: first family
+    of each group), their distinct (family, p-value, count).  Written to ``parts/g<group>/c<task>.npy`` and
+    the paths returned, or returned as arrays when ``parts`` is None: ``{group: path or array}``."""
+    fams, ps = [], []
+    for rel in files:
+        t = storage.read_parquet(storage.join(out, rel), columns=["motif_id", "pvalue"])
+        f = family_codes(t.column("motif_id"), index)
+        if f.size and f.min() < 0:
+            raise ValueError(f"{storage.join(out, rel)}: a motif id that is not in the run's motif set")
+        fams.append(f)
+        ps.append(arrow.to_numpy(t.column("pvalue")))
+    piece = _distinct(np.concatenate(fams or [np.zeros(0, np.int64)]), np.concatenate(ps or [np.zeros(0)]))
+    cut = np.searchsorted(piece["family"], np.r_[group_starts, np.iinfo(np.int64).max])
+    result = {}
+    for g in np.flatnonzero(np.diff(cut)).tolist():
+        arr = piece[cut[g]:cut[g + 1]]
+        if parts is None:
+            result[g] = arr
+            continue
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=False)
+        path = storage.join(parts, f"g{g:06d}", f"c{task:06d}.npy")
+        storage.makedirs(storage.join(parts, f"g{g:06d}"))
+        storage.atomic_write_bytes(path, buf.getvalue())
+        result[g] = path
+    return result
+
+
+def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
+    """Merge one group's pieces (from every collect task's result) and compute its families' steps."""
+    arrays = []
+    for res in collected:
+        x = res.get(group)
+        if isinstance(x, str):
+            x = np.load(io.BytesIO(storage.read_bytes(x)), allow_pickle=False)
+        if x is not None:
+            arrays.append(x)
+    if len(arrays) == 1:
+        d = arrays[0]                          # already distinct and sorted
+    else:
+        cat = np.concatenate(arrays) if arrays else np.zeros(0, _PIECE)
+        d = _distinct(cat["family"].astype(np.int64), cat["pvalue"], cat["count"])
+    fam_b = np.flatnonzero(np.r_[True, d["family"][1:] != d["family"][:-1]]) if d.size else np.zeros(0, int)
+    parts = {"family": [], "pvalue": [], "qvalue": [], "hits": []}
+    for lo, hi in zip(fam_b.tolist(), np.r_[fam_b[1:], d.size].tolist()):
+        f = int(d["family"][lo])
+        p, q, h = steps(d["pvalue"][lo:hi], d["count"][lo:hi], int(tests[f]))
+        parts["family"].append(np.full(p.size, f, np.int64))
+        parts["pvalue"].append(p)
+        parts["qvalue"].append(q)
+        parts["hits"].append(h)
+    return {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in parts.items()}
+
+
+# ------------------------------------------------------------------------------------ the reduction
+def _cfg_task_hits() -> int:
+    import dask.config  # noqa: PLC0415
+
+    return int(dask.config.get("motifgrid.qvalues.task-hits", default=20_000_000))
+
+
+#: hits below which the collect is one task (0.2 s for 2.2 M hits on one core): more tasks only add overhead
+_MIN_SPLIT = 4_000_000
+
+
+def _cuts(sizes, budget: int, max_items: int | None = None) -> list:
+    """Consecutive items in groups of at most ``budget`` summed size (an item larger than it alone)."""
+    groups, cur, tot = [], [], 0
+    for i, s in enumerate(sizes):
+        if cur and (tot + s > budget or (max_items and len(cur) >= max_items)):
+            groups.append(cur)
+            cur, tot = [], 0
+        cur.append(i)
+        tot += int(s)
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _rmtree(path: str) -> None:
+    if storage.is_url(path):
+        fs, p = storage.url_to_fs(path)
+        if fs.exists(p):
+            fs.rm(p, recursive=True)
+        return
+    import shutil  # noqa: PLC0415
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.ndarray, hits: np.ndarray,
+                    max_qvalue: float | None = None, level: float = 0.05) -> dict:
+    """Write ``out/_qvalues.parquet`` for the finished block ``files`` (``[(relative path, hits), ...]``).
+
+    ``motif_ids``, ``tests``, ``hits``: per motif of the run (tests = windows without N × 2 strands).  Returns
+    a small summary: hits with q <= ``max_qvalue`` (or ``level``), tasks, seconds."""
+    t0 = time.perf_counter()
+    ids, fam = families(motif_ids)
+    tests_f = np.zeros(len(ids), np.int64)
+    hits_f = np.zeros(len(ids), np.int64)
+    np.add.at(tests_f, fam, np.asarray(tests, np.int64))
+    np.add.at(hits_f, fam, np.asarray(hits, np.int64))
+    index = {m: f for f, m in enumerate(ids)}
+    budget = _cfg_task_hits()
+    total = sum(h for _, h in files)
+    threads = max(1, sum(client.nthreads().values()))
+    file_groups = _cuts([h for _, h in files], min(budget, max(_MIN_SPLIT, -(-total // threads))), max_items=2048)
+    fam_groups = _cuts(hits_f, budget)
+    starts = np.array([g[0] for g in fam_groups], dtype=np.int64)
+    tag = uuid.uuid4().hex[:6]
+    parts = storage.join(out, PARTS_DIR)
+    _rmtree(parts)                               # left by a reduction that was interrupted
+    # one group of motifs: the collect tasks' pieces (at most ``budget`` p-values in all) go to the reduce task
+    # through Dask; several: through files, so that no process holds more than one group's
+    where = parts if len(fam_groups) > 1 else None
+    collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, pure=False,
+                               key=f"qvalues-collect-{k}-{tag}") for k, g in enumerate(file_groups)]
+    reduced = [client.submit(reduce_task, g, collected, tests_f, pure=False, key=f"qvalues-reduce-{g}-{tag}")
+               for g in range(len(fam_groups))]
+    results = client.gather(reduced)
+    n_tasks = len(collected) + len(reduced)
+    del collected, reduced
+    _rmtree(parts)
+    cat = {k: np.concatenate([r[k] for r in results]) for k in ("family", "pvalue", "qvalue", "hits")}
+    order = np.lexsort((cat["pvalue"], cat["family"]))
+    cat = {k: v[order] for k, v in cat.items()}
+    info = {"method": "benjamini-hochberg", "pi0": 1.0, "tests": "windows without N x 2 strands, per motif id",
+            "max_qvalue": max_qvalue, "families": len(ids), "tests_total": int(tests_f.sum())}
+    table = arrow.table({"motif_id": [ids[f] for f in cat["family"].astype(np.int64).tolist()],
+                         "pvalue": cat["pvalue"].astype(np.float64), "qvalue": cat["qvalue"].astype(np.float64),
+                         "hits": cat["hits"].astype(np.int64)}, schema=QVALUES_SCHEMA)
+    table = table.replace_schema_metadata({_META_KEY: json.dumps(info).encode()})
+    storage.write_parquet(table, storage.join(out, QVALUES_FILE))
+    qmap = QvalueMap.read(out)
+    at = max_qvalue if max_qvalue is not None else level
+    return {"level": at, "hits_at_level": qmap.hits_at(at), "max_qvalue": max_qvalue, "steps": table.num_rows,
+            "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks,
+            "seconds": time.perf_counter() - t0}

@@ -1,0 +1,22 @@
+"""The worker warm-up as a Dask worker plugin: registered by :func:`pipeline.cluster.get_client` on every
+cluster it yields, it runs :func:`workers.warmup.start` on each worker as the worker joins."""
+from __future__ import annotations
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+
+class WarmupPlugin(WorkerPlugin):
+    """Loads a worker's kernels in a background thread as it joins, with the client's GIL switch interval and
+    garbage-collector thresholds (a worker process may not have motifgrid's configuration defaults loaded)."""
+
+    name = "motifgrid-warmup"
+
+    def __init__(self, device: str = "cpu", switch_interval: float | None = None, gc_threshold=None):
+        self.device = device
+        self.switch_interval = switch_interval
+        self.gc_threshold = gc_threshold
+
+    def setup(self, worker) -> None:
+        from workers.warmup import start  # noqa: PLC0415 - the kernels' modules load on the worker only
+
+        start(self.device, self.switch_interval, self.gc_threshold)

@@ -1,0 +1,44 @@
+"""pipeline.enrich_report: the PNG and the self-contained HTML page of the top motifs."""
+import re
+
+import numpy as np
+import pytest
+
+from pipeline.enrich_report import HTML_NAME, PNG_NAME, sci, write_report
+from pipeline.enrich_stats import enrichment_table
+
+pytest.importorskip("matplotlib")
+pytest.importorskip("logomaker")
+
+
+def test_sci_far_below_double_range():
+    assert sci(-1234.5) == "3.2e-1235"
+    assert sci(-3.0) == "1.0e-3"
+    assert sci(np.log10(9.99)) == "1.0e1"
+    assert sci(0.0) == "1.0e0"
+
+
+def test_report_files(tmp_path):
+    rng = np.random.default_rng(0)
+    M = 30
+    ids = [f"MA{i:04d}.1" for i in range(M)]
+    names = [f"TF<{i}>" if i == 3 else f"TF{i}" for i in range(M)]
+    pos = rng.integers(0, 500, M)
+    pos[3] = 500                                                   # p far below 1e-300
+    t = enrichment_table(ids, names, pos, 500, np.full(M, 40), 1000, params={"pvalue": 1e-4})
+    ppms = {i: rng.dirichlet(np.ones(4) * 0.3, size=int(rng.integers(6, 20))) for i in ids}
+    png, page = write_report(t, ppms, tmp_path, top=12)
+    assert png.endswith(PNG_NAME) and page.endswith(HTML_NAME)
+    data = (tmp_path / PNG_NAME).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    text = (tmp_path / HTML_NAME).read_text()
+    top = t.slice(0, 12).column("motif_id").to_pylist()
+    assert top[0] == "MA0003.1"
+    at = [text.index(f">{i}<") for i in top]                      # the top motifs, in rank order
+    assert at == sorted(at)
+    assert t.column("motif_id")[12].as_py() not in text            # not below the top
+    assert "TF&lt;3&gt;" in text and "TF<3>" not in text           # names escaped
+    assert len(re.findall(r'src="data:image/png;base64,', text)) == 12
+    assert "http" not in text                                      # self-contained
+    assert sci(t.column("log10_pvalue")[0].as_py()) in text
+    assert "pvalue=0.0001" in text

@@ -1,0 +1,112 @@
+"""Score → p-value lookups for many motif rows at once (numba, no GIL).
+
+The tail tables of :func:`workers.distribution.pvalue_to_score` (log-linear segments per row) are
+flattened once per scan into :class:`PvalueTable`; a hit's p-value is then one binary search in its
+row's segments and one ``exp``, as :func:`workers.distribution.score_to_pvalue` computes it.  A GPU scan
+does the search on the device (kernel ``segment_index`` of ``workers/scan/scan_mma.cu``, the same comparisons)
+and hands over each hit's segment; the ``exp`` always runs here, in the same compiled function, so a GPU
+run and a CPU run write bit-identical p-values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+
+@dataclass
+class PvalueTable:
+    """The tail tables of every scan row, flattened: row ``r``'s log-linear segments are
+    ``offsets[r]:offsets[r+1]`` of ``x0``, ``a``, ``b``; built once per scan, looked up per hit."""
+    x0: np.ndarray          # (S,) float64 segment lower edges, rows concatenated
+    a: np.ndarray           # (S,) float64
+    b: np.ndarray           # (S,) float64
+    offsets: np.ndarray     # (R + 1,) int64: row r owns segments offsets[r]:offsets[r+1]
+    top: np.ndarray         # (R,) float64 table_top
+    top_zero: np.ndarray    # (R,) uint8
+
+    @classmethod
+    def from_thresholds(cls, tables) -> "PvalueTable":
+        """The table of some rows.
+
+        Parameters
+        ----------
+        tables : sequence of ScoreThreshold
+            One per row, with its tail table (``pvalue_to_score(..., table=True)``).
+
+        Returns
+        -------
+        PvalueTable
+        """
+        sizes = np.array([t.seg_x0.size for t in tables], dtype=np.int64)
+        offsets = np.zeros(len(tables) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        cat = (lambda name: np.concatenate([getattr(t, name) for t in tables]) if len(tables) else np.zeros(0))
+        return cls(x0=cat("seg_x0").astype(np.float64), a=cat("seg_a").astype(np.float64),
+                   b=cat("seg_b").astype(np.float64), offsets=offsets,
+                   top=np.array([t.table_top for t in tables], dtype=np.float64),
+                   top_zero=np.array([t.top_zero for t in tables], dtype=np.uint8))
+
+    def lookup(self, rows, scores, seg=None) -> np.ndarray:
+        """P-values of hit scores, as :func:`workers.distribution.score_to_pvalue` computes them.
+
+        Parameters
+        ----------
+        rows : array_like, shape (n,), int
+            Row of each score.
+        scores : array_like, shape (n,), float64
+        seg : array_like, shape (n,), int32, optional
+            Each score's segment, when the GPU has already searched for it (:func:`_search` semantics).
+
+        Returns
+        -------
+        ndarray, shape (n,), float64
+            NaN below a row's table.
+        """
+        rows = np.ascontiguousarray(rows, dtype=np.int32)
+        scores = np.ascontiguousarray(scores, dtype=np.float64)
+        if seg is None:
+            seg = np.empty(scores.size, dtype=np.int32)
+            _search(self.x0, self.offsets, rows, scores, seg)
+        out = np.empty(scores.size, dtype=np.float64)
+        _evaluate(self.x0, self.a, self.b, self.offsets, self.top, self.top_zero, rows, scores,
+                  np.ascontiguousarray(seg, dtype=np.int32), out)
+        return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _search(x0, offsets, rows, scores, seg):  # pragma: no cover - compiled
+    """Each score's segment in its row: the last ``j`` in ``[lo, hi)`` with ``x0[j] < s`` (``lo - 1``
+    when none), i.e. a binary search for the first ``x0 >= s`` ("left"), then the segment before it.
+    The GPU kernel ``segment_index`` of ``workers/scan/scan_mma.cu`` is the same search."""
+    for i in range(scores.size):
+        r = rows[i]
+        s = scores[i]
+        L, H = offsets[r], offsets[r + 1]
+        while L < H:
+            mid = (L + H) >> 1
+            if x0[mid] < s:
+                L = mid + 1
+            else:
+                H = mid
+        seg[i] = L - 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _evaluate(x0, a, b, offsets, top, top_zero, rows, scores, seg, out):  # pragma: no cover - compiled
+    """P-value of each score in its segment: one ``exp`` (NaN below the row's table)."""
+    for i in range(scores.size):
+        r = rows[i]
+        j = seg[i]
+        s = scores[i]
+        if j < offsets[r]:
+            out[i] = np.nan
+            continue
+        sc = s if s < top[r] else top[r]
+        v = np.exp(a[j] + b[j] * (sc - x0[j]))
+        if v > 1.0:
+            v = 1.0
+        if top_zero[r] and s > top[r]:
+            v = 0.0
+        out[i] = v

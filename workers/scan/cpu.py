@@ -1,0 +1,331 @@
+"""Multi-PWM scanning of one block: what one task computes on one device.
+
+CPU path (BLAMM, Fostier 2020): every motif and strand is one column of a pattern matrix P, tiled by
+motif length; the block's one-hot sequence S_enc (4 floats per position) is used in place through
+strided views, never copied window by window.  For a tile of padded length L and an offset ``o``,
+the windows starting at ``o, o+w, o+2w, ...`` (``w >= L``) form a legal row-major BLAS operand
+``S_enc[4o:]`` with leading dimension ``4w``; one SGEMM gives their scores against every motif of
+the tile.  The threshold is folded into P (each column of motif ``k`` carries ``-alpha_k/m_k``), so
+a hit candidate is simply a non-negative entry of the product.  Candidates (within a float32 error
+margin of the threshold) are rescored in float64 in column order, exactly as a naive loop does;
+windows containing a code 4 (N, IUPAC) are never reported.
+
+The Slices Strategy (ℓ-mer tables, the default; :func:`slice_tiles`) finds the same candidates with table
+look-ups instead of products.  The GPU path lives in :mod:`workers.scan.gpu` and returns the same arrays.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from workers.scan.plan import BlockHits, ScanPlan, n_prefix, stacked_weights
+
+#: margin (bits) under which float32 scores are rechecked in float64; far above float32 error
+#: (< 1e-4 bits for 64 columns of |w| <= 20), far below any threshold gap that matters.
+CANDIDATE_MARGIN = 1e-2
+_ONE_HOT = np.vstack([np.eye(4, dtype=np.float32), np.zeros((1, 4), np.float32)])
+
+
+def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndarray, plan: ScanPlan) -> BlockHits:
+    """Exact float64 scores of candidate windows; the hits among them.
+
+    Columns are added in order from 0.0, as a plain float64 loop does (:func:`workers.scan.cpu_numba.
+    rescore_windows`), so the scores are bit-identical to it on every device.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (>= max(pos) + plan.max_length,), uint8
+    npref : ndarray, shape (codes.size + 1,), int32
+        :func:`workers.scan.plan.n_prefix` of ``codes``.
+    pos : ndarray, shape (n,), int64
+        Candidate window starts.
+    rows : ndarray, shape (n,), int32
+        Their plan rows.
+    plan : ScanPlan
+
+    Returns
+    -------
+    BlockHits
+        The candidates scoring ``>= alpha`` with no code 4 in the window, sorted by (row, position).
+    """
+    from workers.scan.cpu_numba import rescore_windows  # noqa: PLC0415
+
+    if pos.size == 0:
+        return BlockHits.empty()
+    score, hit = rescore_windows(codes, npref, pos, rows, *stacked_weights(plan), plan.thresholds)
+    pos, row, score = pos[hit], rows[hit], score[hit]
+    o = np.argsort((row.astype(np.int64) << 32) | pos)
+    return BlockHits(pos[o], row[o], score[o])
+
+
+def _scan_cpu_blas(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_rows: int = 4096) -> BlockHits:
+    n = int(n_positions)
+    if n <= 0 or not plan.tiles:
+        return BlockHits.empty()
+    Lmax = plan.max_length
+    # one-hot sequence, padded so every strided view stays inside the buffer
+    span = chunk_rows * max(t.length for t in plan.tiles)
+    total = (-(-n // span) + 1) * span + Lmax + 1
+    padded = np.full(total, 4, dtype=np.uint8)
+    take = min(codes.size, total)
+    padded[:take] = codes[:take]
+    enc = _ONE_HOT[padded].reshape(-1)          # (4*total,) float32, N -> zeros
+    cand_pos, cand_row = [], []
+    item = enc.itemsize
+    widest = max(len(t.rows) for t in plan.tiles)
+    rbuf = np.empty(chunk_rows * widest, dtype=np.float32)       # reused: no page faults per product
+    mbuf = np.empty(chunk_rows, dtype=np.float32)
+    for tile in plan.tiles:
+        L, P = tile.length, tile.P
+        w = L                                       # windows o, o+w, ... never overlap: legal BLAS operand
+        step = chunk_rows * w
+        thr = -CANDIDATE_MARGIN
+        for c0 in range(0, n, step):
+            rows_here = min(chunk_rows, -(-(n - c0) // w))
+            for o in range(w):
+                start = c0 + o
+                if start >= n:
+                    break
+                view = np.lib.stride_tricks.as_strided(enc[4 * start:], shape=(rows_here, 4 * L),
+                                                       strides=(4 * w * item, item), writeable=False)
+                R = rbuf[: rows_here * P.shape[1]].reshape(rows_here, P.shape[1])
+                np.matmul(view, P, out=R)           # (rows_here, c): score - alpha, float32
+                rmax = R.max(axis=1, out=mbuf[:rows_here])
+                hit_rows = np.flatnonzero(rmax >= thr)
+                if hit_rows.size == 0:
+                    continue
+                sub = R[hit_rows]
+                ii, kk = np.nonzero(sub >= thr)
+                p = start + hit_rows[ii] * w
+                inside = p < n
+                cand_pos.append(p[inside].astype(np.int64))
+                cand_row.append(tile.rows[kk[inside]])
+    if not cand_pos:
+        return BlockHits.empty()
+    return rescore(codes, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
+
+
+SLICE_ELL = 4            # ℓ: 256-entry tables, about 3 reads per JASPAR window instead of 4m multiply-adds
+SLICE_WIDTH = 128        # rows per slice tile at most: an int16 tile's tables (S x 257 x 128 x 2 B) stay in L2
+#: fixed per-position cost of one slice of a tile, in row reads (ℓ-mer lookup, loop set-up, remainder)
+SLICE_OVERHEAD = 40
+
+#: coarsest int16 resolution (units per bit) worth scanning: coarser rows keep float32 tables, since
+#: their candidate margin (about S/2 units) would let many more near-threshold windows be rescored
+MIN_SCALE = 64.0
+#: bits by which a table sum may fall short of the column-order float64 score and still be a
+#: candidate: far above float64 and float32 accumulation error, far below a score gap that matters
+SLICE_SLACK = 1e-3
+
+
+def _padded_width(c):
+    """Rows an int16 tile of ``c`` rows (an int or an array of them) is scanned with: LLVM's vector loop over
+    rows handles 128 rows per iteration (16 lanes, unrolled 8 times on AVX2) and leaves the rest to slower
+    epilogues, so 118 rows cost about twice 128 (docs/benchmarks.md, "Int16 tile padding").  Tiles above 32
+    rows are padded to 128 with rows that can never be candidates; narrower ones to a multiple of 16."""
+    return np.where(np.asarray(c) > 32, SLICE_WIDTH, -(-np.asarray(c) // 16) * 16)
+
+
+@dataclass
+class SliceTile:
+    """One tile of the Slices Strategy (:func:`slice_tiles`)."""
+    rows: np.ndarray         # (c,) int32 plan rows
+    T: np.ndarray            # (S, 4**ℓ + 1, w) int16 (quantised) or float32: each ℓ-mer's slice score - alpha share;
+                             # w >= c: int16 tiles are padded (_padded_width) with zero rows
+    cand_thr: np.ndarray     # (w,) T's dtype: lowest table sum a hit can have (rounding bound + slack below 0);
+                             # int16 max on padding rows (never reached)
+
+
+def _row_slices(w: np.ndarray, alpha: float, S: int, ell: int, digits: np.ndarray) -> np.ndarray:
+    """(S, 4**ℓ + 1) float64 slice table of one row, ``-alpha/m`` folded into every column.
+
+    Entry ``[s, u]`` sums columns ``s*ℓ .. s*ℓ+ℓ-1`` (zero past the motif) for the ℓ-mer ``u``, first
+    base most significant; entry ``[s, 4**ℓ]`` (an ℓ-mer containing a code > 3) is ``-inf`` for slices
+    inside the motif and the slice maximum for the last, partly padded, one (its N may lie past the
+    motif; the float64 rescoring decides).
+    """
+    m = w.shape[0]
+    K = 1 << (2 * ell)
+    W = np.zeros((S * ell, 4))
+    W[:m] = w - alpha / m
+    T = np.zeros((S, K + 1))
+    for i in range(ell):
+        T[:, :K] += W[i::ell][:, digits[:, i]]
+    inside = (np.arange(S) + 1) * ell <= m
+    T[:, K] = np.where(inside, -np.inf, T[:, :K].max(axis=1))
+    return T
+
+
+def _quantise(T: np.ndarray) -> tuple | None:
+    """int16 version of one row's slice table, or None where it would be coarser than ``MIN_SCALE``.
+
+    With ``scale`` units per bit, ``Q = rint(T * scale)`` is off by at most ``e_s`` units in slice s,
+    so a window scoring >= alpha (table sum >= 0 up to float64 error) has ``sum Q >= -sum_s e_s``; the
+    candidate bound ``thr = -(floor(sum_s e_s + SLICE_SLACK * scale) + 1)`` lies strictly below that.
+    Entries under ``F = thr - 1 - sum_s max(max_u Q[s], 0)`` are raised to ``F`` (so is the N entry
+    inside the motif): a window holding one can never reach ``thr``, whatever its other slices, and
+    raising entries only raises sums, so no hit is lost.  ``scale`` is chosen per row so that
+    ``S * F >= -32768`` (asserted): every partial sum (between ``S*F`` and the sum of the maxima) fits int16,
+    which the kernel's wrapping int16 adds therefore never leave.
+    """
+    S, K1 = T.shape
+    body = T[:, :-1]
+    top = np.maximum(body.max(axis=1), 0).sum()
+    scale = (32768 // S - S - 4) / (max(top, 1.0) + SLICE_SLACK)
+    if scale < MIN_SCALE:
+        return None
+    Q = np.rint(body * scale)
+    err = np.abs(Q - body * scale).max(axis=1).sum()
+    thr = -(np.floor(err + SLICE_SLACK * scale) + 1)
+    qmax = Q.max(axis=1)
+    floor = thr - 1 - np.maximum(qmax, 0).sum()
+    assert S * floor >= -32768 and np.maximum(qmax, 0).sum() <= 32767, "int16 slice sums could wrap"
+    out = np.empty((S, K1), dtype=np.int16)
+    out[:, :-1] = np.maximum(Q, floor)
+    out[:, -1] = np.where(np.isfinite(T[:, -1]), qmax, floor)
+    return out, np.int16(thr)
+
+
+def _tile_bounds(nsl: np.ndarray) -> list:
+    """Cut rows sorted by slice count into tiles of at most ``SLICE_WIDTH`` rows: ``[(lo, hi), ...]``.
+
+    A tile of c rows scans its longest row's S slices: about ``S * (SLICE_OVERHEAD + _padded_width(c))``
+    per position (shorter rows read zero slices).  Dynamic programming over the cut points minimises the
+    sum, so a few long rows join a tile of shorter ones instead of paying for a tile of their own.
+    """
+    R = nsl.size
+    best = np.zeros(R + 1)
+    prev = np.zeros(R + 1, dtype=np.intp)
+    for j in range(1, R + 1):
+        i = np.arange(max(0, j - SLICE_WIDTH), j)
+        cost = best[i] + nsl[j - 1] * (SLICE_OVERHEAD + _padded_width(j - i))
+        b = int(np.argmin(cost))
+        best[j], prev[j] = cost[b], i[b]
+    bounds, j = [], R
+    while j:
+        bounds.append((int(prev[j]), j))
+        j = int(prev[j])
+    return bounds[::-1]
+
+
+def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
+    """The Slices Strategy tables (Giraud & Varré 2011, §3.1; Liefooghe et al.), quantised to int16.
+
+    ``T[s, u, k]`` is the summed score of ℓ-mer ``u`` over columns ``s*ℓ .. s*ℓ+ℓ-1`` of row k, each
+    column carrying ``-alpha/m`` (:func:`_row_slices`), times a per-row scale, rounded and clamped
+    (:func:`_quantise`): half the bytes of float32 tables, twice the SIMD lanes, and a candidate bound
+    that provably covers the rounding, so the float64 rescoring still sees every hit.  Rows whose
+    int16 resolution would be under ``MIN_SCALE`` units per bit keep float32 tables (bound: the sum of
+    the slices' float32 rounding plus ``SLICE_SLACK``; ``-1e30`` for an N inside the motif).  Rows of one
+    table type are sorted by slice count and cut into tiles (:func:`_tile_bounds`); a tile has its
+    longest row's slice count S, shorter rows get zero tables for their missing slices (ℓ-mers past
+    the motif).
+
+    Parameters
+    ----------
+    plan : ScanPlan
+    ell : int
+        ℓ, the slice width (tables of ``4**ℓ + 1`` entries per slice).
+
+    Returns
+    -------
+    list of SliceTile
+        ``T`` of shape ``(S, 4**ℓ + 1, w)``, int16 or float32, and ``cand_thr`` of shape ``(w,)``; built once
+        per plan and ℓ (the threads of a worker wait for the first) and cached on the plan.
+    """
+    cached = plan._slices.get(ell)
+    if cached is not None:
+        return cached
+    with _SLICES_LOCK:         # a worker's threads start their first blocks together: build once
+        cached = plan._slices.get(ell)
+        if cached is None:
+            cached = plan._slices[ell] = _build_slice_tiles(plan, ell)
+    return cached
+
+
+_SLICES_LOCK = threading.Lock()
+
+
+def _build_slice_tiles(plan: ScanPlan, ell: int) -> list:
+    K = 1 << (2 * ell)
+    digits = np.array([[(u >> (2 * (ell - 1 - i))) & 3 for i in range(ell)] for u in range(K)], dtype=np.intp)
+    nsl = -(-plan.lengths // ell)
+    groups: dict = {}
+    for r in range(plan.n_rows):
+        T = _row_slices(plan.pwms[r], float(plan.thresholds[r]), int(nsl[r]), ell, digits)
+        q = _quantise(T)
+        if q is None:
+            T32 = np.maximum(T, -1e30).astype(np.float32)
+            err = np.abs(T32[:, :K].astype(np.float64) - T[:, :K]).max(axis=1).sum()
+            q = T32, np.float32(-(err + SLICE_SLACK))
+        groups.setdefault(q[0].dtype, []).append((int(nsl[r]), r, *q))
+    tiles = []
+    for dtype, members in groups.items():
+        members.sort(key=lambda x: x[0])
+        for lo, hi in _tile_bounds(np.array([m[0] for m in members])):
+            part = members[lo:hi]
+            S = part[-1][0]
+            width = int(_padded_width(len(part))) if dtype == np.int16 else len(part)
+            T = np.zeros((S, K + 1, width), dtype=dtype)
+            for k, (s, _, t, _) in enumerate(part):
+                T[:s, :, k] = t
+            # padding rows: zero tables and a bound no sum reaches (sums stay within int16, see _quantise)
+            cand_thr = np.full(width, np.iinfo(np.int16).max if dtype == np.int16 else np.inf, dtype=dtype)
+            cand_thr[:len(part)] = [m[3] for m in part]
+            tiles.append(SliceTile(rows=np.array([m[1] for m in part], dtype=np.int32), T=T, cand_thr=cand_thr))
+    return tiles
+
+
+def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: int = SLICE_ELL) -> BlockHits:
+    from workers.scan.cpu_numba import kmer_codes, scan_tile  # noqa: PLC0415
+
+    n = int(n_positions)
+    if n <= 0 or not plan.n_rows:
+        return BlockHits.empty()
+    tiles = slice_tiles(plan, ell)
+    smax = max(t.T.shape[0] for t in tiles)
+    kmer = kmer_codes(codes, n + smax * ell, ell)
+    cap = max(1 << 16, n // 8)
+    pos_buf = np.empty(cap, dtype=np.int64)
+    col_buf = np.empty(cap, dtype=np.int32)
+    cand_pos, cand_row = [], []
+    for t in tiles:
+        while True:
+            cnt = scan_tile(kmer, n, tuple(t.T), ell, t.cand_thr, pos_buf, col_buf)
+            if cnt <= pos_buf.size:
+                break
+            pos_buf = np.empty(int(cnt * 1.25), dtype=np.int64)
+            col_buf = np.empty(int(cnt * 1.25), dtype=np.int32)
+        cand_pos.append(pos_buf[:cnt].copy())
+        cand_row.append(t.rows[col_buf[:cnt]])
+    padded = np.full(n + plan.max_length + 1, 4, dtype=np.uint8)
+    take = min(codes.size, padded.size)
+    padded[:take] = codes[:take]
+    return rescore(padded, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
+
+
+def scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, method: str | None = None) -> BlockHits:
+    """The CPU scan of one block row.
+
+    Parameters
+    ----------
+    codes : ndarray, shape (>= n_positions + plan.max_length - 1,), uint8
+    n_positions : int
+        Window starts ``0 .. n_positions - 1``.
+    plan : ScanPlan
+    method : {"slices", "blas", None}
+        The Slices Strategy (default) or BLAMM's BLAS products; the same hits either way.
+
+    Returns
+    -------
+    BlockHits
+        Sorted by (row, position); see :func:`workers.scan.scan_block`.
+    """
+    method = method or "slices"
+    if method == "slices":
+        return _scan_cpu_slices(np.asarray(codes, dtype=np.uint8), n_positions, plan)
+    if method != "blas":
+        raise ValueError(f"unknown CPU scan method {method!r}")
+    return _scan_cpu_blas(np.asarray(codes, dtype=np.uint8), n_positions, plan)

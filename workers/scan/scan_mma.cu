@@ -1,0 +1,147 @@
+// Multi-PWM scan on tensor cores, threshold fused, candidates compacted on the device.
+//
+// For a tile of motif rows padded to NCH*4 columns, the scores of 16 windows against 8 rows are one
+// chain of NCH mma.sync.m16n8k16 (fp16 in, fp32 accumulate):
+//   A (16x16, row-major) = one-hot of 4 sequence positions of 16 consecutive windows, built in registers
+//                          straight from the uint8 codes (code 4 = N gives an all-zero one-hot);
+//   B (16x8, col-major)  = the matching 4 columns of 8 rows, each entry w[j,x] - alpha/m in fp16,
+//                          prepared on the host already in fragment order (one 8-byte load per lane);
+//   C (16x8, fp32)       = score - alpha (approximately) for 16 windows x 8 rows.
+// A window is a candidate when C >= -margin[row], margin being the row's exact fp16 rounding bound
+// (+ slack); candidates go to a global list through one atomic each and are rescored exactly in float64
+// by rescore_f64 below, so the reported hits equal the CPU/float64 reference bit for bit.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16 .f16): g = lane>>2, t = lane&3
+//   A: a0a1 (row g,   k 2t..2t+1)  a2a3 (row g+8, k 2t..2t+1)  a4a5 (row g, k 2t+8..)  a6a7 (row g+8, k 2t+8..)
+//   B: b0b1 (k 2t..2t+1, n g)      b2b3 (k 2t+8..2t+9, n g)
+//   C: c0c1 (row g, n 2t..2t+1)    c2c3 (row g+8, n 2t..2t+1)
+// Column k of a 16-wide chunk kk is sequence offset 4*kk + k/4 and base k%4.
+
+#include <cuda_fp16.h>
+
+__device__ __forceinline__ unsigned int code_at(const unsigned char* __restrict__ codes, long long len, long long i) {
+    return (i < len) ? (unsigned int)__ldg(codes + i) : 4u;
+}
+
+// two fp16 one-hot entries: bases x0 and x0+1 at one sequence position
+__device__ __forceinline__ unsigned int onehot2(unsigned int b, unsigned int x0) {
+    unsigned int lo = (b == x0) ? 0x3C00u : 0u;
+    unsigned int hi = (b == x0 + 1u) ? 0x3C00u : 0u;
+    return lo | (hi << 16);
+}
+
+__device__ __forceinline__ void emit(float c, float thr, long long pos, long long n, int col, int ncols,
+                                     const int* __restrict__ tile_rows, int* __restrict__ cand_pos,
+                                     int* __restrict__ cand_row, unsigned int* __restrict__ counter,
+                                     unsigned int capacity) {
+    if (c >= thr && pos < n && col < ncols) {
+        unsigned int idx = atomicAdd(counter, 1u);
+        if (idx < capacity) {
+            cand_pos[idx] = (int)pos;
+            cand_row[idx] = tile_rows[col];
+        }
+    }
+}
+
+template <int NCH, int PG>
+__global__ void __launch_bounds__(128) scan_mma(
+        const unsigned char* __restrict__ codes, long long codes_len, long long n,
+        const uint2* __restrict__ bfrag, int ntiles, const float* __restrict__ cand_thr,
+        const int* __restrict__ tile_rows, int ncols,
+        int* __restrict__ cand_pos, int* __restrict__ cand_row, unsigned int* __restrict__ counter,
+        unsigned int capacity) {
+    const int lane = threadIdx.x & 31;
+    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const unsigned int x0 = (unsigned int)((t & 1) * 2);
+    const int o0 = t >> 1, o1 = 2 + (t >> 1);
+
+    for (long long base = warp * (16 * PG); base < n; base += nwarps * (16 * PG)) {
+        unsigned int a[PG][NCH][4];
+#pragma unroll
+        for (int q = 0; q < PG; ++q) {
+#pragma unroll
+            for (int kk = 0; kk < NCH; ++kk) {
+                const long long s0 = base + q * 16 + g + 4 * kk;
+                const long long s1 = s0 + 8;
+                a[q][kk][0] = onehot2(code_at(codes, codes_len, s0 + o0), x0);
+                a[q][kk][1] = onehot2(code_at(codes, codes_len, s1 + o0), x0);
+                a[q][kk][2] = onehot2(code_at(codes, codes_len, s0 + o1), x0);
+                a[q][kk][3] = onehot2(code_at(codes, codes_len, s1 + o1), x0);
+            }
+        }
+        for (int nt = 0; nt < ntiles; ++nt) {
+            float c[PG][4];
+#pragma unroll
+            for (int q = 0; q < PG; ++q) { c[q][0] = c[q][1] = c[q][2] = c[q][3] = 0.f; }
+#pragma unroll
+            for (int kk = 0; kk < NCH; ++kk) {
+                const uint2 b = __ldg(bfrag + ((long long)kk * ntiles + nt) * 32 + lane);
+#pragma unroll
+                for (int q = 0; q < PG; ++q) {
+                    asm volatile(
+                        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                        : "+f"(c[q][0]), "+f"(c[q][1]), "+f"(c[q][2]), "+f"(c[q][3])
+                        : "r"(a[q][kk][0]), "r"(a[q][kk][1]), "r"(a[q][kk][2]), "r"(a[q][kk][3]),
+                          "r"(b.x), "r"(b.y));
+                }
+            }
+            const int col0 = nt * 8 + 2 * t, col1 = col0 + 1;
+            const float thr0 = (col0 < ncols) ? __ldg(cand_thr + col0) : 3.0e38f;
+            const float thr1 = (col1 < ncols) ? __ldg(cand_thr + col1) : 3.0e38f;
+#pragma unroll
+            for (int q = 0; q < PG; ++q) {
+                const long long r0 = base + q * 16 + g, r1 = r0 + 8;
+                emit(c[q][0], thr0, r0, n, col0, ncols, tile_rows, cand_pos, cand_row, counter, capacity);
+                emit(c[q][1], thr1, r0, n, col1, ncols, tile_rows, cand_pos, cand_row, counter, capacity);
+                emit(c[q][2], thr0, r1, n, col0, ncols, tile_rows, cand_pos, cand_row, counter, capacity);
+                emit(c[q][3], thr1, r1, n, col1, ncols, tile_rows, cand_pos, cand_row, counter, capacity);
+            }
+        }
+    }
+}
+
+// Exact float64 rescoring of candidates, in column order (bit-identical to the CPU path); windows with a
+// code > 3 are rejected.  hit[i] = 1 when the window scores >= its row's threshold.
+extern "C" __global__ void rescore_f64(
+        const unsigned char* __restrict__ codes, long long codes_len,
+        const int* __restrict__ cand_pos, const int* __restrict__ cand_row, unsigned int ncand,
+        const double* __restrict__ pwm, const long long* __restrict__ pwm_off,
+        const int* __restrict__ lengths, const double* __restrict__ thresholds,
+        double* __restrict__ score, unsigned char* __restrict__ hit) {
+    const unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= ncand) return;
+    const int r = cand_row[i];
+    const long long p = cand_pos[i];
+    const int m = lengths[r];
+    const double* w = pwm + pwm_off[r];
+    double acc = 0.0;
+    bool ok = true;
+    for (int j = 0; j < m; ++j) {
+        const unsigned int c = code_at(codes, codes_len, p + j);
+        if (c > 3u) { ok = false; break; }
+        acc = __dadd_rn(acc, w[4 * j + c]);
+    }
+    score[i] = acc;
+    hit[i] = (ok && acc >= thresholds[r]) ? 1 : 0;
+}
+
+// Score -> p-value segment of each hit (workers/distribution/pvalue_table.py, _search): the last segment j of
+// row r's range [offsets[r], offsets[r+1]) with x0[j] < score, or offsets[r] - 1 when there is none.
+// The same binary search as the host's, so the host's exp() sees the same segment.
+extern "C" __global__ void segment_index(
+        const int* __restrict__ rows, const double* __restrict__ scores, unsigned int n,
+        const double* __restrict__ x0, const long long* __restrict__ offsets, int* __restrict__ seg) {
+    const unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const int r = rows[i];
+    const double s = scores[i];
+    long long L = offsets[r], H = offsets[r + 1];
+    while (L < H) {
+        const long long mid = (L + H) >> 1;
+        if (x0[mid] < s) L = mid + 1; else H = mid;
+    }
+    seg[i] = (int)(L - 1);
+}
