@@ -643,20 +643,24 @@ def motif_summary_tsv(table: pa.Table) -> bytes:
 
 def _write_region_counts(out: str, store: GenomeStore, regions: Regions | None, mset: MotifSet) -> None:
     """``_region_counts.parquet``: the blocks' counts (``_counts/``) reduced per (record or region, motif)."""
-    import pyarrow.dataset as ds  # noqa: PLC0415
-
     from pipeline.schema import REGION_COUNTS_SCHEMA  # noqa: PLC0415
 
-    fs, path = storage.arrow_source(storage.join(out, "_counts"))
-    if storage.exists(storage.join(out, "_counts")):
-        parts = ds.dataset(path, filesystem=fs, format="parquet").to_table()
-        t = parts.group_by(["key", "motif"]).aggregate([("hits", "sum"), ("best_score", "max"),
-                                                         ("best_pvalue", "min")])
-        t = t.sort_by([("key", "ascending"), ("motif", "ascending")])
-        key = t.column("key").to_numpy()
-        motif = t.column("motif").to_numpy()
-    else:
-        t, key, motif = None, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    folder = storage.join(out, "_counts")
+    files = [f for f in storage.listdir(folder) if f.endswith(".parquet") and not f.startswith(".")] \
+        if storage.exists(folder) else []
+    # NumPy, not Table.group_by or pyarrow.dataset: both import pandas, which the scan never does
+    parts = [storage.read_parquet(storage.join(folder, f)) for f in sorted(files)]
+    col = {c: (np.concatenate([arrow.to_numpy(t.column(c)) for t in parts]) if parts else np.zeros(0))
+           for c in ("key", "motif", "hits", "best_score", "best_pvalue")}
+    n = len(mset.ids)
+    k, inv = np.unique(col["key"].astype(np.int64) * n + col["motif"].astype(np.int64), return_inverse=True)
+    hits = np.zeros(k.size, np.int64)
+    best_score = np.full(k.size, -np.inf)
+    best_p = np.full(k.size, np.inf)
+    np.add.at(hits, inv, col["hits"].astype(np.int64))
+    np.maximum.at(best_score, inv, col["best_score"])
+    np.minimum.at(best_p, inv, col["best_pvalue"])
+    key, motif = k // n, k % n
     if regions is not None:
         names = [regions.names[i] for i in key.tolist()]
         chrom = [store.records.names[i] for i in regions.record[key].tolist()]
@@ -664,11 +668,11 @@ def _write_region_counts(out: str, store: GenomeStore, regions: Regions | None, 
     else:
         names = chrom = [store.records.names[i] for i in key.tolist()]
         start, end = np.zeros(key.size, np.int64), store.records.lengths[key]
-    cols = {"region": names, "chrom": chrom, "start": start, "end": end,
-            "motif_id": [mset.ids[i] for i in motif.tolist()], "motif_name": [mset.names[i] for i in motif.tolist()]}
-    for c in ("hits", "best_score", "best_pvalue"):
-        cols[c] = t.column(f"{c}_{'sum' if c == 'hits' else 'max' if c == 'best_score' else 'min'}") if t else []
-    storage.write_parquet(arrow.table(cols, schema=REGION_COUNTS_SCHEMA), storage.join(out, "_region_counts.parquet"))
+    t = arrow.table({"region": arrow.strings(names), "chrom": arrow.strings(chrom), "start": start, "end": end,
+                     "motif_id": arrow.strings([mset.ids[i] for i in motif.tolist()]),
+                     "motif_name": arrow.strings([mset.names[i] for i in motif.tolist()]),
+                     "hits": hits, "best_score": best_score, "best_pvalue": best_p}, schema=REGION_COUNTS_SCHEMA)
+    storage.write_parquet(t, storage.join(out, "_region_counts.parquet"))
 
 
 def hits_schema(out: str) -> pa.Schema:

@@ -227,8 +227,8 @@ def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.nd
     k = key.astype(np.int64) * len(ctx.motif_ids) + motif
     o = np.argsort(k, kind="stable")
     ks, first = np.unique(k[o], return_index=True)
-    score = table.column("score").to_numpy()[o]
-    pval = table.column("pvalue").to_numpy()[o]
+    score = arrow.to_numpy(table.column("score"))[o]          # (ChunkedArray.to_numpy would import pandas)
+    pval = arrow.to_numpy(table.column("pvalue"))[o]
     t = arrow.table({
         "key": ks // len(ctx.motif_ids),
         "motif": (ks % len(ctx.motif_ids)).astype(np.int32),

@@ -129,21 +129,19 @@ SITES_SCHEMA = pa.schema([
     pa.field("site", pa.string(), nullable=False),             # the site as read on its strand
 ])
 
-COMPOSITION_FORMAT_VERSION = 1
+COMPOSITION_FORMAT_VERSION = 2          # 2: genome store format 2, chrom a column
 
 #: Composition matches (``motifgrid composition``): windows whose A/C/G/T histogram is similar to a test's.
-#: 0-based half-open coordinates on the forward strand; strand "-" = matched the test's reverse complement.
+#: 0-based half-open coordinates on the forward strand of the record (``chrom``); strand "-" = matched the test's
+#: reverse complement.
 COMPOSITION_SCHEMA = pa.schema([
     pa.field("test_id", _CAT, nullable=False),
-    pa.field("chrom", pa.string(), nullable=False),
+    pa.field("chrom", _CAT, nullable=False),
     pa.field("start", pa.int64(), nullable=False),
     pa.field("end", pa.int64(), nullable=False),
     pa.field("strand", _CAT, nullable=False),
     pa.field("similarity", pa.float64(), nullable=False),    # 1 - D/|T|, D the L1 distance of the counts
 ])
-
-#: Columns written inside each composition Parquet file (``chrom`` is the hive partition).
-COMPOSITION_FILE_SCHEMA = pa.schema([f for f in COMPOSITION_SCHEMA if f.name != "chrom"])
 
 #: Matches per test, written beside the data (and alone with ``--counts-only``).
 TEST_SUMMARY_SCHEMA = pa.schema([
