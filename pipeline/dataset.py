@@ -6,7 +6,8 @@ error and sweeps the temporaries of killed writers; a graph module says only wha
 it adds up from their results.
 
 The files: one Parquet file per unit of work, written by the worker that computed it under a temporary
-dot-name and renamed into place, in a hive ``chrom=`` partition (names percent-encoded, never raw paths); a
+dot-name and renamed into place, in ``OUT/chrom/<record>/`` or ``OUT/packed/`` (:func:`partition_dir`; names
+percent-encoded, never raw paths); a
 manifest entry per finished unit (``OUT/_manifest/<id>.json``, written after the data), ``OUT/_run.json``
 with the parameters (checked by ``--resume``), and a summary whose presence marks a finished run.
 
@@ -105,7 +106,7 @@ def remove_temporaries(out: str) -> None:
     stores have none (a PUT is all or nothing)."""
     if storage.is_url(out):
         return
-    for pattern in ("chrom/*/.part-*.tmp-*", "packed/.part-*.tmp-*", "chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*",
+    for pattern in ("chrom/*/.part-*.tmp-*", "packed/.part-*.tmp-*", "_manifest/.*.tmp-*",
                     "_counts/.*.tmp-*", ".*.tmp-*"):
         for tmp in Path(out).glob(pattern):
             try:

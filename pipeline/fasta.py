@@ -155,8 +155,8 @@ class FastaReader:
         try:
             name = words[0].decode("utf-8") if words else ""
         except UnicodeDecodeError as e:
-            raise self.error(f"{self.path}: not a FASTA text file (byte 0x{words[0][e.start]:02x} of a header is "
-                             "not UTF-8 text)") from None
+            raise self.error(f"{self.path}: not a FASTA text file (in a header line, byte 0x{words[0][e.start]:02x} "
+                             "is not UTF-8 text)") from None
         if not name:
             raise self.error(f"{self.path}: a record has an empty name (header line {header[:40]!r})")
         if name in self._names:

@@ -232,7 +232,7 @@ def _write_store(store, source: str, block_size: int, halo: int, fill) -> "Genom
             "background": [float(x) for x in ((acgt / acgt.sum()) if acgt.sum() else np.full(4, 0.25))],
         })
         if remote:
-            _upload_store(tmp_store, str(store))
+            upload_store(tmp_store, str(store))
             shutil.rmtree(tmp_store, ignore_errors=True)
         else:
             os.replace(tmp_store, store)
@@ -242,7 +242,7 @@ def _write_store(store, source: str, block_size: int, halo: int, fill) -> "Genom
     return GenomeStore(store)
 
 
-def _upload_store(local: Path, url: str) -> None:
+def upload_store(local: Path, url: str) -> None:
     """Copy a finished local store to ``url``: every chunk and array first, the root ``zarr.json`` last, so
     that a store whose upload was interrupted is not a genome store (GenomeStore refuses it)."""
     fs, root = storage.url_to_fs(url)
@@ -388,10 +388,11 @@ class GenomeStore:
             raise GenomeError(f"{self.path}: not a motifgrid genome store (unreadable zarr.json)") from None
         if attrs.get("format") != "motifgrid-genome":
             raise GenomeError(f"{self.path}: not a motifgrid genome store")
-        if attrs.get("format_version") != STORE_FORMAT_VERSION:
-            raise GenomeError(f"{self.path}: genome store format {attrs.get('format_version')} (one array per "
-                              f"record) is not read by this motifgrid (format {STORE_FORMAT_VERSION}); "
-                              "re-ingest the FASTA with `motifgrid ingest`")
+        version = attrs.get("format_version")
+        if version != STORE_FORMAT_VERSION:
+            what = " (one array per record)" if version == 1 else ""
+            raise GenomeError(f"{self.path}: store format version {version}{what} is not {STORE_FORMAT_VERSION}, the "
+                              "one this motifgrid reads; re-ingest the FASTA with `motifgrid ingest`")
         self.attrs = attrs
         self._init()
 
@@ -469,7 +470,7 @@ class GenomeStore:
                               "re-ingest the FASTA") from None
         if row[0] == 4 and not (row != 4).any() and self.n_fraction[block.index] < 1.0:
             # zarr reads a missing chunk as the fill value: an error unless the store says the block is all N
-            raise GenomeError(f"{self.path}: block {block.index} is missing from the store (its chunk is gone); "
+            raise GenomeError(f"{self.path}: block {block.index} is missing from the store (its chunk file is gone); "
                               "re-ingest the FASTA")
         return row
 

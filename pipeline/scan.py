@@ -363,7 +363,10 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool):
     from pipeline.fasta import sniff_fasta  # noqa: PLC0415
     from pipeline.genome import GenomeError, file_checksum, ingest  # noqa: PLC0415
 
-    sniff_fasta(source, error=ScanError)
+    try:
+        sniff_fasta(source, error=ScanError)
+    except ScanError as e:
+        raise ScanError(f"{source}: neither a genome store nor a FASTA file ({str(e).split(': ', 1)[-1]})") from None
     check_output(out, resume, "scan", ScanError, overwrite=overwrite)          # refused before any ingest
     kept = storage.join(out, GENOME_IN_HITS)
     if resume and storage.exists(storage.join(kept, "zarr.json")):
@@ -392,11 +395,11 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool):
 
 def _place_store(staged, out: str) -> GenomeStore:
     """Move (or upload) the store of a FASTA into the claimed output folder."""
-    from pipeline.genome import _upload_store  # noqa: PLC0415
+    from pipeline.genome import upload_store  # noqa: PLC0415
 
     dest = storage.join(out, GENOME_IN_HITS)
     if storage.is_url(out):
-        _upload_store(staged, dest)
+        upload_store(staged, dest)
     else:
         os.replace(staged, dest)
     return GenomeStore(dest)
