@@ -180,6 +180,11 @@ def _hits_table(ctx: CompositionContext, blocks: list, segments: Segments, found
     }, schema=COMPOSITION_SCHEMA)
 
 
+def _bases(store: GenomeStore, blocks: list) -> int:
+    """Window starts on record bases in the blocks' cores (the padding and gaps between records not counted)."""
+    return sum(store.records.bases(b.start, b.core_end) for b in blocks)
+
+
 def _task_folder(store: GenomeStore, blocks: list) -> str | None:
     """The record a task's file is filed under (all its blocks hold only that record), else None (packed/)."""
     from pipeline.scan_task import block_folder  # noqa: PLC0415
@@ -210,10 +215,10 @@ def composition_task(ctx: CompositionContext, blocks: list) -> dict:
     np.save(buf, counts.astype(np.int64))
     atomic_write_bytes(counts_file, buf.getvalue())
     entry = {"task": task_id, "blocks": [b.block_id for b in blocks], "hits": n_hits, "files": files,
-             "counts": os.path.basename(counts_file), "positions": int(segments.n.sum())}
+             "counts": os.path.basename(counts_file), "positions": _bases(ctx.store, blocks)}
     write_manifest_entry(ctx.out, task_id, entry)
     t3 = time.perf_counter()
-    return {"blocks": len(blocks), "hits": n_hits, "positions": int(segments.n.sum()),
+    return {"blocks": len(blocks), "hits": n_hits, "positions": entry["positions"],
             "seconds_compare": t2 - t1, "seconds_io": (t1 - t0) + (t3 - t2)}
 
 
@@ -221,7 +226,7 @@ def count_task(ctx: CompositionContext, blocks: list) -> tuple:
     """Matches of ``blocks`` (counted, nothing written): (window starts, matches)."""
     codes, segments = assemble(ctx.store, blocks)
     counts, _ = compare_block(codes, segments, ctx.plan, device=ctx.device, hits=False)
-    return int(segments.n.sum()), int(counts.sum())
+    return _bases(ctx.store, blocks), int(counts.sum())
 
 
 def task_groups(store: GenomeStore, min_positions: int) -> list:
@@ -362,7 +367,7 @@ def _metadata(job: CompositionJob, device: str, command: str | None) -> dict:
 
 def estimate_hits(ctx: CompositionContext, groups: list, client, n_sample: int) -> dict:
     """Count the matches of ``n_sample`` tasks spread over the reference; extrapolate by window starts."""
-    total = sum(b.core_end - b.start for g in groups for b in g)
+    total = sum(_bases(ctx.store, g) for g in groups)
     if not groups:
         return {"hits": 0, "sampled_tasks": 0, "sampled_positions": 0, "sampled_hits": 0, "positions": 0,
                 "exact": True}
@@ -419,7 +424,7 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
             bar.update(res["blocks"], stats["hits"])
     t_tasks = time.perf_counter() - t_tasks0
     counts, total_hits = _totals_from_manifest(out, job.plan.n_rows)
-    positions = sum(b.core_end - b.start for g in groups for b in g)
+    positions = sum(_bases(job.store, g) for g in groups)
     summary = {
         "tests": len(job.tests.ids), "rows": job.plan.n_rows, "lengths": int(job.plan.lengths.size),
         "min_similarity": job.plan.min_similarity, "both_strands": job.plan.both_strands, "counts_only": counts_only,

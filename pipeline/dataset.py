@@ -34,7 +34,14 @@ def partition_dir(out: str, chrom: str | None) -> str:
     ``chrom`` is a column of every file."""
     if chrom is None:
         return storage.join(out, "packed")
-    return storage.join(out, "chrom", quote(chrom, safe=""))
+    return storage.join(out, "chrom", folder_name(chrom))
+
+
+def folder_name(name: str) -> str:
+    """A record name as one folder name: percent-encoded, a leading ``.`` or ``_`` too (Parquet dataset readers
+    skip such folders, and ``.`` / ``..`` are no names)."""
+    enc = quote(name, safe="")
+    return f"%{ord(enc[0]):02X}{enc[1:]}" if enc[:1] in (".", "_") else enc
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:

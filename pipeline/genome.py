@@ -353,6 +353,7 @@ class Records:
         self.names = list(names)
         self.offsets = np.asarray(offsets, np.int64)
         self.lengths = np.asarray(lengths, np.int64)
+        self.ends = self.offsets + self.lengths
 
     def __len__(self) -> int:
         return len(self.names)
@@ -366,9 +367,16 @@ class Records:
         """Record number holding each packed position (positions in a gap get the record before it)."""
         return np.searchsorted(self.offsets, pos, side="right") - 1
 
+    def bases(self, lo: int, hi: int) -> int:
+        """Record bases (gaps and padding not counted) in packed ``[lo, hi)``."""
+        i0, i1 = self.overlapping(lo, hi)
+        s = np.maximum(self.offsets[i0:i1], lo)
+        e = np.minimum(self.ends[i0:i1], hi)
+        return int(np.maximum(e - s, 0).sum())
+
     def overlapping(self, lo: int, hi: int) -> tuple[int, int]:
         """Records ``i0 <= i < i1`` that have bases in packed ``[lo, hi)``."""
-        i0 = int(np.searchsorted(self.offsets + self.lengths, lo, side="right"))
+        i0 = int(np.searchsorted(self.ends, lo, side="right"))
         i1 = int(np.searchsorted(self.offsets, hi, side="left"))
         return i0, max(i0, i1)
 

@@ -520,7 +520,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     seconds = time.perf_counter() - t_start
-    positions = sum(p.hi - p.lo for _, pieces in all_units for p in pieces)
+    positions = sum(store.records.bases(p.lo, p.hi) for _, pieces in all_units for p in pieces)
     summary = {
         "blocks": len(all_units), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
         "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,

@@ -124,8 +124,9 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
     per_block: dict = {}
     for (b, lo), hits in zip(owner, found):
         per_block.setdefault(b, []).append((lo, hits))
-    for (b, pieces), n in zip(units, _positions(units)):
+    for b, pieces in units:
         t2 = time.perf_counter()
+        n = sum(ctx.store.records.bases(p.lo, p.hi) for p in pieces)     # window starts on record bases
         _write_block(ctx, b, n, _merge(per_block[b]), stats, windows[b])
         stats["seconds_io"] += time.perf_counter() - t2
     stats["seconds_task"] = time.perf_counter() - t_task
@@ -133,6 +134,7 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
 
 
 def _positions(units) -> list:
+    """Window starts of each unit's pieces (with padding and gaps: the tasks' sizes)."""
     return [sum(p.hi - p.lo for p in pieces) for _, pieces in units]
 
 
