@@ -75,9 +75,11 @@ class ScanProgress:
         self._publish(force=True, latest=True)
 
     # -------------------------------------------------------------------------------- scan side
-    def running(self, plan, blocks: list, todo: list, manifest: list) -> None:
+    def running(self, plan, blocks: list, todo: list, manifest: list, positions: dict | None = None) -> None:
         """Tasks are about to be submitted: ``blocks`` all scannable blocks, ``todo`` those of this
-        run, ``manifest`` the entries of blocks finished by earlier runs (``--resume``)."""
+        run, ``manifest`` the entries of blocks finished by earlier runs (``--resume``); ``positions``: the window
+        starts each block scans (block id -> count; default its core)."""
+        self._positions = positions or {b.block_id: b.core_end - b.start for b in blocks}
         store = self.job.store
         B = store.block_size
         self.rows = plan.n_rows
@@ -113,7 +115,7 @@ class ScanProgress:
         self._blocks = {b.block_id: b for b in blocks}
         st = self.state
         st.update(state="running", blocks_total=len(blocks), rows=int(plan.n_rows), contigs=contigs,
-                  track_bin=int(self._k * B), positions_total=int(sum(b.core_end - b.start for b in blocks)),
+                  track_bin=int(self._k * B), positions_total=int(sum(self._positions.values())),
                   blocks_this_run=len(todo))
         for e in manifest:
             self._add_block(e["block"], e["hits"], e.get("row_hits", []), this_run=False)
@@ -151,7 +153,7 @@ class ScanProgress:
         st["blocks_done"] += 1
         st["hits"] += int(hits)
         if this_run:
-            st["positions_done"] += b.core_end - b.start
+            st["positions_done"] += self._positions.get(block_id, 0)
         for r, c in row_hits:
             self._row_hits[r] += c
         r = self._owner[block_id]

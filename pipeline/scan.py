@@ -492,7 +492,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     # the blocks this run skips are those of ``done``: a task of an interrupted client may still finish a block
     # (its manifest entry appears now) that this run has just resubmitted and will count itself
     earlier = [e for e in iter_manifest(out, "block") if e["block"] in done] if done else []
-    pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier)
+    bases = {store.block(b).block_id: sum(store.records.bases(p.lo, p.hi) for p in pieces) for b, pieces in all_units}
+    pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier, bases)
     row_hits_run = np.zeros(plan.n_rows, np.int64)
     windows_run, files_run = np.zeros(len(ctx.window_lengths), np.int64), []      # for the q-values
     with Progress(console, len(todo), progress and len(run) > 0) as bar:
@@ -520,7 +521,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     seconds = time.perf_counter() - t_start
-    positions = sum(store.records.bases(p.lo, p.hi) for _, pieces in all_units for p in pieces)
+    positions = sum(bases.values())
     summary = {
         "blocks": len(all_units), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
         "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,

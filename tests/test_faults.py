@@ -183,6 +183,10 @@ def test_client_killed_mid_run_resumes(genome, cluster, reference, tmp_path, rep
     out = tmp_path / "hits"
     p = _scan(genome, out, addr)
     _wait_blocks(out, 2 + 8 * rep, p)
+    # the workers may write blocks before the loaded client has published "running" (it submits first): wait for it
+    deadline = time.time() + 20
+    while read_progress(client)["state"] != "running" and time.time() < deadline and p.poll() is None:
+        time.sleep(0.02)
     os.killpg(p.pid, signal.SIGKILL)
     _finish(p)
     n_done = _assert_partial_usable(out, reference)

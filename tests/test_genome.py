@@ -210,7 +210,7 @@ def test_format_1_store_refused(tmp_path):
     (tmp_path / "old.zarr").mkdir()
     (tmp_path / "old.zarr" / "zarr.json").write_text(json.dumps(
         {"zarr_format": 3, "node_type": "group", "attributes": {"format": "motifgrid-genome", "format_version": 1}}))
-    with pytest.raises(GenomeError, match="format 1 .* re-ingest the FASTA"):
+    with pytest.raises(GenomeError, match="format version 1 .* re-ingest the FASTA"):
         GenomeStore(tmp_path / "old.zarr")
 
 
