@@ -126,7 +126,7 @@ def build(genomes: Path, work: Path) -> dict:
     else:
         info = json.loads((work / "ingest.json").read_text()) if (work / "ingest.json").exists() else {}
     g = GenomeStore(store)
-    info.update(reference_bp=g.total_length, contigs=len(g.contigs), tests=str(tests), store=str(store),
+    info.update(reference_bp=g.total_length, contigs=len(g.records), tests=str(tests), store=str(store),
                 chrx=str(genomes / "ce2_chrX.fa.gz"), chrx_store=str(chrx))
     return info
 
@@ -238,7 +238,7 @@ def main(argv=None) -> int:
                 res = run_composition(str(sub), info["chrx_store"], str(out), min_similarity=a.hits_similarity, client=client,
                                       device=dev, progress=False, max_hits=10**9)
                 times.append(time.perf_counter() - t0)
-            size = sum(p.stat().st_size for p in out.glob("chrom=*/*.parquet"))
+            size = sum(p.stat().st_size for p in out.glob("*/**/part-*.parquet"))
             summ = json.loads((out / "_summary.json").read_text())
             record(part="hits", seconds=spread(times), tests=a.hits_tests, similarity_hits=a.hits_similarity,
                    matches=res.hits, parquet_bytes=size, estimate=res.estimate["hits"],

@@ -78,7 +78,8 @@ def noop_on(client, store: str, motifs: str, pvalue: float, out: str, n_tasks: i
     import dask.config
     from distributed import as_completed
 
-    from pipeline.scan import ScanContext, group_blocks, plan_scan, row_thresholds
+    from pipeline.scan import plan_scan, row_thresholds
+    from pipeline.scan_task import ScanContext, group_units
     from workers.distribution.pvalue_table import PvalueTable
     from workers.scan import make_plan
     import numpy as np
@@ -91,9 +92,9 @@ def noop_on(client, store: str, motifs: str, pvalue: float, out: str, n_tasks: i
     plan = make_plan(pwms, thr, row_motif, row_strand)
     plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
     ctx = ScanContext(store=job.store, plan=plan, motif_ids=job.mset.ids, motif_names=job.mset.names, out=out)
-    groups = group_blocks(job.store.blocks(), int(dask.config.get("motifgrid.scan.min-task-positions")))
+    groups = group_units(job.units(), int(dask.config.get("motifgrid.scan.min-task-positions")))
     like = {"blocks": 1, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
-            "block_hits": [["c000000-000000", 1]], "row_hits": np.ones(len(keep), np.int64)}
+            "block_hits": [["b0000000", 1]], "row_hits": np.ones(len(keep), np.int64)}
     ctx_f = client.scatter(ctx, broadcast=True, hash=False)
     t = time.perf_counter()
     futs = [client.submit(noop_task, ctx_f, groups[i % len(groups)], like, pure=False) for i in range(n_tasks)]

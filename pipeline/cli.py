@@ -135,7 +135,8 @@ def _args_ingest(s: argparse.ArgumentParser, cfg: dict) -> None:
 
 def _args_scan(s: argparse.ArgumentParser, cfg: dict) -> None:
     """Arguments of ``motifgrid scan``."""
-    s.add_argument("store", help="genome store (motifgrid ingest)")
+    s.add_argument("store", metavar="STORE|FASTA", help="genome store (motifgrid ingest), or a FASTA (plain, gzip, "
+                   "bgzip: peaks, promoters, a genome; ingested into HITS/_genome.zarr, kept with the hits)")
     _motif_args(s)
     s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
                    help="report windows with a p-value at most this (the threshold per motif and strand)")
@@ -149,6 +150,8 @@ def _args_scan(s: argparse.ArgumentParser, cfg: dict) -> None:
                    help="skip the q-values (Benjamini-Hochberg per motif over every window tested; HITS/_qvalues.parquet)")
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="record Q: read_hits and motifgrid export then keep hits with q <= Q (the files keep all)")
+    s.add_argument("--regions", metavar="BED", help="scan only the windows lying wholly inside these regions of the "
+                   "store (BED 3-12 columns; overlapping and adjacent regions merged; hits get a region column)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _like_args(s)
     _cluster_args(s)
@@ -291,9 +294,8 @@ def cmd_ingest(a) -> int:
 
     t0 = time.perf_counter()
     g = ingest(a.fasta, a.store, block_size=a.block_size, halo=a.halo)
-    n_blocks = sum(c["n_blocks"] for c in g.contigs)
     bg = g.background
-    print(f"ingested {a.fasta} → {a.store}: {len(g.contigs)} contigs, {g.total_length:,} bp, {n_blocks} blocks "
+    print(f"ingested {a.fasta} → {a.store}: {len(g.records):,} records, {g.total_length:,} bp, {g.n_blocks} blocks "
           f"of {g.block_size:,} (+{g.halo} halo), background A={bg[0]:.3f} C={bg[1]:.3f} G={bg[2]:.3f} "
           f"T={bg[3]:.3f}, N={g.attrs['base_counts']['N']:,}, {time.perf_counter() - t0:.1f}s")
     return 0
@@ -364,7 +366,11 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
                     pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
                     strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
                     select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None),
-                    qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None))
+                    qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None),
+                    regions=getattr(a, "regions", None))
+    if job.ingested:
+        console.print(f"{a.store}: {len(job.store.records):,} records, {job.store.total_length:,} bp → "
+                      f"{job.store.path} (kept with the hits: exports read the sequences from it; --resume reuses it)")
     with get_client(**client_kw, quiet=True) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
@@ -401,8 +407,9 @@ def _print_summary(res, console) -> None:
 
     for line in _top_motif_lines(top_motifs(res.out, 5), res.out):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    console.print(f"hits: {res.out}/chrom=*/part-*.parquet  · per motif: {res.out}/_motif_summary.tsv (.parquet)  "
-                  f"· thresholds: {res.out}/_thresholds.parquet  · motifgrid summary {res.out}", soft_wrap=True)
+    console.print(f"hits: {res.out} (Parquet: chrom/<record>/ and packed/)  · per motif: {res.out}/_motif_summary.tsv "
+                  f"(.parquet)  · per record or region and motif: {res.out}/_region_counts.parquet  "
+                  f"· motifgrid summary {res.out}", soft_wrap=True)
 
 
 def _top_motif_lines(rows: list, out: str) -> list:
@@ -430,7 +437,7 @@ def cmd_composition(a) -> int:
     p = job.plan
     console.print(f"{len(job.tests.ids):,} tests ({p.lengths.size} lengths, {int(p.lengths.min())}-{p.max_length} nt"
                   f"{', both strands' if p.both_strands else ''}) × {job.store.total_length:,} bp in "
-                  f"{len(job.store.contigs):,} contigs, S >= {p.min_similarity:g}")
+                  f"{len(job.store.records):,} records, S >= {p.min_similarity:g}")
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         console.print(f"[bold]motifgrid composition[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
                       f"worker(s); dashboard: {dashboard_link(client)}")
@@ -444,7 +451,7 @@ def cmd_composition(a) -> int:
     console.print(f"done: {res.tasks} tasks ({res.tasks_skipped} already finished), {res.hits:,} matches, "
                   f"{res.seconds:.1f}s, {rate:.3g} window-test pairs/s on {res.device}")
     console.print(f"per test: {res.out}/_test_summary.parquet"
-                  + ("" if a.counts_only else f"  · matches: {res.out}/chrom=*/part-*.parquet"))
+                  + ("" if a.counts_only else f"  · matches: {res.out}/{{chrom/*,packed}}/part-*.parquet"))
     return 0
 
 
@@ -761,9 +768,9 @@ COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds
 #: (``bench`` parses its own: ``main``)
 SUBCOMMANDS = {
     "ingest": ("FASTA (plain, gzip, bgzip) → Zarr genome store of overlapping blocks", _args_ingest),
-    "scan": ("scan a genome store with a motif set → hive-partitioned Parquet hits", _args_scan),
+    "scan": ("scan a genome store, a FASTA or BED regions of a store with a motif set → Parquet hits", _args_scan),
     "composition": ("short test sequences × reference windows with a similar nucleotide "
-                    "histogram (S = 1 - L1/|T| >= s) → hive-partitioned Parquet", _args_composition),
+                    "histogram (S = 1 - L1/|T| >= s) → Parquet", _args_composition),
     "thresholds": ("score thresholds (achieved p-values, error bounds) per motif and strand", _args_thresholds),
     "compare": ("COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet", _args_compare),
     "export": ("hits dataset → BED, FIMO TSV or GFF3", _args_export),

@@ -3,8 +3,9 @@
 For each test T and every reference window W of length |T|: S = 1 − D/|T| with D the L1 distance of
 the A, C, G, T counts; a match is S ≥ ``min_similarity`` (Breland et al., seed 004).  The reference is a
 genome store (a FASTA is ingested first into ``OUT/_reference.zarr``); one Dask task per block (small
-contigs batched into one task), each comparing every window that *starts* in its block cores with every
-test (the block halo must hold the longest test − 1, so no window is lost or counted twice at a border).
+blocks batched into one task), each comparing every window that *starts* in its block cores with every
+test (the block halo must hold the longest test − 1, so no window is lost or counted twice at a border; the
+code 4 between two records of the store keeps windows from spanning two).
 The kernels are in :mod:`workers.composition`.
 
 Output layout (the scan's; see :mod:`pipeline.dataset`)::
@@ -12,7 +13,8 @@ Output layout (the scan's; see :mod:`pipeline.dataset`)::
     OUT/_run.json                      parameters (checked on --resume)
     OUT/_reference.zarr/               the ingested reference, when REFERENCE was a FASTA
     OUT/_manifest/<task>.json          one per finished task, after its data; <task>.counts.npy = matches per row
-    OUT/chrom=<name>/part-<task>.parquet   test_id, start, end, strand, similarity (not with --counts-only)
+    OUT/chrom/<record>/part-<task>.parquet   test_id, chrom, start, end, strand, similarity (a task of one
+    OUT/packed/part-<task>.parquet           record's blocks / of blocks shared by records; not with --counts-only)
     OUT/_test_summary.parquet          matches per test and strand
     OUT/_summary.json                  totals; its presence marks a finished run
 
@@ -40,12 +42,12 @@ from pipeline import MotifgridError, __version__, arrow
 from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_output, open_run, read_manifest,
                               write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
-from pipeline.schema import COMPOSITION_FILE_SCHEMA, COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
+from pipeline.schema import COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
 from workers.composition import CompositionPlan, Segments, compare_block, make_plan, similarity, histograms
 
 REFERENCE_STORE = "_reference.zarr"
 _STRANDS = arrow.strings(["+", "-"])
-_DICT_COLUMNS = ["test_id", "strand"]
+_DICT_COLUMNS = ["test_id", "chrom", "strand"]
 _STATS_COLUMNS = ["start", "end", "similarity"]
 
 
@@ -75,10 +77,10 @@ _TEST_CODE[ord("U")] = _TEST_CODE[ord("u")] = 3
 
 def read_tests(path: str) -> SequenceSet:
     """Test sequences from a FASTA file (plain or gzip): A, C, G, T (or U) only, unique names."""
-    from pipeline.genome import sniff_fasta  # noqa: PLC0415
+    from pipeline.fasta import sniff_fasta  # noqa: PLC0415
 
     p = Path(path)
-    kind = sniff_fasta(p)
+    kind = sniff_fasta(p, error=CompositionError)
     opener = gzip.open if kind != "plain" else open
     ids, seqs, seen = [], [], {}
     name, start_line, chunks = None, 0, []
@@ -139,15 +141,15 @@ class CompositionContext:
 
 
 def assemble(store: GenomeStore, blocks: list):
-    """The task's sequence: each block's row (core + halo, cut at the contig end) followed by a code 4."""
+    """The task's sequence: each block's row (core + halo, cut at the packed end) followed by a code 4."""
     parts, starts, ns = [], [], []
     off = 0
     sep = np.full(1, 4, np.uint8)
     for b in blocks:
         row = store.read_block(b)
-        valid = min(row.size, b.length - b.start)
-        # a copy of the valid part only: a view would keep the whole row (B + H bytes, ~1 MB) alive, and a
-        # task of thousands of short contigs would hold gigabytes until the concatenation
+        valid = min(row.size, store.packed_length - b.start)
+        # a copy of the valid part only: a view would keep the whole row (B + H bytes, ~1 MB) alive until the
+        # concatenation
         parts += [row[:valid].copy() if valid < row.size else row, sep]
         starts.append(off)
         ns.append(b.core_end - b.start)
@@ -156,31 +158,44 @@ def assemble(store: GenomeStore, blocks: list):
     return codes, Segments(np.asarray(starts, np.int64), np.asarray(ns, np.int64))
 
 
-def _hits_tables(ctx: CompositionContext, blocks: list, segments: Segments, found):
-    """(block, Arrow table) per block that has matches (rows already sorted by start, then row)."""
+def _hits_table(ctx: CompositionContext, blocks: list, segments: Segments, found) -> pa.Table:
+    """The task's matches as one table, in (block, start, row) order, positions mapped to their records."""
     plan = ctx.plan
     bi = np.searchsorted(segments.start, found.pos, side="right") - 1
-    cuts = np.searchsorted(bi, np.arange(len(blocks) + 1))
-    ids = arrow.strings(ctx.test_ids)
-    for k, b in enumerate(blocks):
-        lo, hi = cuts[k], cuts[k + 1]
-        if hi == lo:
-            continue
-        rows = found.row[lo:hi]
-        start = found.pos[lo:hi] - segments.start[k] + b.start
-        length = plan.row_length[rows]
-        yield b, arrow.table({
-            "test_id": arrow.dictionary(plan.row_test[rows].astype(np.int32), ids),
-            "start": start,
-            "end": start + length,
-            "strand": arrow.dictionary(plan.row_strand[rows].astype(np.int32), _STRANDS),
-            "similarity": similarity(found.distance[lo:hi], length),
-        }, schema=COMPOSITION_FILE_SCHEMA)
+    starts = np.asarray([b.start for b in blocks], np.int64)
+    packed = found.pos - segments.start[bi] + starts[bi]
+    rec = ctx.store.records
+    r = rec.locate(packed)
+    recs, r_local = np.unique(r, return_inverse=True)
+    rows = found.row
+    length = plan.row_length[rows]
+    start = packed - rec.offsets[r]
+    return arrow.table({
+        "test_id": arrow.dictionary(plan.row_test[rows].astype(np.int32), arrow.strings(ctx.test_ids)),
+        "chrom": arrow.dictionary(r_local.astype(np.int32), arrow.strings([rec.names[i] for i in recs.tolist()])),
+        "start": start,
+        "end": start + length,
+        "strand": arrow.dictionary(plan.row_strand[rows].astype(np.int32), _STRANDS),
+        "similarity": similarity(found.distance, length),
+    }, schema=COMPOSITION_SCHEMA)
+
+
+def _bases(store: GenomeStore, blocks: list) -> int:
+    """Window starts on record bases in the blocks' cores (the padding and gaps between records not counted)."""
+    return sum(store.records.bases(b.start, b.core_end) for b in blocks)
+
+
+def _task_folder(store: GenomeStore, blocks: list) -> str | None:
+    """The record a task's file is filed under (all its blocks hold only that record), else None (packed/)."""
+    from pipeline.scan_task import block_folder  # noqa: PLC0415
+
+    names = {block_folder(store, b.index) for b in blocks}
+    return names.pop() if len(names) == 1 else None
 
 
 def composition_task(ctx: CompositionContext, blocks: list) -> dict:
-    """Compare the windows of ``blocks`` with every test; write the matches (one file per contig of the
-    task), the counts per row and the manifest entry.  Returns small statistics."""
+    """Compare the windows of ``blocks`` with every test; write the matches (one file per task), the counts
+    per row and the manifest entry.  Returns small statistics."""
     t0 = time.perf_counter()
     codes, segments = assemble(ctx.store, blocks)
     t1 = time.perf_counter()
@@ -190,25 +205,20 @@ def composition_task(ctx: CompositionContext, blocks: list) -> dict:
     files = []
     n_hits = int(counts.sum())
     if found is not None and len(found):
-        by_chrom: dict = {}
-        for b, table in _hits_tables(ctx, blocks, segments, found):
-            by_chrom.setdefault(b.chrom, []).append((b, table))
-        for chrom, items in by_chrom.items():
-            meta = dict(ctx.metadata)
-            meta["block"] = json.dumps([{"chrom": b.chrom, "index": b.index, "start": b.start, "end": b.core_end}
-                                        for b, _ in items])
-            table = pa.concat_tables([t for _, t in items]) if len(items) > 1 else items[0][1]
-            files.append(write_part(ctx.out, chrom, items[0][0].block_id, table, meta, _DICT_COLUMNS,
-                                    _STATS_COLUMNS))
+        meta = dict(ctx.metadata)
+        meta["block"] = json.dumps([{"index": b.index, "start": b.start, "end": b.core_end} for b in blocks])
+        files.append(write_part(ctx.out, _task_folder(ctx.store, blocks), task_id, _hits_table(ctx, blocks, segments,
+                                                                                               found),
+                                meta, _DICT_COLUMNS, _STATS_COLUMNS))
     counts_file = os.path.join(ctx.out, "_manifest", f"{task_id}.counts.npy")
     buf = io.BytesIO()
     np.save(buf, counts.astype(np.int64))
     atomic_write_bytes(counts_file, buf.getvalue())
     entry = {"task": task_id, "blocks": [b.block_id for b in blocks], "hits": n_hits, "files": files,
-             "counts": os.path.basename(counts_file), "positions": int(segments.n.sum())}
+             "counts": os.path.basename(counts_file), "positions": _bases(ctx.store, blocks)}
     write_manifest_entry(ctx.out, task_id, entry)
     t3 = time.perf_counter()
-    return {"blocks": len(blocks), "hits": n_hits, "positions": int(segments.n.sum()),
+    return {"blocks": len(blocks), "hits": n_hits, "positions": entry["positions"],
             "seconds_compare": t2 - t1, "seconds_io": (t1 - t0) + (t3 - t2)}
 
 
@@ -216,14 +226,19 @@ def count_task(ctx: CompositionContext, blocks: list) -> tuple:
     """Matches of ``blocks`` (counted, nothing written): (window starts, matches)."""
     codes, segments = assemble(ctx.store, blocks)
     counts, _ = compare_block(codes, segments, ctx.plan, device=ctx.device, hits=False)
-    return int(segments.n.sum()), int(counts.sum())
+    return _bases(ctx.store, blocks), int(counts.sum())
 
 
 def task_groups(store: GenomeStore, min_positions: int) -> list:
-    """Blocks of the whole store in tasks (deterministic, so a resumed run finds the same tasks)."""
-    from pipeline.scan import group_blocks  # noqa: PLC0415
+    """Blocks of the whole store in tasks (deterministic, so a resumed run finds the same tasks): one per block,
+    consecutive blocks with few window starts batched up to ``min_positions``, largest tasks first."""
+    from pipeline.regions import Piece  # noqa: PLC0415
+    from pipeline.scan_task import group_units  # noqa: PLC0415
 
-    return group_blocks(store.blocks(), min_positions)
+    blocks = store.blocks()
+    units = [(b.index, [Piece(b.index, b.start, b.core_end, store.packed_length)]) for b in blocks]
+    by_index = {b.index: b for b in blocks}
+    return [[by_index[i] for i, _ in g] for g in group_units(units, min_positions)]
 
 
 # ------------------------------------------------------------------------------------ run
@@ -274,7 +289,8 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
     """Read and check every input before any cluster is started; ingest a FASTA reference.  ``overwrite``
     replaces the composition dataset in ``out`` when the run is about to write."""
 
-    from pipeline.genome import sniff_fasta, ingest  # noqa: PLC0415
+    from pipeline.fasta import sniff_fasta  # noqa: PLC0415
+    from pipeline.genome import ingest  # noqa: PLC0415
 
     t_start = time.perf_counter()
     if not (0.0 < min_similarity <= 1.0):
@@ -292,7 +308,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
         genome_checksum, B, H = store.checksum, store.block_size, store.halo
         claimed, store_path = False, reference
     else:
-        sniff_fasta(Path(reference))
+        sniff_fasta(Path(reference), error=CompositionError)
         genome_checksum = file_checksum(reference)
         B, H = int(block_size or _cfg("block-size")), max_len - 1
         claimed, store_path = True, os.path.join(out, REFERENCE_STORE)
@@ -351,7 +367,7 @@ def _metadata(job: CompositionJob, device: str, command: str | None) -> dict:
 
 def estimate_hits(ctx: CompositionContext, groups: list, client, n_sample: int) -> dict:
     """Count the matches of ``n_sample`` tasks spread over the reference; extrapolate by window starts."""
-    total = sum(b.core_end - b.start for g in groups for b in g)
+    total = sum(_bases(ctx.store, g) for g in groups)
     if not groups:
         return {"hits": 0, "sampled_tasks": 0, "sampled_positions": 0, "sampled_hits": 0, "positions": 0,
                 "exact": True}
@@ -408,7 +424,7 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
             bar.update(res["blocks"], stats["hits"])
     t_tasks = time.perf_counter() - t_tasks0
     counts, total_hits = _totals_from_manifest(out, job.plan.n_rows)
-    positions = sum(b.core_end - b.start for g in groups for b in g)
+    positions = sum(_bases(job.store, g) for g in groups)
     summary = {
         "tests": len(job.tests.ids), "rows": job.plan.n_rows, "lengths": int(job.plan.lengths.size),
         "min_similarity": job.plan.min_similarity, "both_strands": job.plan.both_strands, "counts_only": counts_only,
@@ -475,7 +491,5 @@ def read_matches(out: str, columns=None, filter=None) -> pa.Table:
     """Read a composition dataset (small ones)."""
     import pyarrow.dataset as ds  # noqa: PLC0415
 
-    d = ds.dataset(out, format="parquet", partitioning=ds.partitioning(pa.schema([("chrom", pa.string())]),
-                                                                          flavor="hive"),
-                   schema=COMPOSITION_SCHEMA)
+    d = ds.dataset(out, format="parquet", schema=COMPOSITION_SCHEMA)
     return d.to_table(columns=columns, filter=filter)

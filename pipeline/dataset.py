@@ -6,7 +6,8 @@ error and sweeps the temporaries of killed writers; a graph module says only wha
 it adds up from their results.
 
 The files: one Parquet file per unit of work, written by the worker that computed it under a temporary
-dot-name and renamed into place, in a hive ``chrom=`` partition (names percent-encoded, never raw paths); a
+dot-name and renamed into place, in ``OUT/chrom/<record>/`` or ``OUT/packed/`` (:func:`partition_dir`; names
+percent-encoded, never raw paths); a
 manifest entry per finished unit (``OUT/_manifest/<id>.json``, written after the data), ``OUT/_run.json``
 with the parameters (checked by ``--resume``), and a summary whose presence marks a finished run.
 
@@ -26,8 +27,21 @@ import pyarrow as pa
 from pipeline import storage
 
 
-def partition_dir(out: str, chrom: str) -> str:
-    return storage.join(out, "chrom=" + quote(chrom, safe=""))
+def partition_dir(out: str, chrom: str | None) -> str:
+    """``OUT/chrom/<percent-encoded record name>`` for the files of blocks that hold one record (chromosomes),
+    ``OUT/packed`` for blocks shared by several (peaks, promoters, scaffolds): folders grow with the blocks of
+    work, not with the records, and a whole-genome dataset keeps a folder per chromosome.  Not hive partitions:
+    ``chrom`` is a column of every file."""
+    if chrom is None:
+        return storage.join(out, "packed")
+    return storage.join(out, "chrom", folder_name(chrom))
+
+
+def folder_name(name: str) -> str:
+    """A record name as one folder name: percent-encoded, a leading ``.`` or ``_`` too (Parquet dataset readers
+    skip such folders, and ``.`` / ``..`` are no names)."""
+    enc = quote(name, safe="")
+    return f"%{ord(enc[0]):02X}{enc[1:]}" if enc[:1] in (".", "_") else enc
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
@@ -48,12 +62,14 @@ def table_tsv(table: pa.Table) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def write_part(out: str, chrom: str, part_id: str, table: pa.Table, metadata: dict, dict_columns: list,
+def write_part(out: str, chrom: str | None, part_id: str, table: pa.Table, metadata: dict, dict_columns: list,
                stats_columns: list, compression: str = "zstd", column_encoding: dict | None = None) -> str:
-    """Write ``table`` (without the partition column) as ``OUT/chrom=<chrom>/part-<part_id>.parquet``,
-    atomically, with ``metadata`` added to its key-value metadata; return the path relative to ``out``.
-    ``column_encoding``: Parquet encodings of non-dictionary columns (``pyarrow.parquet.write_table``)."""
+    """Write ``table`` as ``part-<part_id>.parquet`` in :func:`partition_dir` ``(out, chrom)``, atomically, with
+    ``metadata`` added to its key-value metadata; return the path relative to ``out``.  ``dict_columns`` (those
+    present) get dictionary pages; ``column_encoding``: Parquet encodings of non-dictionary columns
+    (``pyarrow.parquet.write_table``)."""
     table = table.replace_schema_metadata({**(table.schema.metadata or {}), **metadata})
+    dict_columns = [c for c in dict_columns if c in table.column_names]
     pdir = partition_dir(out, chrom)
     storage.makedirs(pdir)
     name = f"part-{part_id}.parquet"
@@ -97,7 +113,8 @@ def remove_temporaries(out: str) -> None:
     stores have none (a PUT is all or nothing)."""
     if storage.is_url(out):
         return
-    for pattern in ("chrom=*/.part-*.tmp-*", "_manifest/.*.tmp-*", ".*.tmp-*"):
+    for pattern in ("chrom/*/.part-*.tmp-*", "packed/.part-*.tmp-*", "_manifest/.*.tmp-*",
+                    "_counts/.*.tmp-*", ".*.tmp-*"):
         for tmp in Path(out).glob(pattern):
             try:
                 tmp.unlink()
@@ -133,7 +150,7 @@ def check_output(out: str, resume: bool, kind: str, error=RuntimeError, dataset:
             what = "an unreadable _run.json" if params is None else "a motifgrid dataset of another kind"
             raise error(f"{out}: holds {what}, not a {dataset}; choose another output{only}")
         if overwrite:
-            other = [n for n in storage.listdir(out) if not n.startswith(("_", ".", "chrom="))]
+            other = [n for n in storage.listdir(out) if not n.startswith(("_", ".", "chrom")) and n != "packed"]
             if other:
                 raise error(f"{out}: --overwrite would remove files that are not part of the {dataset} "
                             f"({', '.join(other[:3])}{' ...' if len(other) > 3 else ''}); move them out first")

@@ -7,10 +7,10 @@ comparable across motifs of different lengths and information content (a log-odd
 site for one matrix and a weak one for another) and it is never negative; -10 log10 p stays well inside the
 range for any p-value a scan reports (p = 1e-4 is 40, 1e-20 is 200; 1000 only below 1e-100).  The log-odds
 score itself (bits, may be negative) is column 7, the p-value column 8.
-Coordinates inside motifgrid are 0-based half-open on the forward strand.  BED keeps them; FIMO TSV
-and GFF3 are 1-based inclusive (start + 1, end).  Files are visited in genome order (contig order of
-the store, then block order) and each file's rows are put in start order (a stable sort: motifs of one start
-keep the motif file's order), so BED and GFF3 are sorted by contig and start.
+Coordinates inside motifgrid are 0-based half-open on the forward strand of the record (``chrom``).  BED keeps
+them; FIMO TSV and GFF3 are 1-based inclusive (start + 1, end).  Files are visited in block order (the records'
+order in the store) and each file's rows are put in (record, start) order (a stable sort: motifs of one start keep
+the motif file's order), so BED and GFF3 are sorted by record, in the FASTA's order, and start.
 
 FIMO TSV is sorted as FIMO 5.4.1 sorts it (``cisml_match_iterator_next``): by p-value, ascending; equal
 p-values of different motifs with the later motif of the motif file first; then, within a motif, by FIMO's
@@ -38,27 +38,16 @@ class ExportError(MotifgridError, ValueError):
     pass
 
 
-def _genome_order(entry: dict) -> tuple:
-    """Sort key of a manifest entry in genome order: block ids are ``c<contig number>-<block index>``."""
-    key, _, index = str(entry["block"]).partition("-")
-    try:
-        return int(key.lstrip("c")), int(index)
-    except ValueError:
-        return 1 << 62, 0
-
-
 def _ordered_files(hits: str):
-    """(chrom, path) of every block file, in genome order (paths are local paths or URLs)."""
+    """The path of every block file, in block order (= the records' order; local paths or URLs)."""
     from pipeline.dataset import iter_manifest  # noqa: PLC0415
 
     if not storage.exists(storage.join(hits, "_run.json")):
         raise ExportError(f"{hits}: not a motifgrid hits dataset (no _run.json)")
-    # only what ordering needs: the entries' per-row counts of 26,454 promoter blocks held ~1 GB
-    entries = [{k: e[k] for k in ("block", "chrom", "file")} for e in iter_manifest(hits, drop_torn=True)
-               if e.get("file")]
-    entries.sort(key=_genome_order)
-    for e in entries:
-        yield e["chrom"], storage.join(hits, e["file"])
+    # only what ordering needs: the entries' per-row counts of many blocks would hold a lot of memory
+    entries = sorted((e["block"], e["file"]) for e in iter_manifest(hits, drop_torn=True) if e.get("file"))
+    for _, f in entries:
+        yield storage.join(hits, f)
 
 
 def _store_for(path):
@@ -73,14 +62,20 @@ def _store_for(path):
 
 
 def _sequences(store, chrom, starts, ends, strands):
+    """The matched sequences (as read on their strand) of one file's hits: one read of the packed stretch they
+    span (a file holds one block's hits)."""
     from pipeline.genome import decode  # noqa: PLC0415
 
     if store is None or len(starts) == 0:
         return [""] * len(starts)
-    lo, hi = int(starts.min()), int(ends.max())
-    text = decode(store.fetch(chrom, lo, hi))       # decoded once; each site is a slice of it
+    rec = store.records
+    names, inv = np.unique(chrom, return_inverse=True)
+    offsets = rec.offsets[[rec.index[n] for n in names.tolist()]][inv]
+    lo_p, hi_p = starts + offsets, ends + offsets
+    lo, hi = int(lo_p.min()), int(hi_p.max())
+    text = decode(store.read_packed(lo, hi))       # decoded once; each site is a slice of it
     return [text[s:e] if st == "+" else text[s:e].translate(_COMP)[::-1]
-            for s, e, st in zip((starts - lo).tolist(), (ends - lo).tolist(), strands.tolist())]
+            for s, e, st in zip((lo_p - lo).tolist(), (hi_p - lo).tolist(), strands.tolist())]
 
 
 def _qvalue_setting(hits: str, max_qvalue: float | None):
@@ -125,22 +120,25 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
                 f.write("motif_id\tmotif_alt_id\tsequence_name\tstart\tstop\tstrand\tscore\tp-value\tq-value\tmatched_sequence\n")
             elif fmt == "gff3":
                 f.write("##gff-version 3\n")
-            for chrom, path in _ordered_files(hits):
+            for path in _ordered_files(hits):
                 t = add_qvalues(storage.read_parquet(path), qmap, limit)
                 if t.num_rows == 0:
                     continue
                 if store is None and with_sequence and fmt == "fimo":
                     store = _store_for(path) or False
-                c = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names}
+                c = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names if k != "chrom"}
+                chrom = t.column("chrom").combine_chunks()
+                c["chrom"] = chrom.dictionary.to_numpy(zero_copy_only=False)[chrom.indices.to_numpy()]
                 if ranks is not None:                    # per dictionary entry, not per row
                     c["rank"] = family_codes(t.column("motif_id"), ranks)
-                o = np.argsort(c["start"], kind="stable")        # files are grouped by motif row
+                # files are grouped by motif row: (record, start) order; records' dictionary is in store order
+                o = np.lexsort((c["start"], chrom.indices.to_numpy()))
                 c = {k: v[o] for k, v in c.items()}
                 start, end = c["start"].astype(np.int64), c["end"].astype(np.int64)
                 for lo in range(0, len(start), _CHUNK):       # bounded memory whatever a file holds
                     hi = lo + _CHUNK
                     part = {k: v[lo:hi] for k, v in c.items()}
-                    rec = _records(fmt, chrom, part, start[lo:hi], end[lo:hi], store, qmap is not None)
+                    rec = _records(fmt, part, start[lo:hi], end[lo:hi], store, qmap is not None)
                     if sorter is None:
                         f.write("\n".join(rec) + "\n")
                     else:
@@ -174,20 +172,21 @@ def _fmt_q(fmt: str, q: np.ndarray):
     return text
 
 
-def _records(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, store, with_q: bool) -> list:
+def _records(fmt: str, c: dict, start: np.ndarray, end: np.ndarray, store, with_q: bool) -> list:
     """One file's records as lines of text (columns formatted whole, Python objects from ``tolist``: NumPy
     scalars formatted one by one took 3-4 times as long)."""
     n = len(start)
+    chrom = c["chrom"].tolist()
     fmt6 = "{:.6g}".format
     scores = list(map(fmt6, c["score"].tolist()))
     strands = c["strand"].tolist()
     if fmt == "bed":
-        cols = [repeat(chrom, n), map(str, start.tolist()), map(str, end.tolist()), c["motif_id"].tolist(),
+        cols = [chrom, map(str, start.tolist()), map(str, end.tolist()), c["motif_id"].tolist(),
                 map(str, bed_score(c["pvalue"]).tolist()), strands, scores, map("{:.4g}".format, c["pvalue"].tolist()),
                 c["motif_name"].tolist()]
     elif fmt == "fimo":
-        seqs = _sequences(store or None, chrom, start, end, c["strand"])
-        cols = [c["motif_id"].tolist(), c["motif_name"].tolist(), repeat(chrom, n), map(str, (start + 1).tolist()),
+        seqs = _sequences(store or None, c["chrom"], start, end, c["strand"])
+        cols = [c["motif_id"].tolist(), c["motif_name"].tolist(), chrom, map(str, (start + 1).tolist()),
                 map(str, end.tolist()), strands, scores, map("{:.3g}".format, c["pvalue"].tolist()),
                 _fmt_q("{:.3g}", c["qvalue"]) if with_q else repeat("", n), seqs]
     else:
@@ -197,7 +196,7 @@ def _records(fmt: str, chrom: str, c: dict, start: np.ndarray, end: np.ndarray, 
                     map(e, c["motif_id"].tolist()), map("{:.4g}".format, c["pvalue"].tolist()))
         if with_q:
             attrs = map("{};qvalue={}".format, attrs, _fmt_q("{:.4g}", c["qvalue"]))
-        cols = [repeat(_gff_escape(chrom), n), repeat("motifgrid", n), repeat("TF_binding_site", n),
+        cols = [map(e, chrom), repeat("motifgrid", n), repeat("TF_binding_site", n),
                 map(str, (start + 1).tolist()), map(str, end.tolist()), scores, strands, repeat(".", n), attrs]
     return list(map("\t".join, zip(*cols)))
 

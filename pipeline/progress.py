@@ -75,40 +75,47 @@ class ScanProgress:
         self._publish(force=True, latest=True)
 
     # -------------------------------------------------------------------------------- scan side
-    def running(self, plan, blocks: list, todo: list, manifest: list) -> None:
+    def running(self, plan, blocks: list, todo: list, manifest: list, positions: dict | None = None) -> None:
         """Tasks are about to be submitted: ``blocks`` all scannable blocks, ``todo`` those of this
-        run, ``manifest`` the entries of blocks finished by earlier runs (``--resume``)."""
+        run, ``manifest`` the entries of blocks finished by earlier runs (``--resume``); ``positions``: the window
+        starts each block scans (block id -> count; default its core)."""
+        self._positions = positions or {b.block_id: b.core_end - b.start for b in blocks}
         store = self.job.store
         B = store.block_size
         self.rows = plan.n_rows
         self._row_motif = np.asarray(plan.row_motif)
         self._row_strand = np.asarray(plan.row_strand)
         self._row_hits = np.zeros(plan.n_rows, np.int64)
-        by_len = sorted(range(len(store.contigs)), key=lambda i: -store.contigs[i]["length"])
+        rec = store.records
+        first = rec.offsets // B                                           # each record's first block
+        n_blocks = np.where(rec.lengths > 0, (rec.offsets + np.maximum(rec.lengths, 1) - 1) // B - first + 1, 0)
+        by_len = np.argsort(-rec.lengths, kind="stable").tolist()
         listed = sorted(by_len[:MAX_CONTIGS])
-        n_listed_blocks = sum(store.contigs[i]["n_blocks"] for i in listed)
-        self._k = max(1, math.ceil(n_listed_blocks / MAX_BINS))          # blocks per track bin
-        self._where = {}                                                   # contig name -> entry index
+        self._k = max(1, math.ceil(int(n_blocks[listed].sum()) / MAX_BINS))   # blocks per track bin
+        self._where = {}                                                   # record number -> entry index
         contigs = []
         for i in listed:
-            c = store.contigs[i]
-            self._where[c["name"]] = len(contigs)
-            contigs.append({"name": c["name"], "length": int(c["length"]), "blocks_total": 0, "blocks_done": 0,
-                            "hits": 0, "track": [0] * math.ceil(c["n_blocks"] / self._k)})
-        if len(listed) < len(store.contigs):
-            rest = [store.contigs[i] for i in by_len[MAX_CONTIGS:]]
-            contigs.append({"name": f"({len(rest)} other contigs)", "length": int(sum(c["length"] for c in rest)),
+            self._where[i] = len(contigs)
+            contigs.append({"name": rec.names[i], "length": int(rec.lengths[i]), "blocks_total": 0, "blocks_done": 0,
+                            "hits": 0, "track": [0] * math.ceil(int(n_blocks[i]) / self._k)})
+        if len(listed) < len(rec):
+            rest = by_len[MAX_CONTIGS:]
+            contigs.append({"name": f"({len(rest)} other contigs)", "length": int(rec.lengths[rest].sum()),
                             "blocks_total": 0, "blocks_done": 0, "hits": 0, "track": []})
-        self._other = len(contigs) - 1 if len(listed) < len(store.contigs) else None
+        self._other = len(contigs) - 1 if len(listed) < len(rec) else None
+        # a block is shown on the record its core starts with (a block of packed peaks: the first of them)
+        self._owner = {b.block_id: rec.overlapping(b.start, b.core_end)[0] for b in blocks}
+        self._first = first
         for b in blocks:       # bins holding a block still to scan start empty (None), all-N bins at 0
-            e = contigs[self._where.get(b.chrom, self._other)]
+            e = contigs[self._where.get(self._owner[b.block_id], self._other)]
             e["blocks_total"] += 1
             if e["track"]:
-                e["track"][b.index // self._k] = None
+                e["track"][min(b.index - int(first[self._owner[b.block_id]]), len(e["track"]) * self._k - 1)
+                           // self._k] = None
         self._blocks = {b.block_id: b for b in blocks}
         st = self.state
         st.update(state="running", blocks_total=len(blocks), rows=int(plan.n_rows), contigs=contigs,
-                  track_bin=int(self._k * B), positions_total=int(sum(b.core_end - b.start for b in blocks)),
+                  track_bin=int(self._k * B), positions_total=int(sum(self._positions.values())),
                   blocks_this_run=len(todo))
         for e in manifest:
             self._add_block(e["block"], e["hits"], e.get("row_hits", []), this_run=False)
@@ -146,14 +153,15 @@ class ScanProgress:
         st["blocks_done"] += 1
         st["hits"] += int(hits)
         if this_run:
-            st["positions_done"] += b.core_end - b.start
+            st["positions_done"] += self._positions.get(block_id, 0)
         for r, c in row_hits:
             self._row_hits[r] += c
-        e = st["contigs"][self._where.get(b.chrom, self._other)]
+        r = self._owner[block_id]
+        e = st["contigs"][self._where.get(r, self._other)]
         e["blocks_done"] += 1
         e["hits"] += int(hits)
         if e["track"]:
-            i = b.index // self._k
+            i = min(b.index - int(self._first[r]), len(e["track"]) * self._k - 1) // self._k
             e["track"][i] = (e["track"][i] or 0) + int(hits)
 
     def _top(self) -> None:

@@ -1,43 +1,48 @@
-"""The scan graph: genome store × motif set → hive-partitioned Parquet hits, one file per block.
+"""The scan graph: genome store (or FASTA, or BED regions of a store) × motif set → Parquet hits, a file per block.
 
-One task per block (small contigs batched), each run by a worker that reads its block from the
-Zarr store, scans it on its device and writes the block's hits itself, atomically, with the
-provenance as key-value metadata.  A manifest entry per finished block (``HITS/_manifest/``) lets an
-interrupted run resume without redoing anything; the scan context (matrices, thresholds, p-value
-tables) is scattered to each worker once.
+One task per block (blocks with few windows to scan batched), each run by a worker that reads its block
+from the Zarr store, scans it on its device and writes the block's hits itself, atomically, with the
+provenance as key-value metadata (:mod:`pipeline.scan_task`).  A manifest entry per finished block
+(``HITS/_manifest/``) lets an interrupted run resume without redoing anything; the scan context (matrices,
+thresholds, p-value tables, regions) is scattered to each worker once.
 
 Output layout::
 
     HITS/_run.json                  parameters of the run (checked on --resume)
     HITS/_manifest/<block>.json     one entry per finished block
-    HITS/chrom=<name>/part-<block>.parquet
+    HITS/chrom/<record>/part-<block>.parquet    blocks that hold one record (a chromosome's)
+    HITS/packed/part-<block>.parquet            blocks shared by several records (peaks, promoters)
+    HITS/_counts/<block>.parquet    per block: hits per (record or region, motif), reduced into
+    HITS/_region_counts.parquet     hits, best score, best p-value per (record or region, motif)
     HITS/_thresholds.parquet        per motif and strand: threshold and its exact p-value
     HITS/_qvalues.parquet           per motif: q-value (Benjamini-Hochberg) as a step function of the p-value
     HITS/_motif_summary.parquet     hits and tests (windows without N x strands) per motif (and .tsv, most hits first)
+    HITS/_genome.zarr               the store of a FASTA given to ``scan`` (kept for exports and --resume)
     HITS/_summary.json              totals; its presence marks a finished run
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__
-from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes, write_manifest_entry, write_part
+from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes
 from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
 from pipeline.dataset import open_run
 from pipeline import arrow, storage
-from pipeline.genome import Block, GenomeStore
-from pipeline.schema import HITS_FILE_SCHEMA, HITS_FORMAT_VERSION, HITS_READ_SCHEMA, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA
+from pipeline.genome import GenomeStore
+from pipeline.regions import Piece, Regions
+from pipeline.scan_task import ScanContext, group_units, scan_task
+from pipeline.schema import HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA, REGION_HITS_SCHEMA
 from workers.distribution import PvalueTable
-from workers.scan import ScanPlan, make_plan, scan_blocks, valid_windows
+from workers.scan import make_plan
 
 
 class ScanError(MotifgridError, RuntimeError):
@@ -168,37 +173,7 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
     return out
 
 
-# ------------------------------------------------------------------------------------ context
-@dataclass
-class ScanContext:
-    """What every task needs; scattered to each worker once."""
-    store: GenomeStore
-    plan: ScanPlan                 # with plan.pvalues, the rows' score -> p-value tables
-    motif_ids: list
-    motif_names: list
-    out: str
-    metadata: dict = field(default_factory=dict)
-    device: str = "cpu"
-    compression: str = "zstd"      # Parquet codec of the hits files (motifgrid.scan.compression)
-    lattice: tuple | None = None   # --like fimo: (scale, m*offset) per plan row, to put scores on FIMO's lattice
-    window_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # every motif length,
-                                   # sorted: valid windows are counted per length (the q-values' tests)
-
-    @functools.cached_property
-    def columns(self) -> dict:
-        """Per-row lookups and the Arrow dictionaries of the hits tables (built on first use, per worker)."""
-        plan = self.plan
-        names, name_index = np.unique(np.asarray(self.motif_names, dtype=object), return_inverse=True)
-        return dict(
-            ids=arrow.strings(self.motif_ids),
-            names=arrow.strings(names),                             # each distinct name once
-            row_motif=plan.row_motif.astype(np.int32),
-            row_name=name_index.astype(np.int32)[plan.row_motif],
-            row_strand=plan.row_strand.astype(np.int32),
-            lengths=plan.lengths.astype(np.int64),
-        )
-
-
+# ------------------------------------------------------------------------------------ settings
 _CODECS = ("zstd", "lz4", "snappy", "gzip", "brotli", "none")
 
 
@@ -211,123 +186,11 @@ def _compression() -> str:
     return c
 
 
-def hits_table(ctx: ScanContext, block: Block, hits) -> pa.Table:
-    """Arrow table of one block's hits (without the partition column); strings dictionary-encoded."""
-    c = ctx.columns
-    rows = hits.row
-    start = hits.pos + block.start
-    pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
-    score = hits.score
-    if ctx.lattice is not None:
-        from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
-
-        score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
-    return arrow.table({
-        "start": start,
-        "end": start + c["lengths"][rows],
-        "strand": arrow.dictionary(c["row_strand"][rows], _STRANDS),
-        "motif_id": arrow.dictionary(c["row_motif"][rows], c["ids"]),
-        "motif_name": arrow.dictionary(c["row_name"][rows], c["names"]),
-        "score": score,
-        "pvalue": pvals,
-    }, schema=HITS_FILE_SCHEMA)
-
-
-_STRANDS = arrow.strings(["+", "-"])
-_DICT_COLUMNS = ["strand", "motif_id", "motif_name"]     # dictionary pages only where values repeat
-_STATS_COLUMNS = ["start", "end", "score", "pvalue"]     # row-group statistics for range / p-value filters
-#: coordinates ascend within each motif row's run (hits format 2): delta encoding stores them in a few bits and
-#: encodes ~20 % faster than plain + compression (measured on 931 k real chrX hits, zstd and lz4)
-_ENCODINGS = {"start": "DELTA_BINARY_PACKED", "end": "DELTA_BINARY_PACKED"}
-
-
-def scan_task(ctx: ScanContext, blocks: list) -> dict:
-    """Scan ``blocks`` and write each one's hits and manifest entry.  Returns small statistics."""
-    from workers.backend import limit_blas_threads  # noqa: PLC0415
-
-    t_task = time.perf_counter()
-    limit_blas_threads(1)
-    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
-             "block_hits": [], "row_hits": None,      # for the live progress: hits per block, per row (array)
-             "windows": np.zeros(len(ctx.window_lengths), np.int64), "files": []}     # for the q-values
-    # several short blocks (small contigs batched into one task): one scan of their rows laid end to end; the
-    # GPU path still scans block by block (the batched call has not been run on a GPU yet)
-    batches = [blocks] if len(blocks) > 1 and ctx.device == "cpu" else [[b] for b in blocks]
-    longest = max(ctx.plan.max_length, int(ctx.window_lengths.max(initial=0)))     # windows counted read as far
-    keep = longest - 1 if longest else 0
-    for batch in batches:
-        t0 = time.perf_counter()
-        ns = [b.core_end - b.start for b in batch]
-        if len(batch) == 1:
-            rows = [ctx.store.read_block(batch[0])]
-        else:       # only the codes the block's windows read: a short contig's row is mostly padding
-            rows = [ctx.store.read_block(b)[:n + keep].copy() for b, n in zip(batch, ns)]
-        t1 = time.perf_counter()
-        found = scan_blocks(rows, ns, ctx.plan, device=ctx.device)
-        t2 = time.perf_counter()
-        stats["seconds_scan"] += t2 - t1
-        stats["seconds_io"] += t1 - t0
-        for block, n, hits, codes in zip(batch, ns, found, rows):
-            t2 = time.perf_counter()
-            _write_block(ctx, block, n, hits, stats, codes)
-            stats["seconds_io"] += time.perf_counter() - t2
-    stats["seconds_task"] = time.perf_counter() - t_task
-    return stats
-
-
-def _write_block(ctx: ScanContext, block: Block, n: int, hits, stats: dict, codes: np.ndarray) -> None:
-    """One block's hits file (if it has hits) and manifest entry; its counts into ``stats``."""
-    rel = None
-    windows = valid_windows(codes, n, ctx.window_lengths)       # tests per motif length, for the q-values
-    row_hits = []
-    if len(hits):
-        table = hits_table(ctx, block, hits)
-        meta = dict(ctx.metadata)
-        meta["block"] = json.dumps({"chrom": block.chrom, "index": block.index, "start": block.start,
-                                    "end": block.core_end})
-        rel = write_part(ctx.out, block.chrom, block.block_id, table, meta, _DICT_COLUMNS, _STATS_COLUMNS,
-                         compression=ctx.compression, column_encoding=_ENCODINGS)
-        counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
-        stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
-        nz = np.flatnonzero(counts)
-        row_hits = np.column_stack((nz, counts[nz])).tolist()       # Python ints, in C (5x the comprehension)
-        stats["files"].append([rel, len(hits)])
-    entry = {"block": block.block_id, "chrom": block.chrom, "index": block.index, "start": block.start,
-             "end": block.core_end, "hits": len(hits), "file": rel,
-             "row_hits": row_hits, "windows": np.column_stack((ctx.window_lengths, windows)).tolist()}
-    write_manifest_entry(ctx.out, block.block_id, entry)
-    stats["windows"] += windows
-    stats["blocks"] += 1
-    stats["hits"] += len(hits)
-    stats["positions"] += n
-    stats["block_hits"].append([block.block_id, len(hits)])
-
-
-def group_blocks(blocks: list, min_positions: int) -> list:
-    """One task per block; consecutive small blocks (small contigs) batched up to ``min_positions``.
-
-    The groups come largest first (stable): tasks are submitted in this order, so the contigs' short last
-    blocks run at the end, where they fill the threads instead of leaving a full block to finish alone
-    (longest-processing-time-first scheduling)."""
-    groups, cur, size = [], [], 0
-    for b in blocks:
-        n = b.core_end - b.start
-        if n >= min_positions:
-            groups.append([b])
-            continue
-        cur.append(b)
-        size += n
-        if size >= min_positions:
-            groups.append(cur)
-            cur, size = [], 0
-    if cur:
-        groups.append(cur)
-    return sorted(groups, key=lambda g: -sum(b.core_end - b.start for b in g))
-
-
 # ------------------------------------------------------------------------------------ run
-def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str) -> dict:
+def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str, regions: Regions | None) -> dict:
     return {
+        "regions": None if regions is None else _abspath(regions.source),
+        "regions_checksum": None if regions is None else regions.checksum,
         "hits_format": HITS_FORMAT_VERSION,
         "genome_checksum": store.checksum,
         "block_size": store.block_size,
@@ -388,6 +251,20 @@ class ScanJob:
     t_start: float
     qvalues: bool = True                 # the end-of-run q-value reduction (FIMO's --no-qvalue turns it off)
     max_qvalue: float | None = None      # recorded in _qvalues.parquet; read_hits and export apply it
+    regions: Regions | None = None       # --regions: only windows wholly inside these are scanned
+    ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
+
+    def units(self) -> list:
+        """``(block index, [pieces])`` of every block with windows to scan: whole block cores, or with regions the
+        parts of the merged regions inside each core."""
+        store = self.store
+        if self.regions is None:
+            end = store.packed_length
+            return [(b.index, [Piece(b.index, b.start, b.core_end, end)]) for b in store.blocks()]
+        by_block: dict = {}
+        for p in self.regions.pieces(store.block_size):
+            by_block.setdefault(p.block, []).append(p)
+        return sorted(by_block.items())
 
 
 def default_background(like: str | None) -> str:
@@ -408,20 +285,44 @@ def check_like(like: str | None, strands: str) -> None:
         raise ScanError("--like fimo scans both strands or, as FIMO's --norc, the forward one: --strand both or +")
 
 
-def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
+def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
               strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
-              qvalues: bool = True, max_qvalue: float | None = None) -> ScanJob:
+              qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
-    ``background`` None: :func:`default_background`.  ``like="fimo"``: FIMO 5.4.1's scores, p-values and
-    hits (:mod:`pipeline.fimo`); ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep
-    (:func:`pipeline.motifs.select_motifs`); ``overwrite`` replaces the hits dataset in ``out``, once everything
-    else is checked.  ``qvalues``: the end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``:
-    recorded, applied where the hits are read."""
-    from pipeline.motifs import read_background  # noqa: PLC0415
+
+    ``source``: a genome store, or a FASTA file (plain, gzip, bgzip), ingested into ``OUT/_genome.zarr`` (kept
+    with the hits: exports read the matched sequences from it, ``--resume`` reuses it).  ``regions``: a BED file
+    of regions of the store; only windows lying wholly inside them are scored.  ``background`` None:
+    :func:`default_background`.  ``like="fimo"``: FIMO 5.4.1's scores, p-values and hits (:mod:`pipeline.fimo`);
+    ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep (:func:`pipeline.motifs.select_motifs`);
+    ``overwrite`` replaces the hits dataset in ``out``, once everything else is checked.  ``qvalues``: the
+    end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are
+    read."""
+    t_start = time.perf_counter()
+    _check_settings(pvalue, like, strands, qvalues, max_qvalue)
+    if background is None:
+        background = default_background(like)
+    store, staged = _open_source(source, out, resume, overwrite)
+    try:
+        bed = None if regions is None else _read_regions(regions, store)
+        mset = _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands, source)
+        params = _run_params(store, mset, pvalue, background, bed)
+        done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
+        if staged is not None:
+            store = _place_store(staged, out)
+    finally:
+        if staged is not None:
+            import shutil  # noqa: PLC0415
+
+            shutil.rmtree(staged.parent, ignore_errors=True)
+    return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
+                   regions=bed, ingested=_is_fasta(source))
+
+
+def _check_settings(pvalue, like, strands, qvalues, max_qvalue) -> None:
     from pipeline.qvalues import check_max_qvalue  # noqa: PLC0415
 
-    t_start = time.perf_counter()
     if not (0 < pvalue < 1):
         raise ScanError(f"--pvalue must be in (0, 1), got {pvalue}")
     check_like(like, strands)
@@ -432,29 +333,109 @@ def plan_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, back
     if max_qvalue is not None and not qvalues:
         raise ScanError("--max-qvalue needs the q-values: it cannot be combined with --no-qvalue")
     _compression()                  # a bad setting is refused before anything is claimed
-    if background is None:
-        background = default_background(like)
-    store = GenomeStore(store_path)
+
+
+def _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands, source) -> MotifSet:
+    from pipeline.motifs import read_background  # noqa: PLC0415
+
     bg = read_background(background, genome_background=store.background)
     mset = MotifSet.load(motifs, bg, pseudocount, select=select, format=motif_format, like=like, strands=strands)
     if mset.max_length - 1 > store.halo:
         longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
-        raise ScanError(f"{store_path}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
+        raise ScanError(f"{source}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
                         f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
-    params = _run_params(store, mset, pvalue, background)
-    done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
-    return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue)
+    return mset
 
 
-def run_scan(store_path: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
+GENOME_IN_HITS = "_genome.zarr"      # where a scan keeps the store of a FASTA it was given
+
+
+def _is_fasta(source) -> bool:
+    return not storage.is_url(source) and os.path.isfile(source)
+
+
+def _open_source(source: str, out: str, resume: bool, overwrite: bool):
+    """(store, staged): a genome store as given; a FASTA ingested into a temporary store beside ``out`` (moved into
+    ``out`` by :func:`_place_store` once the output is claimed), or on ``--resume`` the one ``out`` already holds."""
+    if not _is_fasta(source):
+        return GenomeStore(source), None
+    from pipeline.dataset import check_output  # noqa: PLC0415
+    from pipeline.fasta import sniff_fasta  # noqa: PLC0415
+    from pipeline.genome import GenomeError, file_checksum, ingest  # noqa: PLC0415
+
+    try:
+        sniff_fasta(source, error=ScanError)
+    except ScanError as e:
+        raise ScanError(f"{source}: neither a genome store nor a FASTA file ({str(e).split(': ', 1)[-1]})") from None
+    check_output(out, resume, "scan", ScanError, overwrite=overwrite)          # refused before any ingest
+    kept = storage.join(out, GENOME_IN_HITS)
+    if resume and storage.exists(storage.join(kept, "zarr.json")):
+        store = GenomeStore(kept)
+        if store.checksum != file_checksum(source):
+            raise ScanError(f"{source}: changed since the scan in {out} ingested it ({kept}); "
+                            "--overwrite to scan it anew")
+        return store, None
+    import tempfile  # noqa: PLC0415
+
+    parent = os.path.dirname(os.path.abspath(out)) if not storage.is_url(out) else None
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".motifgrid-scan-genome-", dir=parent)
+    try:
+        staged = ingest(source, os.path.join(tmp, GENOME_IN_HITS), block_size=_auto_block_size(source))
+    except GenomeError:
+        import shutil  # noqa: PLC0415
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    from pathlib import Path  # noqa: PLC0415
+
+    return staged, Path(staged.path)
+
+
+def _place_store(staged, out: str) -> GenomeStore:
+    """Move (or upload) the store of a FASTA into the claimed output folder."""
+    from pipeline.genome import upload_store  # noqa: PLC0415
+
+    dest = storage.join(out, GENOME_IN_HITS)
+    if storage.is_url(out):
+        upload_store(staged, dest)
+    else:
+        os.replace(staged, dest)
+    return GenomeStore(dest)
+
+
+def _auto_block_size(fasta: str) -> int:
+    """Block size for a FASTA scanned directly: the default for genomes; for small inputs (a few hundred peaks)
+    blocks small enough that every core gets work, at least 64 Ki positions (a block has a fixed cost)."""
+    from pipeline.genome import DEFAULT_BLOCK_SIZE  # noqa: PLC0415
+
+    est = os.path.getsize(fasta) * (4 if open(fasta, "rb").read(2) == b"\x1f\x8b" else 1)
+    per_core = est // (2 * (os.cpu_count() or 1))
+    size = 1 << 16
+    while size < per_core and size < DEFAULT_BLOCK_SIZE:
+        size <<= 1
+    return size
+
+
+def _read_regions(path: str, store: GenomeStore) -> Regions:
+    from pipeline.genome import file_checksum  # noqa: PLC0415
+    from pipeline.regions import read_bed  # noqa: PLC0415
+
+    bed = read_bed(path, store.records)
+    bed.checksum = file_checksum(path)
+    return bed
+
+
+def run_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
              pseudocount: float = 0.1, client=None, device: str = "cpu", resume: bool = False,
              progress: bool = True, command: str | None = None, console=None, *, like: str | None = None,
              strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
-             qvalues: bool = True, max_qvalue: float | None = None) -> ScanResult:
+             qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None) -> ScanResult:
     """Run a whole scan on ``client`` (a ``distributed.Client``) and return its summary."""
-    job = plan_scan(store_path, motifs, out, pvalue, background, pseudocount, resume, like=like, strands=strands,
+    job = plan_scan(source, motifs, out, pvalue, background, pseudocount, resume, like=like, strands=strands,
                     overwrite=overwrite, select=select, motif_format=motif_format, qvalues=qvalues,
-                    max_qvalue=max_qvalue)
+                    max_qvalue=max_qvalue, regions=regions)
     return execute_scan(job, client, device=device, progress=progress, command=command, console=console)
 
 
@@ -492,24 +473,27 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     lengths = np.array([w.shape[0] for w in mset.pwms], dtype=np.int64)
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
-                      device=device, compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths))
+                      device=device, compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths),
+                      regions=job.regions)
 
-    all_blocks = store.blocks()
-    todo = [b for b in all_blocks if b.block_id not in done]
+    all_units = job.units()
+    todo = [u for u in all_units if store.block(u[0]).block_id not in done]
     min_pos = int(dask.config.get("motifgrid.scan.min-task-positions"))
-    groups = group_blocks(todo, min_pos)
+    groups = group_units(todo, min_pos)
     total_rows = plan.n_rows
     col_per_pos = int(plan.lengths.sum())
 
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0, "seconds_task": 0.0}
     t_thresholds = time.perf_counter() - t_thr0
     t_tasks0 = time.perf_counter()
-    run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan", key=lambda g: g[0].block_id)
+    run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan",
+                  key=lambda g: store.block(g[0][0]).block_id)
     # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
     # the blocks this run skips are those of ``done``: a task of an interrupted client may still finish a block
     # (its manifest entry appears now) that this run has just resubmitted and will count itself
     earlier = [e for e in iter_manifest(out, "block") if e["block"] in done] if done else []
-    pub.running(plan, all_blocks, todo, earlier)
+    bases = {store.block(b).block_id: sum(store.records.bases(p.lo, p.hi) for p in pieces) for b, pieces in all_units}
+    pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier, bases)
     row_hits_run = np.zeros(plan.n_rows, np.int64)
     windows_run, files_run = np.zeros(len(ctx.window_lengths), np.int64), []      # for the q-values
     with Progress(console, len(todo), progress and len(run) > 0) as bar:
@@ -532,10 +516,14 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     windows = _motif_windows(earlier, ctx.window_lengths, windows_run, lengths)
     tests = windows * len(_STRAND_ROWS[mset.strands])        # each strand scanned tests every window
     qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
+    try:
+        _write_region_counts(out, store, job.regions, mset)
+    except OSError as e:
+        raise ScanError(_failure_message(e, out)) from None
     seconds = time.perf_counter() - t_start
-    positions = sum(b.core_end - b.start for b in all_blocks)
+    positions = sum(bases.values())
     summary = {
-        "blocks": len(all_blocks), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
+        "blocks": len(all_units), "blocks_this_run": stats["blocks"], "hits": int(total_hits),
         "seconds": seconds, "positions": positions, "unreachable_motifs": unreachable,
         "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
         "seconds_thresholds": t_thresholds, "seconds_tasks_wall": t_tasks_wall,
@@ -548,7 +536,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     pub.finished(summary)
-    return ScanResult(out=out, blocks=len(all_blocks), blocks_skipped=len(all_blocks) - len(todo), hits=int(total_hits),
+    return ScanResult(out=out, blocks=len(all_units), blocks_skipped=len(all_units) - len(todo), hits=int(total_hits),
                       seconds=seconds, positions=stats["positions"], scores=stats["positions"] * total_rows,
                       column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
                       workers=len(client.scheduler_info().get("workers", {})), qvalues=qsum,
@@ -657,10 +645,54 @@ def motif_summary_tsv(table: pa.Table) -> bytes:
     return table_tsv(rank_motifs(table))
 
 
+def _write_region_counts(out: str, store: GenomeStore, regions: Regions | None, mset: MotifSet) -> None:
+    """``_region_counts.parquet``: the blocks' counts (``_counts/``) reduced per (record or region, motif)."""
+    from pipeline.schema import REGION_COUNTS_SCHEMA  # noqa: PLC0415
+
+    folder = storage.join(out, "_counts")
+    files = [f for f in storage.listdir(folder) if f.endswith(".parquet") and not f.startswith(".")] \
+        if storage.exists(folder) else []
+    # NumPy, not Table.group_by or pyarrow.dataset: both import pandas, which the scan never does
+    parts = [storage.read_parquet(storage.join(folder, f)) for f in sorted(files)]
+    col = {c: (np.concatenate([arrow.to_numpy(t.column(c)) for t in parts]) if parts else np.zeros(0))
+           for c in ("key", "motif", "hits", "best_score", "best_pvalue")}
+    n = len(mset.ids)
+    k, inv = np.unique(col["key"].astype(np.int64) * n + col["motif"].astype(np.int64), return_inverse=True)
+    hits = np.zeros(k.size, np.int64)
+    best_score = np.full(k.size, -np.inf)
+    best_p = np.full(k.size, np.inf)
+    np.add.at(hits, inv, col["hits"].astype(np.int64))
+    np.maximum.at(best_score, inv, col["best_score"])
+    np.minimum.at(best_p, inv, col["best_pvalue"])
+    key, motif = k // n, k % n
+    if regions is not None:
+        names = [regions.names[i] for i in key.tolist()]
+        chrom = [store.records.names[i] for i in regions.record[key].tolist()]
+        start, end = regions.start[key], regions.end[key]
+    else:
+        names = chrom = [store.records.names[i] for i in key.tolist()]
+        start, end = np.zeros(key.size, np.int64), store.records.lengths[key]
+    t = arrow.table({"region": arrow.strings(names), "chrom": arrow.strings(chrom), "start": start, "end": end,
+                     "motif_id": arrow.strings([mset.ids[i] for i in motif.tolist()]),
+                     "motif_name": arrow.strings([mset.names[i] for i in motif.tolist()]),
+                     "hits": hits, "best_score": best_score, "best_pvalue": best_p}, schema=REGION_COUNTS_SCHEMA)
+    storage.write_parquet(t, storage.join(out, "_region_counts.parquet"))
+
+
+def hits_schema(out: str) -> pa.Schema:
+    """The schema of a hits dataset's files (with ``region`` when it is a scan of BED regions)."""
+    try:
+        params = json.loads(storage.read_bytes(storage.join(out, "_run.json")))
+    except (FileNotFoundError, ValueError):
+        params = {}
+    return REGION_HITS_SCHEMA if params.get("regions") else HITS_SCHEMA
+
+
 def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = None) -> pa.Table:
     """Read a hits dataset (small ones; large ones are streamed file by file, as :mod:`pipeline.export` does).
 
-    ``columns``: of :data:`pipeline.schema.HITS_READ_SCHEMA` (default all): the files' columns and ``qvalue``,
+    ``columns``: of :data:`pipeline.schema.HITS_READ_SCHEMA` (default all; ``region`` too for a scan of BED
+    regions): the files' columns and ``qvalue``,
     joined per (motif_id, p-value) from ``HITS/_qvalues.parquet`` (null when the dataset has none: scanned
     with ``--no-qvalue`` or unfinished).  ``filter``: a pyarrow expression on the files' columns.
     ``max_qvalue``: only hits with q <= it; by default the scan's ``--max-qvalue`` when it was given
@@ -671,10 +703,9 @@ def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = No
     from pipeline.qvalues import add_qvalues, map_and_limit  # noqa: PLC0415
 
     fs, path = storage.arrow_source(out)
-    d = ds.dataset(path, filesystem=fs, format="parquet", partitioning=ds.partitioning(pa.schema([("chrom", pa.string())]),
-                                                                          flavor="hive"),
-                   schema=HITS_SCHEMA)
-    want = list(HITS_READ_SCHEMA.names) if columns is None else list(columns)
+    schema = hits_schema(out)
+    d = ds.dataset(path, filesystem=fs, format="parquet", schema=schema)
+    want = list(schema.names) + ["qvalue"] if columns is None else list(columns)
     try:
         qmap, limit = map_and_limit(out, max_qvalue)      # the map is small: one row per q-value step
     except ValueError as e:

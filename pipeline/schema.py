@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-STORE_FORMAT_VERSION = 1
-HITS_FORMAT_VERSION = 3          # 3: manifest entries count the windows tested (q-values)
+STORE_FORMAT_VERSION = 2          # 2: all records packed into one array of blocks + a record table
+HITS_FORMAT_VERSION = 4          # 3: manifest entries count the windows tested (q-values); 4: chrom a column
 
 #: strings repeated on every row are dictionary-encoded (pandas reads them as categoricals)
 _CAT = pa.dictionary(pa.int32(), pa.string())
 
-#: Hits: 0-based half-open coordinates on the forward strand for both strands.
+#: Hits: 0-based half-open coordinates on the forward strand of their record (``chrom``) for both strands.
 HITS_SCHEMA = pa.schema([
-    pa.field("chrom", pa.string(), nullable=False),
+    pa.field("chrom", _CAT, nullable=False),                  # the FASTA record (chromosome, peak, promoter)
     pa.field("start", pa.int64(), nullable=False),
     pa.field("end", pa.int64(), nullable=False),
     pa.field("strand", _CAT, nullable=False),                 # "+" or "-"
@@ -24,8 +24,21 @@ HITS_SCHEMA = pa.schema([
     pa.field("pvalue", pa.float64(), nullable=False),         # exact to 0.1 % relative
 ])
 
-#: Columns written inside each Parquet file (``chrom`` lives in the hive partition path).
-HITS_FILE_SCHEMA = pa.schema([f for f in HITS_SCHEMA if f.name != "chrom"])
+#: Hits of a scan of BED regions (``--regions``): also the name of a region holding the hit.
+REGION_HITS_SCHEMA = pa.schema(list(HITS_SCHEMA) + [pa.field("region", _CAT, nullable=False)])
+
+#: Hits per (record or region, motif) with at least one hit: the peaks × motifs table (``_region_counts.parquet``).
+REGION_COUNTS_SCHEMA = pa.schema([
+    pa.field("region", pa.string(), nullable=False),          # the record name, or the BED region's name
+    pa.field("chrom", pa.string(), nullable=False),           # where it is: record, start, end (0-based, half-open)
+    pa.field("start", pa.int64(), nullable=False),
+    pa.field("end", pa.int64(), nullable=False),
+    pa.field("motif_id", pa.string(), nullable=False),
+    pa.field("motif_name", pa.string(), nullable=False),
+    pa.field("hits", pa.int64(), nullable=False),
+    pa.field("best_score", pa.float64(), nullable=False),
+    pa.field("best_pvalue", pa.float64(), nullable=False),
+])
 
 #: ``read_hits``: the files' columns and the q-value joined from ``_qvalues.parquet`` (null without one).
 HITS_READ_SCHEMA = HITS_SCHEMA.append(pa.field("qvalue", pa.float64()))
@@ -116,21 +129,19 @@ SITES_SCHEMA = pa.schema([
     pa.field("site", pa.string(), nullable=False),             # the site as read on its strand
 ])
 
-COMPOSITION_FORMAT_VERSION = 1
+COMPOSITION_FORMAT_VERSION = 2          # 2: genome store format 2, chrom a column
 
 #: Composition matches (``motifgrid composition``): windows whose A/C/G/T histogram is similar to a test's.
-#: 0-based half-open coordinates on the forward strand; strand "-" = matched the test's reverse complement.
+#: 0-based half-open coordinates on the forward strand of the record (``chrom``); strand "-" = matched the test's
+#: reverse complement.
 COMPOSITION_SCHEMA = pa.schema([
     pa.field("test_id", _CAT, nullable=False),
-    pa.field("chrom", pa.string(), nullable=False),
+    pa.field("chrom", _CAT, nullable=False),
     pa.field("start", pa.int64(), nullable=False),
     pa.field("end", pa.int64(), nullable=False),
     pa.field("strand", _CAT, nullable=False),
     pa.field("similarity", pa.float64(), nullable=False),    # 1 - D/|T|, D the L1 distance of the counts
 ])
-
-#: Columns written inside each composition Parquet file (``chrom`` is the hive partition).
-COMPOSITION_FILE_SCHEMA = pa.schema([f for f in COMPOSITION_SCHEMA if f.name != "chrom"])
 
 #: Matches per test, written beside the data (and alone with ``--counts-only``).
 TEST_SUMMARY_SCHEMA = pa.schema([

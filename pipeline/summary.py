@@ -74,14 +74,21 @@ def kind_of(path: str) -> str:
     raise SummaryError(f"{path}: not a motifgrid output (no _run.json, no summary.json)")
 
 
-def _first_part(path: str) -> str | None:
-    """One data file of a hive-partitioned dataset (``chrom=*/part-*.parquet``), or None."""
-    for d in storage.listdir(path):
-        if d.startswith("chrom="):
-            for f in storage.listdir(storage.join(path, d)):
+def _data_files(path: str):
+    """The data files of a dataset (``chrom/<record>/part-*.parquet``, ``packed/part-*.parquet``)."""
+    folders = [storage.join(path, "packed")]
+    if storage.exists(storage.join(path, "chrom")):
+        folders += [storage.join(path, "chrom", d) for d in sorted(storage.listdir(storage.join(path, "chrom")))]
+    for d in folders:
+        if storage.exists(d):
+            for f in sorted(storage.listdir(d)):
                 if f.startswith("part-") and f.endswith(".parquet"):
-                    return storage.join(path, d, f)
-    return None
+                    yield storage.join(d, f)
+
+
+def _first_part(path: str) -> str | None:
+    """One data file of a dataset, or None."""
+    return next(iter(_data_files(path)), None)
 
 
 def _provenance(path: str) -> dict:
@@ -131,12 +138,11 @@ def _scan(path: str, top: int, contigs: int) -> dict:
     run = _json(storage.join(path, "_run.json"))
     done = _json(storage.join(path, "_summary.json"))
     prov = _provenance(path)
-    per_chrom: dict = {}
     n_done = hits = 0
     for e in iter_manifest(path, "block"):
         n_done += 1
         hits += e["hits"]
-        per_chrom[e["chrom"]] = per_chrom.get(e["chrom"], 0) + e["hits"]
+    per_chrom = _rows_per_chrom(path, done)
     genome = prov.get("genome.path")
     total = done["blocks"] if done else _blocks_total(genome, run.get("genome_checksum"))
     out = {
@@ -180,16 +186,20 @@ def _num_rows(path: str) -> int:
         return pq.ParquetFile(f).metadata.num_rows
 
 
-def _parquet_rows_per_chrom(path: str) -> dict:
-    """Rows per ``chrom=`` partition, from the files' footers (no data read)."""
+def _rows_per_chrom(path: str, done=None) -> dict:
+    """Hits (matches) per record: a finished scan's ``_region_counts.parquet``, else the data files' ``chrom``
+    column (dictionary-encoded: little to read)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    rc = storage.join(path, "_region_counts.parquet")
+    if done and storage.exists(rc):
+        t = storage.read_parquet(rc, columns=["chrom", "hits"]).group_by("chrom").aggregate([("hits", "sum")])
+        return dict(zip(t.column("chrom").to_pylist(), t.column("hits_sum").to_pylist()))
     counts: dict = {}
-    for d in storage.listdir(path):
-        if not d.startswith("chrom="):
-            continue
-        chrom = unquote(d[len("chrom="):])
-        for f in storage.listdir(storage.join(path, d)):
-            if f.startswith("part-") and f.endswith(".parquet"):
-                counts[chrom] = counts.get(chrom, 0) + _num_rows(storage.join(path, d, f))
+    for f in _data_files(path):
+        vc = pc.value_counts(storage.read_parquet(f, columns=["chrom"]).column("chrom").combine_chunks().dictionary_decode())
+        for v in vc.to_pylist():
+            counts[v["values"]] = counts.get(v["values"], 0) + v["counts"]
     return counts
 
 
@@ -210,7 +220,7 @@ def _composition(path: str, top: int, contigs: int) -> dict:
         "progress": {"unit": "tasks", "done": done["tasks"] if done else len(entries), "total": total},
         "totals": {"matches": done["matches"] if done else int(sum(e["hits"] for e in entries))},
         "seconds": (done or {}).get("seconds"),
-        "contigs": _top_counts(_parquet_rows_per_chrom(path), contigs),
+        "contigs": _top_counts(_rows_per_chrom(path), contigs),
         "top_tests": [],
     }
     if done:

@@ -52,7 +52,7 @@ def test_scan_help_shows_the_pvalue_default(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: 0.0001)" in text and "(default: 0.1)" in text          # --pvalue, --pseudocount
     assert "--motif ID_OR_NAME" in text and "--motif-format FORMAT" in text and "--overwrite" in text
-    assert "store genome store (motifgrid ingest)" in text
+    assert "STORE|FASTA genome store (motifgrid ingest), or a FASTA" in text and "--regions BED" in text
 
 
 def test_every_subcommand_has_its_command():

@@ -250,7 +250,7 @@ def test_explore_notebook_peak_set(peaks):
     hits per contig as a histogram."""
     store, out = peaks
     chroms = Counter(read_hits(str(out), columns=["chrom"]).column("chrom").to_pylist())
-    assert len(store.contigs) == 500 and len(chroms) > 100
+    assert len(store.records) == 500 and len(chroms) > 100
     nb = _execute(ROOT / "notebooks" / "explore_hits.ipynb", {"MOTIFGRID_HITS": str(out)})
     text = _texts(nb)
     assert f"{len(chroms):,} contigs with hits; hits along the 8 largest drawn" in text, text

@@ -39,8 +39,8 @@ class Failed(RuntimeError):
 
 def test_results_as_they_finish_with_the_context_scattered_once(client, tmp_path, monkeypatch):
     ctx = Ctx()
-    tmp = tmp_path / "chrom=x" / ".part-a.parquet.tmp-1234"          # a writer killed mid-write
-    tmp.parent.mkdir()
+    tmp = tmp_path / "chrom" / "x" / ".part-a.parquet.tmp-1234"       # a writer killed mid-write
+    tmp.parent.mkdir(parents=True)
     tmp.write_bytes(b"half")
     scattered, submitted = [], []
     scatter, submit = client.scatter, client.submit

@@ -120,18 +120,19 @@ def test_pvalues_exact(genome, finished):
 def test_layout_schema_and_provenance(genome, finished):
     store, _ = genome
     out, _ = finished
-    parts = sorted(p.name for p in out.iterdir() if p.name.startswith("chrom="))
-    assert parts == ["chrom=chrX_a", "chrom=contig%2Fb%7Cx%3D1"]      # names never become raw paths
-    files = sorted(out.glob("chrom=*/part-*.parquet"))
+    parts = sorted(p.name for p in (out / "chrom").iterdir())
+    assert parts == ["chrX_a", "contig%2Fb%7Cx%3D1"]      # a folder per record of its own blocks; never raw paths
+    assert not (out / "packed").exists()          # a record longer than half a block ends its block: none shared
+    files = sorted(out.glob("*/**/part-*.parquet"))
     f = pq.ParquetFile(files[0])
-    assert f.schema_arrow.names == ["start", "end", "strand", "motif_id", "motif_name", "score", "pvalue"]
+    assert f.schema_arrow.names == ["chrom", "start", "end", "strand", "motif_id", "motif_name", "score", "pvalue"]
     rg = f.metadata.row_group(0)
-    assert all("DELTA_BINARY_PACKED" in rg.column(i).encodings for i in (0, 1))     # start, end
+    assert all("DELTA_BINARY_PACKED" in rg.column(i).encodings for i in (1, 2))     # start, end
     md = {k.decode(): v.decode() for k, v in f.schema_arrow.metadata.items()}
     assert md["genome.checksum"] == store.checksum
     assert md["motifs.checksum"].startswith("sha256:") or len(md["motifs.checksum"]) == 64
     assert md["pvalue"] == "0.001" and json.loads(md["background"]) == [0.25] * 4
-    assert json.loads(md["block"])["chrom"] in ("chrX_a", "contig/b|x=1")
+    assert set(json.loads(md["block"])) == {"index", "start", "end"}
     t = read_hits(str(out))
     assert set(t.column("chrom").to_pylist()) == {"chrX_a", "contig/b|x=1"}
     from pipeline.motifs import read_motifs
@@ -156,10 +157,10 @@ def test_rerun_refused_and_resume_of_finished_does_nothing(genome, finished, cli
     out, res = finished
     with pytest.raises(ScanError, match="holds a finished scan; pass --overwrite to replace it with a new one"):
         run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False)
-    before = {p: p.stat().st_mtime_ns for p in out.glob("chrom=*/*.parquet")}
+    before = {p: p.stat().st_mtime_ns for p in out.glob("*/**/part-*.parquet")}
     again = run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False, resume=True)
     assert again.blocks_skipped == again.blocks and again.hits == res.hits
-    assert before == {p: p.stat().st_mtime_ns for p in out.glob("chrom=*/*.parquet")}
+    assert before == {p: p.stat().st_mtime_ns for p in out.glob("*/**/part-*.parquet")}
     with pytest.raises(ScanError, match="different parameters"):
         run_scan(store.path, MOTIFS, str(out), pvalue=1e-4, client=client, progress=False, resume=True)
 
@@ -179,7 +180,7 @@ def test_resume_after_partial_run_is_identical(genome, finished, client, tmp_pat
             (part / info["file"]).unlink()
         e.unlink()
     (part / "_summary.json").unlink()
-    (part / "chrom=chrX_a" / ".part-c000000-000001.parquet.tmp-dead").write_bytes(b"torn")
+    (part / "chrom" / "chrX_a" / ".part-b0000001.parquet.tmp-dead").write_bytes(b"torn")
     res = run_scan(store.path, MOTIFS, str(part), pvalue=1e-3, client=client, progress=False, resume=True)
     assert res.blocks_skipped == res.blocks - len(entries)
     assert table_rows(read_hits(str(part))) == table_rows(read_hits(str(out)))
@@ -203,7 +204,7 @@ def test_result_says_what_this_run_did(genome, finished, client, tmp_path):
     res = run_scan(store.path, MOTIFS, str(part), pvalue=1e-3, client=client, progress=False, resume=True)
     assert res.hits == full.hits and res.blocks_skipped == res.blocks - len(redo)
     assert res.hits_this_run == sum(i["hits"] for i in redo) < full.hits
-    assert res.positions == sum(i["end"] - i["start"] for i in redo) < full.positions
+    assert res.positions == sum(i["positions"] for i in redo) < full.positions
     assert full.hits_this_run == full.hits
 
 
@@ -348,7 +349,7 @@ def test_compression_setting(genome, client, finished, tmp_path):
     out, _ = finished
     with dask.config.set({"motifgrid.scan.compression": "lz4"}):
         run_scan(store.path, MOTIFS, str(tmp_path / "lz4"), pvalue=1e-3, client=client, progress=False)
-    f = next((tmp_path / "lz4").glob("chrom=*/part-*.parquet"))
+    f = next((tmp_path / "lz4").glob("*/**/part-*.parquet"))
     assert pq.ParquetFile(f).metadata.row_group(0).column(0).compression.upper().startswith("LZ4")
     assert table_rows(read_hits(str(tmp_path / "lz4"))) == table_rows(read_hits(str(out)))
     with dask.config.set({"motifgrid.scan.compression": "rar"}), pytest.raises(ScanError, match="unknown Parquet codec"):
@@ -368,8 +369,8 @@ def test_many_contigs_small_file_metadata_and_genome_order(chrx_slice, client, t
     store = ingest(fa, tmp_path / "p.zarr", block_size=4096, halo=40)
     out = tmp_path / "hits"
     res = run_scan(store.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False)
-    files = list(out.glob("chrom=*/part-*.parquet"))
-    assert res.hits > 0 and len(files) > 100
+    files = list(out.glob("*/**/part-*.parquet"))
+    assert res.hits > 0 and 0 < len(files) <= store.n_blocks < 100      # files grow with blocks, not records
     for f in files:
         md = pq.ParquetFile(f).schema_arrow.metadata
         assert sum(len(k) + len(v) for k, v in md.items()) < 4096, f
@@ -439,16 +440,16 @@ def test_overwrite_replaces_only_a_hits_dataset(genome, finished, client, tmp_pa
     out, _ = finished
     old = tmp_path / "old"
     shutil.copytree(out, old)
-    (old / "chrom=gone").mkdir()                               # a partition the new run will not write
-    (old / "chrom=gone" / "part-c000009-000000.parquet").write_bytes(b"old")
+    (old / "chrom" / "gone").mkdir()                           # a record folder the new run will not write
+    (old / "chrom" / "gone" / "part-b0000009.parquet").write_bytes(b"old")
     with pytest.raises(MotifError, match="none.jaspar: no such file"):         # bad input: the old run stays
         run_scan(store.path, str(tmp_path / "none.jaspar"), str(old), pvalue=1e-4, client=client, progress=False,
                  overwrite=True)
-    assert (old / "_summary.json").exists() and (old / "chrom=gone").exists()
+    assert (old / "_summary.json").exists() and (old / "chrom" / "gone").exists()
     res = run_scan(store.path, MOTIFS, str(old), pvalue=1e-4, client=client, progress=False, overwrite=True)
     fresh = run_scan(store.path, MOTIFS, str(tmp_path / "fresh"), pvalue=1e-4, client=client, progress=False)
     assert res.hits == fresh.hits and table_rows(read_hits(str(old))) == table_rows(read_hits(str(tmp_path / "fresh")))
-    assert json.loads((old / "_run.json").read_text())["pvalue"] == 1e-4 and not (old / "chrom=gone").exists()
+    assert json.loads((old / "_run.json").read_text())["pvalue"] == 1e-4 and not (old / "chrom" / "gone").exists()
 
     other = tmp_path / "other"                                   # not a dataset: refused, untouched
     other.mkdir()
@@ -483,9 +484,9 @@ def test_scan_selected_motifs_and_provenance(genome, finished, client, tmp_path)
     assert res.hits == len(want) > 0 and table_rows(read_hits(str(sel))) == want
     run = json.loads((sel / "_run.json").read_text())
     assert run["motifs_select"] == ["CTCF", "MA0079"] and run["motifs"] == 3 and run["motifs_source"] == MOTIFS
-    md = pq.ParquetFile(next(sel.glob("chrom=*/part-*.parquet"))).schema_arrow.metadata
+    md = pq.ParquetFile(next(sel.glob("*/**/part-*.parquet"))).schema_arrow.metadata
     assert json.loads(md[b"motifs.select"]) == ["CTCF", "MA0079"] and md[b"motifs.count"] == b"3"
-    assert json.loads(pq.ParquetFile(next(out.glob("chrom=*/part-*.parquet"))).schema_arrow.metadata[b"motifs.select"]) is None
+    assert json.loads(pq.ParquetFile(next(out.glob("*/**/part-*.parquet"))).schema_arrow.metadata[b"motifs.select"]) is None
     with pytest.raises(ScanError, match="different parameters"):       # another selection is another run
         run_scan(store.path, MOTIFS, str(sel), pvalue=1e-3, client=client, progress=False, select=["CTCF"],
                  resume=True)

@@ -1,0 +1,174 @@
+"""FASTA input, streamed: sniff the file, then read it once, front to back, in bounded memory.
+
+One pass over the file gives everything ingest needs: the records' names and bases in order, and the
+checksum of the file's bytes (computed on the bytes as read, compressed or not).  No index is read or
+written, so a stale ``.fai`` beside the input can never describe a different file, and nothing is
+written into the input's folder.
+
+Any line layout is accepted (lines of any length, blank lines, CR LF line ends); a record's name is
+the first word of its header line, as in samtools and pyfaidx.  Plain, gzip and bgzip files are read
+the same way (bgzip is multi-member gzip).
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import re
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from pipeline import MotifgridError
+
+
+class FastaError(MotifgridError, ValueError):
+    """Bad FASTA input; ``str(e)`` is one line naming the file, the record and the problem."""
+
+
+#: bytes a nucleotide sequence may hold: IUPAC codes (U as T, X as N), gaps; anything else is refused
+NUCLEOTIDE = np.zeros(256, dtype=bool)
+for _c in b"ACGTUNRYSWKMBDHVX":
+    NUCLEOTIDE[_c] = NUCLEOTIDE[_c + 32] = True
+NUCLEOTIDE[list(b"-.")] = True
+
+_CHUNK = 1 << 20                       # bytes read at a time (then completed to the end of a line)
+_HEADER = re.compile(rb"^>([^\n]*)\n?", re.M)
+_SPACE = b" \t\r\n\v\f"
+
+
+def sniff_fasta(path: str | os.PathLike, error=FastaError) -> str:
+    """Return ``'plain'``, ``'gzip'`` or ``'bgzip'``; raise ``error`` when ``path`` is not a FASTA file."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a directory, not a FASTA file") from None
+    except PermissionError:
+        raise error(f"{path}: not readable (permission denied)") from None
+    kind = "plain"
+    opener = open
+    if head[:2] == b"\x1f\x8b":
+        kind = "bgzip" if len(head) >= 16 and head[12:14] == b"BC" else "gzip"
+        opener = gzip.open
+    try:
+        with opener(path, "rb") as f:
+            first = f.read(4096)
+    except (OSError, EOFError) as e:
+        raise error(f"{path}: unreadable gzip data ({e})") from None
+    stripped = first.lstrip(_SPACE)
+    if not stripped:
+        raise error(f"{path}: empty file, no FASTA records")
+    if not stripped.startswith(b">"):
+        if b"\x00" in first:
+            raise error(f"{path}: binary data, not a FASTA file")
+        raise error(f"{path}: not a FASTA file (the first record does not start with '>')")
+    return kind
+
+
+class _Hashing(io.RawIOBase):
+    """A read-only file that hashes every byte read from it (the checksum comes free with the parse)."""
+
+    def __init__(self, f, algo: str = "sha256"):
+        self._f = f
+        self.hash = hashlib.new(algo)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        n = self._f.readinto(b)
+        if n:
+            self.hash.update(memoryview(b)[:n])
+        return n
+
+
+def _chunks(f) -> Iterator[bytes]:
+    """The file's text in pieces of whole lines (a header line is never cut)."""
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            return
+        if not chunk.endswith(b"\n"):
+            chunk += f.readline()
+        yield chunk
+
+
+class FastaReader:
+    """Stream the records of a FASTA file, a few MB at a time.
+
+    ``for names, starts, text in reader.batches():`` — ``text`` is the sequence of the batch with
+    whitespace removed (case kept), ``names[i]`` starts at ``text[starts[i]]``, and ``text[:starts[0]]``
+    (all of it when ``names`` is empty) continues the record before.  After the loop,
+    ``reader.checksum`` is ``sha256:<hex>`` of the file's bytes.  Errors are ``error`` lines naming the
+    file, the record and the problem.
+    """
+
+    def __init__(self, path: str | os.PathLike, error=FastaError):
+        self.path = Path(path)
+        self.error = error
+        self.kind = sniff_fasta(self.path, error)
+        self.checksum: str | None = None
+        self._names: set = set()
+
+    def batches(self) -> Iterator[tuple[list, list, bytes]]:
+        raw = open(self.path, "rb")
+        hashing = _Hashing(raw)
+        buffered = io.BufferedReader(hashing, buffer_size=1 << 20)
+        f = gzip.GzipFile(fileobj=buffered, mode="rb") if self.kind != "plain" else buffered
+        try:
+            for chunk in _chunks(f):
+                yield self._parse(chunk)
+            while buffered.read(1 << 20):       # bytes after the last gzip member still count in the checksum
+                pass
+        except (OSError, EOFError) as e:
+            raise self.error(f"{self.path}: truncated or corrupt compressed data ({e})") from None
+        finally:
+            raw.close()
+        self.checksum = "sha256:" + hashing.hash.hexdigest()
+
+    def _parse(self, chunk: bytes) -> tuple[list, list, bytes]:
+        names, starts, parts = [], [], []
+        pos = size = 0
+        for m in _HEADER.finditer(chunk):
+            if m.start() > pos:
+                text = chunk[pos:m.start()].translate(None, _SPACE)
+                parts.append(text)
+                size += len(text)
+            names.append(self._name(m.group(1)))
+            starts.append(size)
+            pos = m.end()
+        if pos < len(chunk):
+            parts.append(chunk[pos:].translate(None, _SPACE))
+        text = b"".join(parts)
+        if not self._names and text:
+            raise self.error(f"{self.path}: sequence before the first '>' header (not a FASTA file)")
+        return names, starts, text
+
+    def _name(self, header: bytes) -> str:
+        words = header.split()
+        try:
+            name = words[0].decode("utf-8") if words else ""
+        except UnicodeDecodeError as e:
+            raise self.error(f"{self.path}: not a FASTA text file (in a header line, byte 0x{words[0][e.start]:02x} "
+                             "is not UTF-8 text)") from None
+        if not name:
+            raise self.error(f"{self.path}: a record has an empty name (header line {header[:40]!r})")
+        if name in self._names:
+            raise self.error(f"{self.path}: duplicate record name {name!r}")
+        self._names.add(name)
+        return name
+
+
+def check_nucleotides(path, name: str, offset: int, text: bytes, error=FastaError) -> None:
+    """Refuse bytes that are no nucleotide code (protein, NUL, binary); ``offset``: the record position of
+    ``text[0]`` (for the message)."""
+    bad = np.flatnonzero(~NUCLEOTIDE[np.frombuffer(text, dtype=np.uint8)])
+    if bad.size:
+        raise error(f"{path}: record {name!r} position {offset + int(bad[0]) + 1}: {chr(text[bad[0]])!r} is not a "
+                    "nucleotide code (protein or binary data?)")
