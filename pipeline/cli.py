@@ -371,11 +371,12 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     if job.ingested:
         console.print(f"{a.store}: {len(job.store.records):,} records, {job.store.total_length:,} bp → "
                       f"{job.store.path} (kept with the hits: exports read the sequences from it; --resume reuses it)")
-    with get_client(**client_kw, quiet=True) as (client, device):
+    small = job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
+    with get_client(**client_kw, quiet=True, dashboard=not small) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
         console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
-                      f"worker(s); dashboard: {dashboard_link(client)}{follow}")
+                      f"worker(s); dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
         if before_scan is not None:
             before_scan(job)
         res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)

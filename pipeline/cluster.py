@@ -119,10 +119,11 @@ def _register_warmup(client, device: str, gc_threshold=None) -> None:
 @contextlib.contextmanager
 def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
                device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
-               security=None, quiet: bool = False):
+               security=None, quiet: bool = False, dashboard: bool = True):
     """Yield ``(client, device)`` where device is what the workers will compute on.  ``quiet``: local clusters
     log nothing below CRITICAL, nor does tornado in this process (the caller reports failed tasks itself, in
-    one line)."""
+    one line).  ``dashboard=False``: a local cluster without the Dask dashboard (bokeh's import and server
+    are most of a local cluster's start-up: ~0.4 s, for a job over in a second)."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
     from workers.backend import gc_threshold_setting  # noqa: PLC0415
@@ -151,7 +152,8 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             client.close()
         return
     host = dask.config.get("motifgrid.cluster.host")
-    dash = dask.config.get("motifgrid.cluster.dashboard-address")
+    dash = dask.config.get("motifgrid.cluster.dashboard-address") if dashboard else None
+    worker_dash = f"{host}:0" if dashboard else None
     want_gpu = device == "gpu" or (device in (None, "auto") and gpu_available())
     if want_gpu:
         from dask_cuda import LocalCUDACluster  # noqa: PLC0415
@@ -167,7 +169,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             kw["n_workers"] = n_workers
         threads = threads_per_worker or gpu_worker_threads(n_workers or visible)
         cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads,
-                                   worker_dashboard_address=f"{host}:0",
+                                   worker_dashboard_address=worker_dash,
                                    silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
@@ -176,7 +178,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             kw = dict(n_workers=n, threads_per_worker=threads_per_worker or 1, processes=True, host=host)
         else:   # in-process transport: the scheduler listens on no network address at all
             kw = dict(n_workers=1, threads_per_worker=threads_per_worker or n, processes=False)
-        cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=f"{host}:0",
+        cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=worker_dash,
                                silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "cpu"
     client = Client(cluster)

@@ -254,6 +254,14 @@ class ScanJob:
     regions: Regions | None = None       # --regions: only windows wholly inside these are scanned
     ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
 
+    @property
+    def positions(self) -> int:
+        """Window starts the whole run scans (all blocks, finished or not)."""
+        if self.regions is None:
+            return self.store.packed_length
+        s, e = self.regions.merged()
+        return int((e - s).sum())
+
     def units(self) -> list:
         """``(block index, [pieces])`` of every block with windows to scan: whole block cores, or with regions the
         parts of the merged regions inside each core."""

@@ -144,9 +144,13 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
     meths = [method_for(w.shape[0], method) for w in pwms]
     tab = [table and m == "exact" for m in meths]
     out: list[list[ScoreThreshold | None]] = [[None] * len(pwms) for _ in pvalues]
-    keys = None
+    keys = bundle = None
     if cache:
         keys = [[_key(w, bg, p, rel_tol, t, m) for w, t, m in zip(pwms, tab, meths)] for p in pvalues]
+        bundle = _bundle_key(keys)
+        whole = _load_bundle(cache, bundle, len(pvalues), len(pwms))
+        if whole is not None:            # the same matrices asked for again (a rerun): one file, not one per matrix
+            return whole
         for j in range(len(pvalues)):
             for i in range(len(pwms)):
                 out[j][i] = _load(cache, keys[j][i])
@@ -156,12 +160,13 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
         for i, res in zip(todo, done):
             for j, t in enumerate(res):
                 out[j][i] = t
-        if cache:
-            new = [(keys[j][i], out[j][i]) for i in todo for j in range(len(pvalues))]
-            if store_later:
-                _store_in_background(cache, new)
-            else:
-                _store_all(cache, new)
+    if cache:
+        new = [(keys[j][i], out[j][i]) for i in todo for j in range(len(pvalues))]
+        new.append((bundle, out))
+        if store_later:
+            _store_in_background(cache, new)
+        else:
+            _store_all(cache, new)
     return out  # type: ignore[return-value]
 
 
@@ -171,7 +176,10 @@ _writers_lock = threading.Lock()
 
 def _store_all(cache: Path, entries) -> None:
     for key, t in entries:
-        _store(cache, key, t)
+        if isinstance(t, list):
+            _store_bundle(cache, key, t)
+        else:
+            _store(cache, key, t)
 
 
 def _store_in_background(cache: Path, entries) -> None:
@@ -309,6 +317,43 @@ def _store(cache: Path, key: str, t: ScoreThreshold) -> None:
         d.mkdir(parents=True, exist_ok=True)
         tmp = d / f".{key}.{uuid.uuid4().hex}.npy"
         np.save(tmp, _pack(t))
+        os.replace(tmp, d / f"{key}.npy")
+    except OSError:
+        pass                   # a read-only or full cache never fails a run
+
+
+def _bundle_key(keys: list) -> str:
+    h = hashlib.sha256()
+    for row in keys:
+        h.update("".join(row).encode())
+    return "set-" + h.hexdigest()
+
+
+def _load_bundle(cache: Path, key: str, n_p: int, n_m: int) -> list | None:
+    """Every entry of one call (``result[i_pvalue][i_matrix]``) from one file: 879 matrices were 879 reads
+    (~0.4 s of a small scan's start-up; docs/benchmarks.md)."""
+    path = cache / "sets" / f"{key}.npy"
+    try:
+        v = np.load(path, allow_pickle=False)
+        n = int(v[0])
+        if n != n_p * n_m:
+            return None
+        sizes = v[1:1 + n].astype(np.int64)
+        ends = np.cumsum(sizes) + 1 + n
+        flat = [_unpack(v[e - s:e]) for s, e in zip(sizes.tolist(), ends.tolist())]
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    return [flat[j * n_m:(j + 1) * n_m] for j in range(n_p)]
+
+
+def _store_bundle(cache: Path, key: str, out: list) -> None:
+    packed = [_pack(t) for row in out for t in row]
+    v = np.concatenate([np.array([len(packed)] + [x.size for x in packed], np.float64), *packed])
+    try:
+        d = cache / "sets"
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / f".{key}.{uuid.uuid4().hex}.npy"
+        np.save(tmp, v)
         os.replace(tmp, d / f"{key}.npy")
     except OSError:
         pass                   # a read-only or full cache never fails a run

@@ -97,15 +97,18 @@ def test_disk_cache_hits_misses_and_survives_corruption(tmp_path):
     pwms = [rng.normal(0, 1.2, (int(m), 4)) for m in (6, 9, 12)]
     bg = np.array([0.3, 0.2, 0.2, 0.3])
     cold = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
-    files = sorted(tmp_path.rglob("*.npy"))
-    assert len(files) == 3
+    files = sorted(p for p in tmp_path.rglob("*.npy") if p.parent.name != "sets")
+    sets = sorted((tmp_path / "sets").glob("*.npy"))
+    assert len(files) == 3 and len(sets) == 1                # an entry per matrix, and the whole call in one file
     warm = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
     assert warm == cold
+    sets[0].write_bytes(sets[0].read_bytes()[:-16])           # a torn set: the entries are read instead
     files[0].write_bytes(b"not a npy")                       # a torn file is recomputed, not trusted
     data = files[1].read_bytes()
     files[1].write_bytes(data[: len(data) - 16])             # truncated entry
     again = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
     assert again == cold
+    assert compute_thresholds(pwms[:2], bg, 1e-4, cache=tmp_path) == cold[:2]    # another set of the same entries
     other = compute_thresholds(pwms, bg, 1e-5, cache=tmp_path)   # another p-value is another key
-    assert len(list(tmp_path.rglob("*.npy"))) == 6
+    assert len([p for p in tmp_path.rglob("*.npy") if p.parent.name != "sets"]) == 6
     assert [t.threshold for t in other] != [t.threshold for t in cold]
