@@ -1,0 +1,131 @@
+"""Peaks and promoters benchmark (issue 16): many short records, FASTA in → Parquet out, peers in the same run.
+
+    python benchmarks/peaks.py [--set promoters|peaks|both] [--genomes DIR] [--peaks N] [--motifs F] [--pvalue P]
+                               [--workers N] [--peers memelite,moods] [--work DIR]
+
+Sets (``../shared/data/get-genomes.sh DIR`` builds them; default DIR /work/genomes):
+- ``promoters``: the 26,454 dm3 2 kb promoters (``dm3_upstream2000.fa.gz``, 52.9 Mb);
+- ``peaks``: N peak-like records (default 100,000), 150-600 bp cut at random (seed 16) from human chrX 1-70 Mb
+  (``hs37_chrX_1-70Mb.fa.gz``), written once into the work folder.
+Each tool runs end to end in a fresh process, as a user runs it: motifgrid ``scan FASTA MOTIFS`` (the FASTA is
+ingested inside the run) with a cold threshold cache, then again with it warm; memelite and MOODS through
+``benchmarks/peers.py --all-records`` (same probability matrices, Parquet out).  Peak memory is the peak summed
+RSS of the process tree (sampled every 50 ms).  Prints one JSON line per tool and set, and the window scores per
+second (bases × 2 strands × motifs / seconds) to compare with the 10 Mb chrX run of ``benchmarks/cpu_scan.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.cpu_scan import PeakRSS  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def peak_set(genomes: Path, n: int, work: Path, seed: int = 16) -> Path:
+    """``n`` records of 150-600 bp cut at random from chrX 1-70 Mb (windows holding N are kept: real peaks do)."""
+    out = work / f"peaks{n}.fa"
+    if out.exists():
+        return out
+    with gzip.open(genomes / "hs37_chrX_1-70Mb.fa.gz", "rt") as f:
+        f.readline()
+        seq = "".join(line.strip() for line in f)
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(150, 601, n)
+    starts = rng.integers(0, len(seq) - 601, n)
+    with open(out, "w") as f:
+        for i, (s, L) in enumerate(zip(starts.tolist(), lengths.tolist())):
+            f.write(f">peak{i} X:{s}-{s + L}\n{seq[s:s + L]}\n")
+    return out
+
+
+def bases(fasta: Path) -> int:
+    opener = gzip.open if fasta.suffix == ".gz" else open
+    with opener(fasta, "rt") as f:
+        return sum(len(line.strip()) for line in f if not line.startswith(">"))
+
+
+def run(cmd: list, env: dict) -> tuple[float, float, str]:
+    with PeakRSS() as rss:
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        secs = time.perf_counter() - t0
+    if r.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
+    return secs, rss.peak / 2**20, r.stdout
+
+
+def motifgrid(fasta: Path, a, work: Path, name: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR=str(work / f"cache-{name}"))
+    res = {}
+    shutil.rmtree(work / f"cache-{name}", ignore_errors=True)
+    for phase in ("cold", "warm"):
+        out = work / f"hits-{name}-{phase}"
+        shutil.rmtree(out, ignore_errors=True)
+        secs, mb, _ = run([sys.executable, "-m", "pipeline.cli", "scan", str(fasta), a.motifs, "--pvalue", str(a.pvalue),
+                           "--out", str(out), "--workers", str(a.workers), "--device", "cpu", "--no-progress"], env)
+        s = json.loads((out / "_summary.json").read_text())
+        res[phase] = {"seconds": secs, "peak_rss_mb": mb, "hits": s["hits"]}
+    return {"tool": "motifgrid", "set": name, **res, "blocks": s["blocks"], "positions": s["positions"]}
+
+
+def peer(tool: str, fasta: Path, a, work: Path, name: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    secs, mb, stdout = run([sys.executable, str(ROOT / "benchmarks" / "peers.py"), tool, str(fasta), a.motifs,
+                            str(a.pvalue), str(work / f"{tool}-{name}.parquet"), "--all-records"], env)
+    return {"tool": tool, "set": name, "seconds": secs, "peak_rss_mb": mb, **json.loads(stdout.splitlines()[-1])}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", choices=["promoters", "peaks", "both"], default="both")
+    ap.add_argument("--genomes", default="/work/genomes")
+    ap.add_argument("--peaks", type=int, default=100_000)
+    ap.add_argument("--motifs", default=str(SHARED / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"))
+    ap.add_argument("--pvalue", type=float, default=1e-4)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--peers", default="memelite,moods")
+    ap.add_argument("--work", default="/tmp/motifgrid-peaks-bench")
+    a = ap.parse_args(argv)
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    genomes = Path(a.genomes)
+    sets = []
+    if a.set in ("promoters", "both"):
+        sets.append(("promoters", genomes / "dm3_upstream2000.fa.gz"))
+    if a.set in ("peaks", "both"):
+        sets.append((f"peaks{a.peaks}", peak_set(genomes, a.peaks, work)))
+    n_motifs = sum(1 for line in open(a.motifs) if line.startswith(">")) if not a.motifs.startswith("JASPAR") else None
+    for name, fasta in sets:
+        bp = bases(fasta)
+        rows = [motifgrid(fasta, a, work, name)]
+        rows += [peer(t, fasta, a, work, name) for t in a.peers.split(",") if t]
+        for r in rows:
+            r["bp"] = bp
+            secs = r["warm"]["seconds"] if r["tool"] == "motifgrid" else r["seconds"]
+            if n_motifs:
+                r["window_scores_per_s"] = bp * 2 * n_motifs / secs
+            print(json.dumps(r), flush=True)
+        mg = rows[0]
+        for r in rows[1:]:
+            print(f"{name}: motifgrid {mg['cold']['seconds']:.1f} s cold / {mg['warm']['seconds']:.1f} s warm "
+                  f"({mg['warm']['peak_rss_mb']:.0f} MB) vs {r['tool']} {r['seconds']:.1f} s ({r['peak_rss_mb']:.0f} MB): "
+                  f"{r['seconds'] / mg['cold']['seconds']:.2f}x cold, {r['seconds'] / mg['warm']['seconds']:.2f}x warm",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
