@@ -186,7 +186,7 @@ def _thresholds_and_rows(set_a, set_b, out: str, client, pvalue: float, bg: np.n
         tabs = row_thresholds_many(s, [pvalue], client, method=threshold_method, table=False)[0]
         pwms, _, strands = s.rows()
         thr_tables.append(motif_thresholds_table(s, tabs, strands))
-        rows.append(prepare_rows(pwms, [t.threshold if t.reachable else np.inf for t in tabs], bg, cells=cells))
+        rows.append(prepare_rows(pwms, tabs, bg, cells=cells))      # ScoreThresholds: exact ties counted
     thr = pa.concat_tables([t.append_column("collection", arrow.strings([k] * t.num_rows))
                             for k, t in zip("ab", thr_tables)])
     write_parquet(thr, os.path.join(out, "thresholds.parquet"))

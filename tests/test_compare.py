@@ -68,6 +68,81 @@ def test_joint_brackets_brute_force_all_shifts(ma, mb, bg, p, cells):
         assert rows.marg[rb, 0] <= pb * (1 + 1e-9) <= rows.marg[rb, 2] * (1 + 1e-9) + 1e-15
 
 
+def _words(L):
+    """Every word of length ``L`` (4^L, L) int8, in lexicographic order."""
+    return np.stack(np.meshgrid(*[np.arange(4, dtype=np.int8)] * L, indexing="ij"), axis=-1).reshape(-1, L)
+
+
+def _short_matrices(rng):
+    """12 short PWMs (3-5 columns) and their p-values: every third passes only its best word (p just above
+    4^-m: the threshold equals the best word's score), some with two letters tied in a column or a uniform
+    column (several words tie at the top)."""
+    out = []
+    for k in range(12):
+        m = int(rng.integers(3, 6))
+        w = np.log2((rng.dirichlet(np.full(4, 0.4), size=m) * 0.96 + 0.01) / UNIFORM)
+        if k % 4 == 1:
+            w[1] = w[1, [0, 0, 2, 3]]
+        if k == 5:
+            w[-1] = 0.0
+        p = 4.0 ** -m * 1.5 if k % 3 == 0 else 4.0 ** -m * (3 + 10 * rng.uniform())
+        out.append((w, p))
+    return out
+
+
+@pytest.mark.parametrize("seed", [17, 2])
+def test_ties_at_the_threshold_by_enumeration(seed):
+    """All 66 pairs of 12 short matrices against every word: marginals and certified brackets hold the exact
+    values, a matrix whose threshold is its best word's score included (on main it had P = 0 and brackets of
+    [0, 0]: the lattice cut dropped the word on the threshold; the pair's bracket was the reported shift's,
+    which need not be the best one)."""
+    from workers.distribution import pvalue_to_score
+
+    rng = np.random.default_rng(seed)
+    pwms, tabs = [], []
+    for w, p in _short_matrices(rng):
+        for x in (w, reverse_complement(w)):
+            pwms.append(x)
+            tabs.append(pvalue_to_score(x, UNIFORM, p, table=False))
+    thr = [t.threshold for t in tabs]
+    rows = prepare_rows(pwms, tabs, UNIFORM, cells=64)
+
+    def passing(r, W):                          # every word of W that row r's matrix passes
+        return sum(pwms[r][j, W[:, j]] for j in range(pwms[r].shape[0])) >= thr[r]
+
+    only_best = 0
+    for r, w in enumerate(pwms):
+        exact = passing(r, _words(len(w))).mean()
+        lo, est, hi = rows.marg[r]
+        assert lo <= exact * (1 + 1e-12) and exact <= hi * (1 + 1e-12), (r, rows.marg[r], exact)
+        if exact == 4.0 ** -len(w):             # only the best word passes: counted exactly
+            only_best += 1
+            assert est == pytest.approx(exact, rel=1e-12), (r, rows.marg[r], exact)
+    assert only_best >= 4
+
+    def exact_case(ra, rb, s):
+        ma, mb = len(pwms[ra]), len(pwms[rb])
+        start = min(0, s)
+        W = _words(max(ma, s + mb) - start)
+        A, B = passing(ra, W[:, -start:-start + ma]), passing(rb, W[:, s - start:s - start + mb])
+        tp, pa, pb = (A & B).mean(), A.mean(), B.mean()
+        return tp, (tp / (pa + pb - tp) if pa + pb > tp else 0.0), pa, pb
+
+    pairs = np.array([(i, j) for i in range(12) for j in range(i + 1, 12)])
+    res = compare_pairs(rows, rows, pairs)
+    for k, (i, j) in enumerate(pairs):
+        ma, mb = len(pwms[2 * i]), len(pwms[2 * j])
+        best = max(exact_case(2 * i, 2 * j + st, s)[1] for st in (0, 1) for s in shifts(ma, mb))
+        lo, est, hi = res.jaccard[k]
+        assert lo - 1e-12 <= best <= hi + 1e-12 and lo <= est <= hi, (i, j, res.jaccard[k], best)
+        tp, _, pa, pb = exact_case(2 * i, 2 * j + int(res.strand[k]), int(res.shift[k]))
+        assert res.tp[k, 0] <= tp * (1 + 1e-12) + 1e-15 and tp <= res.tp[k, 2] * (1 + 1e-12) + 1e-15
+        for p_est, r, exact in ((res.pa[k], 2 * i, pa), (res.pb[k], 2 * j + int(res.strand[k]), pb)):
+            assert rows.marg[r, 0] <= exact * (1 + 1e-12) <= rows.marg[r, 2] * (1 + 1e-12) + 1e-15
+            if exact == 4.0 ** -len(pwms[r]):
+                assert p_est == pytest.approx(exact, rel=1e-12)
+
+
 def test_estimate_converges_with_cells():
     rng = np.random.default_rng(11)
     A, B = _pwm(rng, 8, UNIFORM, sharp=2.0), _pwm(rng, 7, UNIFORM, sharp=2.0)
