@@ -39,6 +39,7 @@ def _number(kind, ok, what: str):
 
 _pvalue = _number(float, lambda v: 0.0 < v < 1.0, "a p-value must be in (0, 1)")
 _nonneg = _number(float, lambda v: 0.0 <= v < float("inf"), "must be a finite number >= 0")
+_positive = _number(float, lambda v: 0.0 < v < float("inf"), "must be a finite number > 0")
 _posint = _number(int, lambda v: v >= 1, "must be >= 1")
 _nonnegint = _number(int, lambda v: v >= 0, "must be >= 0")
 _similarity = _number(float, lambda v: 0.0 < v <= 1.0, "a similarity must be in (0, 1]")
@@ -194,21 +195,33 @@ def build_parser() -> argparse.ArgumentParser:
     _like_args(s)
     _cluster_args(s)
 
-    s = sub.add_parser("compare", help="COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet")
-    s.add_argument("motifs_a", metavar="A", help="motif file or JASPAR release (its pairs, or each against B)")
-    s.add_argument("motifs_b", metavar="B", nargs="?", help="second motif file or release (A x B pairs)")
-    s.add_argument("--out", required=True, metavar="DIR", help="output folder (pairs/ Parquet, clusters)")
-    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"], help="thresholds of both matrices")
+    s = sub.add_parser("compare", help="which known motif is this? (Tomtom, the default) or do two motifs call the same "
+                       "sites? (--method occurrence): the motifs of A against each other, or against B")
+    s.add_argument("motifs_a", metavar="A", help="motif file or JASPAR release (queries; alone: against each other)")
+    s.add_argument("motifs_b", metavar="B", nargs="?", help="second motif file or release (the targets, or A x B pairs)")
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder (best_matches.tsv/.parquet or pairs/, "
+                   "clusters)")
+    s.add_argument("--method", choices=["tomtom", "occurrence"], default="tomtom",
+                   help="tomtom: Tomtom's complete-score p-, E- and q-values of each query's best alignments "
+                        "(which factor is this?); occurrence: COMPARE, the Jaccard index of the two matrices' "
+                        "occurrence sets at their thresholds, with certified brackets (same sites?)")
+    s.add_argument("--top", type=_posint, metavar="N", help="tomtom: matches kept per query (default 5)")
+    s.add_argument("--distance", choices=["ed", "pearson"], help="tomtom: column comparison, Euclidean distance "
+                   "(MEME 5's default) or Pearson correlation (default ed)")
+    s.add_argument("--cluster", nargs="?", const=-1.0, type=_positive, metavar="CUTOFF",
+                   help="also group the motifs of A (clusters.parquet, clusters.tsv): tomtom: average linkage at "
+                        "E <= CUTOFF (default 1); occurrence: leader clustering at similarity >= CUTOFF (default 0.5)")
+    s.add_argument("--min-overlap", type=_posint, default=1, help="alignments with at least this many common columns")
     s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
-                   help="added to the counts (scaled by the background) before the log-odds")
-    s.add_argument("--cells", type=_number(int, lambda v: 4 <= v <= 110, "must be in 4..110"), default=64,
-                   help="lattice cells per matrix between its threshold and its best score (precision)")
-    s.add_argument("--min-overlap", type=_posint, default=1, help="shifts with at least this many common columns")
-    s.add_argument("--cluster", type=_number(float, lambda v: 0 < v <= 1, "must be in (0, 1]"), metavar="S",
-                   help="also group redundant motifs of A at similarity >= S (clusters.parquet, clusters.tsv)")
-    s.add_argument("--pairs-per-task", type=_posint, metavar="N", help="pairs per Dask task (default: chosen from "
-                   "the pairs and workers)")
+                   help="added to the counts (scaled by the background): Tomtom's -motif-pseudo, or before the "
+                        "log-odds")
+    s.add_argument("--pvalue", type=_pvalue, help=f"occurrence: thresholds of both matrices (default "
+                   f"{cfg['scan']['pvalue']})")
+    s.add_argument("--cells", type=_number(int, lambda v: 4 <= v <= 110, "must be in 4..110"),
+                   help="occurrence: lattice cells per matrix between its threshold and its best score (default 64)")
+    s.add_argument("--pairs-per-task", type=_posint, metavar="N", help="occurrence: pairs per Dask task (default: "
+                   "chosen from the pairs and workers)")
     _cluster_args(s)
 
     s = sub.add_parser("export", help="hits dataset → BED, FIMO TSV or GFF3")
@@ -472,27 +485,77 @@ def cmd_thresholds(a) -> int:
     return 0
 
 
+#: options of one compare method only, and their defaults
+_COMPARE_OWN = {"tomtom": {"top": 5, "distance": "ed"}, "occurrence": {"pvalue": None, "cells": 64, "pairs_per_task": None}}
+
+
+def _compare_settings(a):
+    """``CompareSettings`` from the arguments; an option of the other method is refused."""
+    from pipeline.compare import CompareSettings  # noqa: PLC0415
+    from pipeline.motifs import read_background  # noqa: PLC0415
+
+    other = "occurrence" if a.method == "tomtom" else "tomtom"
+    given = [k for k in _COMPARE_OWN[other] if getattr(a, k) is not None]
+    if given:
+        raise UserError(f"--{given[0].replace('_', '-')} is a setting of --method {other}")
+    own = {k: (v if getattr(a, k) is None else getattr(a, k)) for k, v in _COMPARE_OWN[a.method].items()}
+    if a.method == "occurrence" and own["pvalue"] is None:
+        own["pvalue"] = dask.config.get("motifgrid.scan.pvalue")
+    cluster = a.cluster
+    if cluster == -1.0:                                  # --cluster without a value (argparse's const)
+        cluster = 1.0 if a.method == "tomtom" else 0.5
+    if cluster is not None and a.motifs_b:
+        raise UserError("--cluster groups one collection: give only A")
+    return CompareSettings(method=a.method, min_overlap=a.min_overlap, pseudocount=a.pseudocount,
+                           background=tuple(read_background(a.background)), background_spec=a.background,
+                           cluster=cluster, **own)
+
+
+def _best_match_lines(out: str) -> list:
+    """Each query's best match, one line each (from ``OUT/best_matches.parquet``)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    t = pq.read_table(os.path.join(out, "best_matches.parquet"))
+    return [f"{r['query']} {r['query_name']}\t{r['target']} {r['target_name']}\tp={r['pvalue']:.3g}\t"
+            f"E={r['evalue']:.3g}\tq={r['qvalue']:.3g}\toffset={r['offset']}\tstrand={r['strand']}"
+            for r in t.filter(pc.equal(t["rank"], 1)).to_pylist()]
+
+
 def cmd_compare(a) -> int:
+    import warnings  # noqa: PLC0415
+
     _local_out(a)
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.compare import run_compare  # noqa: PLC0415
-    from pipeline.motifs import read_background  # noqa: PLC0415
 
-    if a.cluster is not None and a.motifs_b:
-        raise UserError("--cluster groups one collection: give only A")
-    bg = read_background(a.background)
+    settings = _compare_settings(a)
+    settings.check()
     kw = _client_kwargs(a)
     console = _console()
-    with get_client(**kw, quiet=True) as (client, device):
-        res = run_compare(a.motifs_a, a.motifs_b, a.out, client, pvalue=a.pvalue, background=bg,
-                          background_spec=a.background, pseudocount=a.pseudocount, cells=a.cells,
-                          min_overlap=a.min_overlap, pairs_per_task=a.pairs_per_task, device=device,
-                          cluster=a.cluster, command=" ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]]))
-    msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {device} "
-           f"worker(s) in {res['seconds']:.1f} s → {a.out}/pairs")
-    if "clusters" in res:
-        msg += f"; {res['clusters']} clusters at similarity >= {a.cluster} → {a.out}/clusters.tsv"
-    console.print(msg) if console else print(msg, file=sys.stderr)
+    command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    with warnings.catch_warnings(record=True) as caught, get_client(**kw, quiet=True) as (client, device):
+        warnings.simplefilter("always", RuntimeWarning)
+        res = run_compare(a.motifs_a, a.motifs_b, a.out, client, settings, device=device, command=command)
+    for w in caught:
+        if issubclass(w.category, RuntimeWarning) and "target motifs" in str(w.message):
+            print(f"motifgrid compare: warning: {w.message}", file=sys.stderr)
+    if settings.method == "tomtom":
+        lines = _best_match_lines(a.out)
+        try:
+            print("\n".join(lines), flush=True)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        msg = (f"{res['queries']:,} queries x {res['targets']:,} targets (Tomtom, {res['tasks']} tasks) on "
+               f"{res['workers']} {device} worker(s) in {res['seconds']:.1f} s → {a.out}/best_matches.tsv")
+        if "clusters" in res:
+            msg += f"; {res['clusters']} clusters at E <= {settings.cluster:g} → {a.out}/clusters.tsv"
+    else:
+        msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {device} "
+               f"worker(s) in {res['seconds']:.1f} s → {a.out}/pairs")
+        if "clusters" in res:
+            msg += f"; {res['clusters']} clusters at similarity >= {settings.cluster:g} → {a.out}/clusters.tsv"
+    console.print(msg, markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -602,9 +665,12 @@ def _summary_rows(s: dict) -> list:
     for r in s.get("top_pairs", []):
         lines.append(f"  {r['motif_a']} {r['name_a']} ~ {r['motif_b']} {r['name_b']}: similarity "
                      f"{r['similarity']:.3f} (shift {r['shift']}, strand {r['strand']}, {r['overlap']} columns)")
+    for r in s.get("top_matches", []):
+        lines.append(f"  {r['query']} {r['query_name']} → {r['target']} {r['target_name']}: p={r['pvalue']:.3g} "
+                     f"E={r['evalue']:.3g} (offset {r['offset']}, strand {r['strand']}, {r['overlap']} columns)")
     for m in s.get("motifs", []):
         bm = m.get("best_match")
-        match = f", best match {bm['id']} {bm['name']} ({bm['score']:.2f})" if bm else ""
+        match = f", best match {bm['id']} {bm['name']} (E={bm['evalue']:.2g})" if bm else ""
         lines.append(f"  {m['id']} {m['consensus']}: {m['sites']} sites, {m['information_content_bits']:.1f} bits"
                      f"{match}")
     if s.get("files") and not s["finished"]:
