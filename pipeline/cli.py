@@ -485,6 +485,21 @@ def cmd_thresholds(a) -> int:
     return 0
 
 
+def _one_line_warnings(cmd: str) -> None:
+    """Warnings meant for the user (a class with ``one_line``, e.g. identification's small target set) print as
+    ``motifgrid CMD: warning: ...``, without Python's source line; any other keeps Python's format."""
+    import warnings  # noqa: PLC0415
+
+    plain = warnings.formatwarning
+
+    def fmt(message, category, filename, lineno, line=None):
+        if getattr(category, "one_line", False):
+            return f"motifgrid {cmd}: warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    warnings.formatwarning = fmt
+
+
 #: options of one compare method only, and their defaults
 _COMPARE_OWN = {"tomtom": {"top": 5, "distance": "ed"}, "occurrence": {"pvalue": None, "cells": 64, "pairs_per_task": None}}
 
@@ -523,8 +538,6 @@ def _best_match_lines(out: str) -> list:
 
 
 def cmd_compare(a) -> int:
-    import warnings  # noqa: PLC0415
-
     _local_out(a)
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.compare import run_compare  # noqa: PLC0415
@@ -534,12 +547,9 @@ def cmd_compare(a) -> int:
     kw = _client_kwargs(a)
     console = _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
-    with warnings.catch_warnings(record=True) as caught, get_client(**kw, quiet=True) as (client, device):
-        warnings.simplefilter("always", RuntimeWarning)
+    _one_line_warnings("compare")
+    with get_client(**kw, quiet=True) as (client, device):
         res = run_compare(a.motifs_a, a.motifs_b, a.out, client, settings, device=device, command=command)
-    for w in caught:
-        if issubclass(w.category, RuntimeWarning) and "target motifs" in str(w.message):
-            print(f"motifgrid compare: warning: {w.message}", file=sys.stderr)
     if settings.method == "tomtom":
         lines = _best_match_lines(a.out)
         try:
@@ -582,14 +592,16 @@ def cmd_discover(a) -> int:
         console.print(f"motif {rnd + 1}: {m.consensus} ({len(m.sites)} sites, {m.information_content:.1f} bits"
                       f"{extra}, by {m.origin}) in {secs:.1f}s")
 
+    _one_line_warnings("discover")
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         res = run_discover(a.sequences, a.out, settings, client, device=device, compare_to=a.compare_to,
                            command=command, progress=progress, started=started)
     for m in res.motifs:
         bm = m["best_match"]
         if bm:
-            console.print(f"{m['id']} {m['consensus']}: best match {bm['id']} {bm['name']} "
-                          f"(similarity {bm['score']:.2f} over {bm['overlap']} columns, strand {bm['strand']})")
+            console.print(f"{m['id']} {m['consensus']}: best match {bm['id']} {bm['name']} (p={bm['pvalue']:.2g}, "
+                          f"E={bm['evalue']:.2g}, offset {bm['offset']}, strand {bm['strand']}, {bm['overlap']} "
+                          "columns)", markup=False, highlight=False, soft_wrap=True)
     ph = res.stats["seconds"]
     console.print(f"done in {res.seconds:.1f}s on {device} (start-up {ph['setup']:.1f}s, search {ph['search']:.1f}s"
                   + (f", --compare-to {ph['compare_to']:.1f}s" if a.compare_to else "") + f", writing {ph['write']:.1f}s"
@@ -670,7 +682,8 @@ def _summary_rows(s: dict) -> list:
                      f"E={r['evalue']:.3g} (offset {r['offset']}, strand {r['strand']}, {r['overlap']} columns)")
     for m in s.get("motifs", []):
         bm = m.get("best_match")
-        match = f", best match {bm['id']} {bm['name']} (E={bm['evalue']:.2g})" if bm else ""
+        how = (f"E={bm['evalue']:.2g}" if "evalue" in bm else f"similarity {bm.get('score', 0):.2f}") if bm else ""
+        match = f", best match {bm['id']} {bm['name']} ({how})" if bm else ""
         lines.append(f"  {m['id']} {m['consensus']}: {m['sites']} sites, {m['information_content_bits']:.1f} bits"
                      f"{match}")
     if s.get("files") and not s["finished"]:

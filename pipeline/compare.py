@@ -188,17 +188,47 @@ def _run_params(st: CompareSettings, sources: list, device: str, command: str) -
 
 
 def _run_tomtom(motifs_a, motifs_b, out, client, st: CompareSettings, device: str, command: str, progress) -> dict:
-    """Tomtom identification of A against B (or A against itself, each motif's self-match left out)."""
-    from pipeline.identify import run_identify  # noqa: PLC0415
+    """Tomtom identification of A against B (or A against itself, each motif's self-match left out); nothing is
+    left in ``out`` when it fails."""
+    from pipeline.identify import check_motifs  # noqa: PLC0415
     from pipeline.motifs import read_motifs  # noqa: PLC0415
 
     t0 = time.perf_counter()
     a = read_motifs(motifs_a)
     b = read_motifs(motifs_b) if motifs_b else a
+    check_motifs(a, "query")                              # bad input fails before anything is written
+    check_motifs(b, "target")
+    params = _run_params(st, [str(motifs_a), str(motifs_b) if motifs_b else None], device, command)
+    existed = os.path.isdir(out)
     _claim(out)
     out = os.path.abspath(out)
-    params = _run_params(st, [str(motifs_a), str(motifs_b) if motifs_b else None], device, command)
+    try:
+        return _tomtom_outputs(a, b, out, client, st, params, device, progress, t0)
+    except BaseException:
+        _unclaim(out, ("_summary.json", "clusters.tsv", "clusters.parquet", "best_matches.tsv",
+                       "best_matches.parquet", "_run.json"), not existed)
+        raise
+
+
+def _unclaim(out: str, names: tuple, remove_folder: bool) -> None:
+    """Remove what a failed run wrote (``names``, in that order: the summary first), and the folder it created."""
+    for name in names:
+        try:
+            os.unlink(os.path.join(out, name))
+        except FileNotFoundError:
+            pass
+    if remove_folder:
+        try:
+            os.rmdir(out)
+        except OSError:
+            pass
+
+
+def _tomtom_outputs(a, b, out, client, st: CompareSettings, params: dict, device: str, progress, t0: float) -> dict:
+    from pipeline.identify import run_identify  # noqa: PLC0415
+
     _write_json(Path(out) / "_run.json", params)
+    command = params["command"]
     within = b is a
     res = run_identify(a, b, client, top=st.top, device=device, exclude_self=within,
                        keep_pvalues=within and st.cluster is not None, progress=progress, distance=st.distance,

@@ -37,6 +37,12 @@ from pipeline.schema import BEST_MATCHES_SCHEMA
 MIN_TARGETS = 50
 
 
+class FewTargetsWarning(RuntimeWarning):
+    """Fewer than ``MIN_TARGETS`` targets: the p-values depend strongly on which targets are given.  The CLI
+    prints it as one line (``one_line``)."""
+    one_line = True
+
+
 class IdentifyError(MotifgridError, ValueError):
     """Input identification cannot use (one line, naming the motif and its source)."""
 
@@ -59,18 +65,21 @@ class Matches:
     params: dict
 
 
-def _ppms(motifs, role: str, background, pseudocount: float) -> list[np.ndarray]:
-    from pipeline.motifs import motif_probabilities  # noqa: PLC0415
-
+def check_motifs(motifs, role: str) -> None:
+    """An :class:`IdentifyError` (one line naming the file and record) for motifs identification cannot use."""
     if not motifs:
         raise IdentifyError(f"no {role} motifs given")
-    out = []
     for m in motifs:
         if m.kind == "logodds":
             raise IdentifyError(f"{m.source}: motif {m.id} (record {m.record}) is a log-odds matrix; "
                                 f"identification needs letter counts or probabilities")
-        out.append(motif_probabilities(m, background, pseudocount))
-    return out
+
+
+def _ppms(motifs, role: str, background, pseudocount: float) -> list[np.ndarray]:
+    from pipeline.motifs import motif_probabilities  # noqa: PLC0415
+
+    check_motifs(motifs, role)
+    return [motif_probabilities(m, background, pseudocount) for m in motifs]
 
 
 def match_all(queries, targets, *, distance: str = "ed", min_overlap: int = 1, pseudocount: float = 0.1,
@@ -137,7 +146,7 @@ def probabilities(queries, targets, params: dict) -> tuple[list, list]:
     if len(tp) < MIN_TARGETS:
         warnings.warn(f"{len(tp)} target motifs: Tomtom p-values take the target columns as their background, "
                       f"so with fewer than {MIN_TARGETS} targets they depend strongly on which targets are given",
-                      RuntimeWarning, stacklevel=3)
+                      FewTargetsWarning, stacklevel=3)
     return qp, tp
 
 
