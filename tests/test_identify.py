@@ -361,3 +361,27 @@ def test_run_identify_gpu_matches_cpu():
     gpu = run_identify(motifs[:30], motifs, top=3, device="gpu", keep_pvalues=True)
     assert gpu.table["target"].to_pylist()[::3] == cpu.table["target"].to_pylist()[::3]
     assert np.isclose(gpu.pvalue, cpu.pvalue, rtol=1e-6, atol=0).mean() > 0.995     # lattice ties may differ
+
+
+def test_run_identify_on_dask_lays_targets_out_once_per_worker(monkeypatch):
+    """On a Dask cluster (one worker, two threads) the tasks share one target layout: prepare_targets runs once
+    for 8 tasks; the result equals the in-process one."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.identify import run_identify
+
+    calls = []
+    real = tt.prepare_targets
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(tt, "prepare_targets", counted)
+    rng = np.random.default_rng(14)
+    motifs = _motifs(rng, rng.integers(5, 12, size=60), "d")
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cl, \
+            Client(cl) as c:
+        res = run_identify(motifs[:16], motifs, c, top=2, queries_per_task=2)
+    assert res.tasks == 8 and len(calls) == 1
+    assert res.table.equals(identify(motifs[:16], motifs, top=2))
