@@ -124,13 +124,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} -h)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    cfg = dask.config.get("motifgrid")
-    p = _Parser(prog="motifgrid", description="Genome-scale TF motif analysis on Dask (CPU or GPU).")
-    p.add_argument("--version", action="version", version=f"motifgrid {__version__}")
-    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
-
-    s = sub.add_parser("ingest", help="FASTA (plain, gzip, bgzip) → Zarr genome store of overlapping blocks")
+def _args_ingest(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid ingest``."""
     s.add_argument("fasta", help="FASTA file: plain, gzip or bgzip (an index beside it is never used)")
     s.add_argument("store", help="the new genome store (a folder, or an fsspec URL such as s3://bucket/g.zarr)")
     s.add_argument("--block-size", type=_posint, default=cfg["ingest"]["block-size"],
@@ -138,7 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--halo", type=_nonnegint, default=cfg["ingest"]["halo"],
                    help="overlap between blocks; must be >= the longest motif - 1")
 
-    s = sub.add_parser("scan", help="scan a genome store with a motif set → hive-partitioned Parquet hits")
+
+def _args_scan(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid scan``."""
     s.add_argument("store", help="genome store (motifgrid ingest)")
     _motif_args(s)
     s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
@@ -157,11 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     _like_args(s)
     _cluster_args(s)
 
+
+def _args_composition(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid composition``."""
     def c(name):
         return dask.config.get(f"motifgrid.composition.{name}")
 
-    s = sub.add_parser("composition", help="short test sequences × reference windows with a similar nucleotide "
-                       "histogram (S = 1 - L1/|T| >= s) → hive-partitioned Parquet")
     s.add_argument("tests", help="FASTA of test sequences (A, C, G, T/U; any lengths up to the store halo + 1)")
     s.add_argument("reference", help="genome store (motifgrid ingest) or FASTA (ingested into OUT/_reference.zarr)")
     s.add_argument("--min-similarity", type=_similarity, default=c("min-similarity"), metavar="S",
@@ -178,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _cluster_args(s)
 
-    s = sub.add_parser("thresholds", help="score thresholds (achieved p-values, error bounds) per motif and strand")
+
+def _args_thresholds(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid thresholds``."""
     _motif_args(s)
     s.add_argument("--pvalue", type=_pvalue, nargs="+", default=[cfg["scan"]["pvalue"]],
                    help="one or more p-values (one row per motif, strand and p-value)")
@@ -195,8 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
     _like_args(s)
     _cluster_args(s)
 
-    s = sub.add_parser("compare", help="which known motif is this? (Tomtom, the default) or do two motifs call the same "
-                       "sites? (--method occurrence): the motifs of A against each other, or against B")
+
+def _args_compare(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid compare``."""
     s.add_argument("motifs_a", metavar="A", help="motif file or JASPAR release (queries; alone: against each other)")
     s.add_argument("motifs_b", metavar="B", nargs="?", help="second motif file or release (the targets, or A x B pairs)")
     s.add_argument("--out", required=True, metavar="DIR", help="output folder (best_matches.tsv/.parquet or pairs/, "
@@ -224,7 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "chosen from the pairs and workers)")
     _cluster_args(s)
 
-    s = sub.add_parser("export", help="hits dataset → BED, FIMO TSV or GFF3")
+
+def _args_export(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid export``."""
     s.add_argument("hits", help="hits dataset (motifgrid scan --out)")
     s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True,
                    help="BED6+3 (0-based), FIMO TSV or GFF3 (1-based)")
@@ -233,8 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit)")
 
-    s = sub.add_parser("discover", help="de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
-                       "MEME/JASPAR motifs, sites Parquet, summary")
+
+def _args_discover(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid discover``."""
     s.add_argument("sequences", help="FASTA (plain or gzip): peak sequences, promoters, ...")
     s.add_argument("--width", "-w", type=_posint, required=True, metavar="L", help="motif width")
     s.add_argument("--algorithm", choices=["gibbs", "projection", "both"], default="both",
@@ -258,20 +262,32 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, metavar="DIR", help="output folder (motifs, sites, summary)")
     _cluster_args(s)
 
-    s = sub.add_parser("summary", help="what a motifgrid output folder holds (scan, composition, compare or discover): "
-                       "parameters, progress, totals, top motifs, hits per contig")
+
+def _args_summary(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid summary``."""
     s.add_argument("path", metavar="PATH", help="an output folder (the --out of scan, composition, compare, discover)")
     s.add_argument("--top", type=_posint, default=10, metavar="N", help="motifs (tests, pairs) listed (default 10)")
     s.add_argument("--json", action="store_true", help="the summary as JSON on stdout")
 
-    sub.add_parser("bench", help="throughput of the scan worker (GPU kernel, CuPy baseline, CPU) and end to end; "
-                   "motifgrid bench -h")
 
-    s = sub.add_parser("demo", help="ingest the bundled genome slice and scan it with JASPAR 2024 CORE vertebrates")
+def _args_demo(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid demo``."""
     s.add_argument("--dir", default="motifgrid-demo", help="working folder")
     s.add_argument("--motifs", default="JASPAR2024:CORE:vertebrates", help="motif file or JASPAR release")
     s.add_argument("--pvalue", type=_pvalue, default=1e-4, help="p-value threshold of the scan")
     _cluster_args(s)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``motifgrid`` parser: a subcommand per entry of ``SUBCOMMANDS`` (its help, then its arguments), in order."""
+    cfg = dask.config.get("motifgrid")
+    p = _Parser(prog="motifgrid", description="Genome-scale TF motif analysis on Dask (CPU or GPU).")
+    p.add_argument("--version", action="version", version=f"motifgrid {__version__}")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND", parser_class=_Parser)
+    for name, (text, add_args) in SUBCOMMANDS.items():
+        s = sub.add_parser(name, help=text)
+        if add_args is not None:
+            add_args(s, cfg)
     return p
 
 
@@ -818,6 +834,26 @@ _AFTER_INTERRUPT = {"scan": "; finished blocks are kept (rerun with --resume)",
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
             "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
             "summary": cmd_summary}
+
+#: The subcommands, in ``motifgrid -h`` order: the one-line help and the function that adds the arguments
+#: (``bench`` parses its own: ``main``)
+SUBCOMMANDS = {
+    "ingest": ("FASTA (plain, gzip, bgzip) → Zarr genome store of overlapping blocks", _args_ingest),
+    "scan": ("scan a genome store with a motif set → hive-partitioned Parquet hits", _args_scan),
+    "composition": ("short test sequences × reference windows with a similar nucleotide "
+                    "histogram (S = 1 - L1/|T| >= s) → hive-partitioned Parquet", _args_composition),
+    "thresholds": ("score thresholds (achieved p-values, error bounds) per motif and strand", _args_thresholds),
+    "compare": ("which known motif is this? (Tomtom, the default) or do two motifs call the same sites? (--method "
+                "occurrence): the motifs of A against each other, or against B", _args_compare),
+    "export": ("hits dataset → BED, FIMO TSV or GFF3", _args_export),
+    "discover": ("de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
+                 "MEME/JASPAR motifs, sites Parquet, summary", _args_discover),
+    "summary": ("what a motifgrid output folder holds (scan, composition, compare or discover): "
+                "parameters, progress, totals, top motifs, hits per contig", _args_summary),
+    "bench": ("throughput of the scan worker (GPU kernel, CuPy baseline, CPU) and end to end; "
+              "motifgrid bench -h", None),
+    "demo": ("ingest the bundled genome slice and scan it with JASPAR 2024 CORE vertebrates", _args_demo),
+}
 
 
 def main(argv=None) -> int:

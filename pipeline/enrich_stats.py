@@ -13,7 +13,7 @@ Per motif the counts are the sequences with at least one site (either strand) at
 - **odds ratio**: ``(a·d) / (b·c)`` of the table; when a cell is 0, the Haldane–Anscombe correction: 0.5
   added to all four cells (so the ratio stays finite and its sign of enrichment right).
 - **E-value**: p × the number of motifs tested (SEA, Tomtom, CentriMo).
-- **q-value**: Benjamini–Hochberg over the motifs tested (:func:`workers.tomtom.bh_qvalues`, the project's
+- **q-value**: Benjamini–Hochberg over the motifs tested (:func:`workers.compare.tomtom.bh_qvalues`, the project's
   one BH); a motif whose p underflows gets q = 0, which is its exact BH value to double precision.
 
 :func:`enrichment_table` puts this together as the ``enrichment.tsv`` / ``.parquet`` table
@@ -158,7 +158,7 @@ def enrichment_table(motif_ids, motif_names, pos_seqs, pos_total, neg_seqs, neg_
 
     Sorted by ``log10_pvalue``, ties by the larger odds ratio, then motif order; ``rank`` counts from 1.
     """
-    from workers.tomtom import bh_qvalues  # noqa: PLC0415
+    from workers.compare.tomtom import bh_qvalues  # noqa: PLC0415
 
     M = len(motif_ids)
     if len(motif_names) != M:

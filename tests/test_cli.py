@@ -53,3 +53,12 @@ def test_scan_help_shows_the_pvalue_default(capsys):
     assert "(default: 0.0001)" in text and "(default: 0.1)" in text          # --pvalue, --pseudocount
     assert "--motif ID_OR_NAME" in text and "--motif-format FORMAT" in text and "--overwrite" in text
     assert "store genome store (motifgrid ingest)" in text
+
+
+def test_every_subcommand_has_its_command():
+    """The parser's table and the commands' table name the same subcommands (``bench`` is dispatched by ``main``
+    before parsing), in the order ``motifgrid -h`` lists them."""
+    from pipeline.cli import COMMANDS, SUBCOMMANDS
+
+    assert set(SUBCOMMANDS) == set(COMMANDS) | {"bench"}
+    assert list(_subparsers()) == list(SUBCOMMANDS)

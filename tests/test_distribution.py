@@ -33,7 +33,7 @@ PVALUES = (1e-2, 1e-3, 1e-4, 1e-5)
 
 
 # ------------------------------------------------------------------------------------------------
-# helpers (deliberately independent of pipeline/motifs.py)
+# helpers (deliberately independent of pipeline/motifs/)
 
 
 def read_jaspar(path: Path) -> list[tuple[str, np.ndarray]]:

@@ -149,3 +149,50 @@ sys.exit(1 if failed else 0)
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env=subprocess_env())
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def module_names(path: Path) -> set:
+    """Names a module binds when imported: its top-level functions, classes, assignments and imports (those inside
+    module-level ``if``/``try``/``with`` blocks too)."""
+    names, todo = set(), list(ast.parse(path.read_text()).body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            names |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo += [n for part in ("body", "orelse", "finalbody", "handlers") for n in getattr(node, part, [])]
+        elif isinstance(node, ast.ExceptHandler):
+            todo += node.body
+    return names
+
+
+def test_every_import_of_the_project_resolves():
+    """Every import of a project module, function-local ones included (they run late, so importing each module
+    does not try them), names a module that exists and a name it binds: pipeline/enrich_stats.py kept importing
+    ``workers.tomtom`` after it moved to ``workers/compare/tomtom.py``, found only when an enrichment ran."""
+    mods = project_modules(ROOT)
+    bound = {}
+    broken = []
+    files = [p for d in ("pipeline", "workers", "tests", "benchmarks") for p in sorted((ROOT / d).rglob("*.py"))]
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                broken += [(path.name, a.name) for a in node.names
+                           if a.name.split(".")[0] in PACKAGES and a.name not in mods]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module \
+                    and node.module.split(".")[0] in PACKAGES:
+                if node.module not in mods:
+                    broken.append((path.name, node.module))
+                    continue
+                if node.module not in bound:
+                    bound[node.module] = module_names(mods[node.module])
+                broken += [(path.name, f"{node.module}.{a.name}") for a in node.names
+                           if a.name not in bound[node.module] and f"{node.module}.{a.name}" not in mods]
+    assert broken == []

@@ -1,0 +1,86 @@
+"""Named JASPAR releases shipped inside pyjaspar (``JASPAR2024``, ``JASPAR2024:CORE:vertebrates``,
+``JASPAR2024:MA0139.2,CTCF``): parsing a release name, and reading its motifs."""
+from __future__ import annotations
+
+import re
+
+from pipeline.motifs.model import Motif, MotifError
+from pipeline.motifs.records import Record, bio_matrix, finish
+from pipeline.motifs.selectors import select_motifs, unknown_error
+
+_RELEASE_RE = re.compile(r"JASPAR\d{4}(:.*)?")
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+
+#: JASPAR's collections: a release name's second field is one of them, or else a selection of ids and names
+JASPAR_COLLECTIONS = ("CORE", "CNE", "PHYLOFACTS", "SPLICE", "POLII", "FAM", "PBM", "PBM_HOMEO", "PBM_HLH",
+                      "UNVALIDATED")
+_RELEASE_FORM = ("JASPARyyyy[:COLLECTION[:tax_group[,tax_group]][:ID_OR_NAME,...]] or "
+                 "JASPARyyyy:ID_OR_NAME[,ID_OR_NAME...]")
+
+
+def parse_release(src: str) -> tuple[str, str | None, list[str] | None, list[str] | None] | None:
+    """``(release, collection, tax groups, selectors)`` of a release name, None when ``src`` is not one.
+    ``collection`` is None for a bare selection (``JASPAR2024:MA0139.2,CTCF``), looked up in the whole release."""
+    if not _RELEASE_RE.fullmatch(src):
+        return None
+    release, _, rest = src.partition(":")
+    head = rest.partition(":")[0]
+    if rest and head.upper() not in JASPAR_COLLECTIONS:        # JASPAR2024:ID_OR_NAME,...  (names may hold '::')
+        return release, None, None, _selectors(src, rest)
+    parts = rest.split(":", 2) if rest else []
+    collection = parts[0].upper() if parts else "CORE"
+    tax = parts[1] if len(parts) > 1 and parts[1] else None
+    sel = _selectors(src, parts[2]) if len(parts) > 2 else None
+    taxa = None
+    if tax is not None:
+        taxa = [t.strip().lower() for t in tax.split(",")]
+        if not all(_WORD_RE.fullmatch(t) for t in taxa):
+            raise MotifError(src, f"bad tax group {tax!r} (a release name is {_RELEASE_FORM})")
+    return release, collection, taxa, sel
+
+
+def _selectors(src: str, text: str) -> list[str]:
+    from pipeline.selection import split_selectors  # noqa: PLC0415
+
+    try:
+        return split_selectors(text)
+    except ValueError as e:
+        raise MotifError(src, f"{e} (a release name is {_RELEASE_FORM})") from None
+
+
+def read_release(src: str, spec) -> list[Motif]:
+    """The motifs of a release name parsed by :func:`parse_release` (``spec``), through pyjaspar."""
+    release, collection, taxa, sel = spec
+    try:
+        import pyjaspar  # noqa: PLC0415
+    except ImportError:
+        raise MotifError(src, "pyjaspar is not installed; cannot read a named JASPAR release") from None
+    releases = getattr(pyjaspar, "jaspar_releases", {})
+    if release not in releases:
+        raise MotifError(src, f"unknown JASPAR release {release!r} (pyjaspar has "
+                         f"{', '.join(sorted(releases))})")
+    import warnings  # noqa: PLC0415
+
+    db = pyjaspar.jaspardb(release=release)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pyjaspar warns on 0 motifs and unknown ids; we raise instead
+        if collection is None:
+            bio = [db.fetch_motif_by_id(mid) for mid in _release_lookup(db, src, sel)]
+        else:
+            bio = db.fetch_motifs(collection=collection, tax_group=taxa)
+    recs = [Record(b.matrix_id, b.name or b.matrix_id, None, bio_matrix(b), None, "counts") for b in bio]
+    if not recs:
+        raise MotifError(src, "0 motifs in this release/collection/tax group")
+    motifs = finish(recs, src)
+    return select_motifs(motifs, sel, src) if collection is not None and sel else motifs
+
+
+def _release_lookup(db, src: str, selectors: list[str]) -> list[str]:
+    """Matrix ids (``BASE.VERSION``) of a selection from the whole release (:func:`pipeline.selection.lookup`)."""
+    from pipeline.selection import lookup  # noqa: PLC0415
+
+    rows = db.conn.execute("select BASE_ID, VERSION, NAME, COLLECTION from MATRIX").fetchall()
+    found, unknown = lookup(rows, selectors)
+    if unknown:
+        raise unknown_error(src, unknown, [f"{b}.{v}" for b, v, _, _ in rows], [r[2] or "" for r in rows])
+    return found
