@@ -516,72 +516,37 @@ def _one_line_warnings(cmd: str) -> None:
     warnings.formatwarning = fmt
 
 
-#: options of one compare method only, and their defaults
-_COMPARE_OWN = {"tomtom": {"top": 5, "distance": "ed"}, "occurrence": {"pvalue": None, "cells": 64, "pairs_per_task": None}}
-
-
 def _compare_settings(a):
-    """``CompareSettings`` from the arguments; an option of the other method is refused."""
-    from pipeline.compare import CompareSettings  # noqa: PLC0415
+    """``CompareSettings`` from the arguments (``pipeline.compare.settings_for``)."""
+    from pipeline.compare import METHOD_OPTIONS, settings_for  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
 
-    other = "occurrence" if a.method == "tomtom" else "tomtom"
-    given = [k for k in _COMPARE_OWN[other] if getattr(a, k) is not None]
-    if given:
-        raise UserError(f"--{given[0].replace('_', '-')} is a setting of --method {other}")
-    own = {k: (v if getattr(a, k) is None else getattr(a, k)) for k, v in _COMPARE_OWN[a.method].items()}
-    if a.method == "occurrence" and own["pvalue"] is None:
-        own["pvalue"] = dask.config.get("motifgrid.scan.pvalue")
-    cluster = a.cluster
-    if cluster == -1.0:                                  # --cluster without a value (argparse's const)
-        cluster = 1.0 if a.method == "tomtom" else 0.5
-    if cluster is not None and a.motifs_b:
+    if a.cluster is not None and a.motifs_b:
         raise UserError("--cluster groups one collection: give only A")
-    return CompareSettings(method=a.method, min_overlap=a.min_overlap, pseudocount=a.pseudocount,
-                           background=tuple(read_background(a.background)), background_spec=a.background,
-                           cluster=cluster, **own)
-
-
-def _best_match_lines(out: str) -> list:
-    """Each query's best match, one line each (from ``OUT/best_matches.parquet``)."""
-    import pyarrow.compute as pc  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
-
-    t = pq.read_table(os.path.join(out, "best_matches.parquet"))
-    return [f"{r['query']} {r['query_name']}\t{r['target']} {r['target_name']}\tp={r['pvalue']:.3g}\t"
-            f"E={r['evalue']:.3g}\tq={r['qvalue']:.3g}\toffset={r['offset']}\tstrand={r['strand']}"
-            for r in t.filter(pc.equal(t["rank"], 1)).to_pylist()]
+    given = {k: getattr(a, k) for opts in METHOD_OPTIONS.values() for k in opts}
+    return settings_for(a.method, given, cluster=None if a.cluster == -1.0 else a.cluster,
+                        default_cluster=a.cluster == -1.0, min_overlap=a.min_overlap, pseudocount=a.pseudocount,
+                        background=tuple(read_background(a.background)), background_spec=a.background)
 
 
 def cmd_compare(a) -> int:
     _local_out(a)
     from pipeline.cluster import get_client  # noqa: PLC0415
-    from pipeline.compare import run_compare  # noqa: PLC0415
+    from pipeline.compare import best_match_lines, run_compare, summary_line  # noqa: PLC0415
 
     settings = _compare_settings(a)
-    settings.check()
     kw = _client_kwargs(a)
     console = _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     _one_line_warnings("compare")
     with get_client(**kw, quiet=True) as (client, device):
         res = run_compare(a.motifs_a, a.motifs_b, a.out, client, settings, device=device, command=command)
-    if settings.method == "tomtom":
-        lines = _best_match_lines(a.out)
+    if settings.method == "tomtom":                      # each query's best match: data, on standard output
         try:
-            print("\n".join(lines), flush=True)
+            print("\n".join(best_match_lines(a.out)), flush=True)
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        msg = (f"{res['queries']:,} queries x {res['targets']:,} targets (Tomtom, {res['tasks']} tasks) on "
-               f"{res['workers']} {device} worker(s) in {res['seconds']:.1f} s → {a.out}/best_matches.tsv")
-        if "clusters" in res:
-            msg += f"; {res['clusters']} clusters at E <= {settings.cluster:g} → {a.out}/clusters.tsv"
-    else:
-        msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {device} "
-               f"worker(s) in {res['seconds']:.1f} s → {a.out}/pairs")
-        if "clusters" in res:
-            msg += f"; {res['clusters']} clusters at similarity >= {settings.cluster:g} → {a.out}/clusters.tsv"
-    console.print(msg, markup=False, highlight=False, soft_wrap=True)
+    console.print(summary_line(res, settings, a.out), markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

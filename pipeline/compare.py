@@ -136,6 +136,61 @@ class CompareSettings:
         return np.full(4, 0.25) if self.background is None else np.asarray(self.background, float)
 
 
+#: settings only one method reads, and their defaults (None: the configuration's)
+METHOD_OPTIONS = {"tomtom": {"top": 5, "distance": "ed"},
+                  "occurrence": {"pvalue": None, "cells": 64, "pairs_per_task": None}}
+
+
+def settings_for(method: str, options: dict, *, cluster: float | None = None, default_cluster: bool = False,
+                 **common) -> CompareSettings:
+    """``CompareSettings`` of ``method`` from the command's options (``options``: each of ``METHOD_OPTIONS``,
+    None where not given); an option of the other method is refused.  ``default_cluster``: ``--cluster``
+    without a value (E 1 for tomtom, similarity 0.5 for occurrence)."""
+    import dask.config  # noqa: PLC0415
+
+    if method not in METHODS:
+        raise CompareError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    other = "occurrence" if method == "tomtom" else "tomtom"
+    given = [k for k in METHOD_OPTIONS[other] if options.get(k) is not None]
+    if given:
+        raise CompareError(f"--{given[0].replace('_', '-')} is a setting of --method {other}")
+    own = {k: v if options.get(k) is None else options[k] for k, v in METHOD_OPTIONS[method].items()}
+    if method == "occurrence" and own["pvalue"] is None:
+        own["pvalue"] = float(dask.config.get("motifgrid.scan.pvalue"))
+    if default_cluster:
+        cluster = 1.0 if method == "tomtom" else 0.5
+    st = CompareSettings(method=method, cluster=cluster, **own, **common)
+    st.check()
+    return st
+
+
+def best_match_lines(out: str) -> list:
+    """Each query's best match, one tab-separated line each (from ``OUT/best_matches.parquet``): what
+    ``motifgrid compare`` prints."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    t = pq.read_table(os.path.join(out, "best_matches.parquet"))
+    return [f"{r['query']} {r['query_name']}\t{r['target']} {r['target_name']}\tp={r['pvalue']:.3g}\t"
+            f"E={r['evalue']:.3g}\tq={r['qvalue']:.3g}\toffset={r['offset']}\tstrand={r['strand']}"
+            for r in t.filter(pc.equal(t["rank"], 1)).to_pylist()]
+
+
+def summary_line(res: dict, st: CompareSettings, out: str) -> str:
+    """The line ``motifgrid compare`` ends with: what was compared, where, how long, where the output is."""
+    if st.method == "tomtom":
+        msg = (f"{res['queries']:,} queries x {res['targets']:,} targets (Tomtom, {res['tasks']} tasks) on "
+               f"{res['workers']} {res['device']} worker(s) in {res['seconds']:.1f} s → {out}/best_matches.tsv")
+        at = f"E <= {st.cluster:g}" if st.cluster is not None else ""
+    else:
+        msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {res['device']} "
+               f"worker(s) in {res['seconds']:.1f} s → {out}/pairs")
+        at = f"similarity >= {st.cluster:g}" if st.cluster is not None else ""
+    if "clusters" in res:
+        msg += f"; {res['clusters']} clusters at {at} → {out}/clusters.tsv"
+    return msg
+
+
 def _claim(out: str, dirs: tuple = ()) -> None:
     p = Path(out)
     if p.exists() and (not p.is_dir() or any(p.iterdir())):
