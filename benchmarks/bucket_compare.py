@@ -82,15 +82,16 @@ def bench_thresholds(a):
 
 def bench_compare(a):
     from pipeline.cluster import get_client
-    from pipeline.compare import run_compare
+    from pipeline.compare import CompareSettings, run_compare
 
     out = tempfile.mkdtemp(prefix="mg-compare-")
     shutil.rmtree(out)
     try:
         with get_client(device=a.device, n_workers=a.workers, quiet=True) as (client, device):
             t = time.perf_counter()
-            s = run_compare(a.motifs, None, out, client, pvalue=a.pvalue, cells=a.cells, device=device,
-                            cluster=a.cluster)
+            s = run_compare(a.motifs, None, out, client, CompareSettings(method="occurrence", pvalue=a.pvalue,
+                                                                        cells=a.cells, cluster=a.cluster),
+                            device=device)
             dt = time.perf_counter() - t
         _emit({"bench": "compare", "device": device, "motifs": s["motifs_a"], "pairs": s["pairs"],
                "cases": s["combos"], "cells": a.cells, "seconds": dt, "cases_per_s": s["combos"] / dt,

@@ -37,8 +37,8 @@ log thresholds
 "${CLI[@]}" thresholds "$DB" --pvalue 1e-3 1e-4 1e-5 --method exact -o "$OUT/thresholds.exact.tsv" "${CL[@]}"
 "${CLI[@]}" thresholds "$DB" --pvalue 1e-4 1e-6 --method bucket -o "$OUT/thresholds.bucket.tsv" "${CL[@]}"
 log compare
-"${CLI[@]}" compare "$DB" --out "$OUT/compare_aa" --cluster 0.5 "${CL[@]}" >/dev/null
-"${CLI[@]}" compare tests/data/motifs/formats/arnt.meme "$DB" --out "$OUT/compare_ab" --pairs-per-task 5 "${CL[@]}" >/dev/null
+"${CLI[@]}" compare "$DB" --out "$OUT/compare_aa" --method occurrence --cluster 0.5 "${CL[@]}" >/dev/null
+"${CLI[@]}" compare tests/data/motifs/formats/arnt.meme "$DB" --out "$OUT/compare_ab" --method occurrence --pairs-per-task 5 "${CL[@]}" >/dev/null
 log discover
 "${CLI[@]}" discover "$SH/benchmarks/classic_sets/crp0.fa" --width 16 --both-strands --seed 0 --chains 1024 \
   --compare-to "$DB" --out "$OUT/discover_crp0" "${CL[@]}" >/dev/null

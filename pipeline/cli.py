@@ -39,6 +39,7 @@ def _number(kind, ok, what: str):
 
 _pvalue = _number(float, lambda v: 0.0 < v < 1.0, "a p-value must be in (0, 1)")
 _nonneg = _number(float, lambda v: 0.0 <= v < float("inf"), "must be a finite number >= 0")
+_positive = _number(float, lambda v: 0.0 < v < float("inf"), "must be a finite number > 0")
 _posint = _number(int, lambda v: v >= 1, "must be >= 1")
 _nonnegint = _number(int, lambda v: v >= 0, "must be >= 0")
 _similarity = _number(float, lambda v: 0.0 < v <= 1.0, "a similarity must be in (0, 1]")
@@ -200,20 +201,31 @@ def _args_thresholds(s: argparse.ArgumentParser, cfg: dict) -> None:
 
 def _args_compare(s: argparse.ArgumentParser, cfg: dict) -> None:
     """Arguments of ``motifgrid compare``."""
-    s.add_argument("motifs_a", metavar="A", help="motif file or JASPAR release (its pairs, or each against B)")
-    s.add_argument("motifs_b", metavar="B", nargs="?", help="second motif file or release (A x B pairs)")
-    s.add_argument("--out", required=True, metavar="DIR", help="output folder (pairs/ Parquet, clusters)")
-    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"], help="thresholds of both matrices")
+    s.add_argument("motifs_a", metavar="A", help="motif file or JASPAR release (queries; alone: against each other)")
+    s.add_argument("motifs_b", metavar="B", nargs="?", help="second motif file or release (the targets, or A x B pairs)")
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder (best_matches.tsv/.parquet or pairs/, "
+                   "clusters)")
+    s.add_argument("--method", choices=["tomtom", "occurrence"], default="tomtom",
+                   help="tomtom: Tomtom's complete-score p-, E- and q-values of each query's best alignments "
+                        "(which factor is this?); occurrence: COMPARE, the Jaccard index of the two matrices' "
+                        "occurrence sets at their thresholds, with certified brackets (same sites?)")
+    s.add_argument("--top", type=_posint, metavar="N", help="tomtom: matches kept per query (default 5)")
+    s.add_argument("--distance", choices=["ed", "pearson"], help="tomtom: column comparison, Euclidean distance "
+                   "(MEME 5's default) or Pearson correlation (default ed)")
+    s.add_argument("--cluster", nargs="?", const=-1.0, type=_positive, metavar="CUTOFF",
+                   help="also group the motifs of A (clusters.parquet, clusters.tsv): tomtom: average linkage at "
+                        "E <= CUTOFF (default 1); occurrence: leader clustering at similarity >= CUTOFF (default 0.5)")
+    s.add_argument("--min-overlap", type=_posint, default=1, help="alignments with at least this many common columns")
     s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
-                   help="added to the counts (scaled by the background) before the log-odds")
-    s.add_argument("--cells", type=_number(int, lambda v: 4 <= v <= 110, "must be in 4..110"), default=64,
-                   help="lattice cells per matrix between its threshold and its best score (precision)")
-    s.add_argument("--min-overlap", type=_posint, default=1, help="shifts with at least this many common columns")
-    s.add_argument("--cluster", type=_number(float, lambda v: 0 < v <= 1, "must be in (0, 1]"), metavar="S",
-                   help="also group redundant motifs of A at similarity >= S (clusters.parquet, clusters.tsv)")
-    s.add_argument("--pairs-per-task", type=_posint, metavar="N", help="pairs per Dask task (default: chosen from "
-                   "the pairs and workers)")
+                   help="added to the counts (scaled by the background): Tomtom's -motif-pseudo, or before the "
+                        "log-odds")
+    s.add_argument("--pvalue", type=_pvalue, help=f"occurrence: thresholds of both matrices (default "
+                   f"{cfg['scan']['pvalue']})")
+    s.add_argument("--cells", type=_number(int, lambda v: 4 <= v <= 110, "must be in 4..110"),
+                   help="occurrence: lattice cells per matrix between its threshold and its best score (default 64)")
+    s.add_argument("--pairs-per-task", type=_posint, metavar="N", help="occurrence: pairs per Dask task (default: "
+                   "chosen from the pairs and workers)")
     _cluster_args(s)
 
 
@@ -497,27 +509,52 @@ def cmd_thresholds(a) -> int:
     return 0
 
 
-def cmd_compare(a) -> int:
-    _local_out(a)
-    from pipeline.cluster import get_client  # noqa: PLC0415
-    from pipeline.compare import run_compare  # noqa: PLC0415
+def _one_line_warnings(cmd: str) -> None:
+    """Warnings meant for the user (a class with ``one_line``, e.g. identification's small target set) print as
+    ``motifgrid CMD: warning: ...``, without Python's source line; any other keeps Python's format."""
+    import warnings  # noqa: PLC0415
+
+    plain = warnings.formatwarning
+
+    def fmt(message, category, filename, lineno, line=None):
+        if getattr(category, "one_line", False):
+            return f"motifgrid {cmd}: warning: {message}\n"
+        return plain(message, category, filename, lineno, line)
+
+    warnings.formatwarning = fmt
+
+
+def _compare_settings(a):
+    """``CompareSettings`` from the arguments (``pipeline.compare.settings_for``)."""
+    from pipeline.compare import METHOD_OPTIONS, settings_for  # noqa: PLC0415
     from pipeline.motifs import read_background  # noqa: PLC0415
 
     if a.cluster is not None and a.motifs_b:
         raise UserError("--cluster groups one collection: give only A")
-    bg = read_background(a.background)
+    given = {k: getattr(a, k) for opts in METHOD_OPTIONS.values() for k in opts}
+    return settings_for(a.method, given, cluster=None if a.cluster == -1.0 else a.cluster,
+                        default_cluster=a.cluster == -1.0, min_overlap=a.min_overlap, pseudocount=a.pseudocount,
+                        background=tuple(read_background(a.background)), background_spec=a.background)
+
+
+def cmd_compare(a) -> int:
+    _local_out(a)
+    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.compare import best_match_lines, run_compare, summary_line  # noqa: PLC0415
+
+    settings = _compare_settings(a)
     kw = _client_kwargs(a)
     console = _console()
+    command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    _one_line_warnings("compare")
     with get_client(**kw, quiet=True) as (client, device):
-        res = run_compare(a.motifs_a, a.motifs_b, a.out, client, pvalue=a.pvalue, background=bg,
-                          background_spec=a.background, pseudocount=a.pseudocount, cells=a.cells,
-                          min_overlap=a.min_overlap, pairs_per_task=a.pairs_per_task, device=device,
-                          cluster=a.cluster, command=" ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]]))
-    msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {device} "
-           f"worker(s) in {res['seconds']:.1f} s → {a.out}/pairs")
-    if "clusters" in res:
-        msg += f"; {res['clusters']} clusters at similarity >= {a.cluster} → {a.out}/clusters.tsv"
-    console.print(msg) if console else print(msg, file=sys.stderr)
+        res = run_compare(a.motifs_a, a.motifs_b, a.out, client, settings, device=device, command=command)
+    if settings.method == "tomtom":                      # each query's best match: data, on standard output
+        try:
+            print("\n".join(best_match_lines(a.out)), flush=True)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    console.print(summary_line(res, settings, a.out), markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -544,14 +581,16 @@ def cmd_discover(a) -> int:
         console.print(f"motif {rnd + 1}: {m.consensus} ({len(m.sites)} sites, {m.information_content:.1f} bits"
                       f"{extra}, by {m.origin}) in {secs:.1f}s")
 
+    _one_line_warnings("discover")
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         res = run_discover(a.sequences, a.out, settings, client, device=device, compare_to=a.compare_to,
                            command=command, progress=progress, started=started)
     for m in res.motifs:
         bm = m["best_match"]
         if bm:
-            console.print(f"{m['id']} {m['consensus']}: best match {bm['id']} {bm['name']} "
-                          f"(similarity {bm['score']:.2f} over {bm['overlap']} columns, strand {bm['strand']})")
+            console.print(f"{m['id']} {m['consensus']}: best match {bm['id']} {bm['name']} (p={bm['pvalue']:.2g}, "
+                          f"E={bm['evalue']:.2g}, offset {bm['offset']}, strand {bm['strand']}, {bm['overlap']} "
+                          "columns)", markup=False, highlight=False, soft_wrap=True)
     ph = res.stats["seconds"]
     console.print(f"done in {res.seconds:.1f}s on {device} (start-up {ph['setup']:.1f}s, search {ph['search']:.1f}s"
                   + (f", --compare-to {ph['compare_to']:.1f}s" if a.compare_to else "") + f", writing {ph['write']:.1f}s"
@@ -627,9 +666,13 @@ def _summary_rows(s: dict) -> list:
     for r in s.get("top_pairs", []):
         lines.append(f"  {r['motif_a']} {r['name_a']} ~ {r['motif_b']} {r['name_b']}: similarity "
                      f"{r['similarity']:.3f} (shift {r['shift']}, strand {r['strand']}, {r['overlap']} columns)")
+    for r in s.get("top_matches", []):
+        lines.append(f"  {r['query']} {r['query_name']} → {r['target']} {r['target_name']}: p={r['pvalue']:.3g} "
+                     f"E={r['evalue']:.3g} (offset {r['offset']}, strand {r['strand']}, {r['overlap']} columns)")
     for m in s.get("motifs", []):
         bm = m.get("best_match")
-        match = f", best match {bm['id']} {bm['name']} ({bm['score']:.2f})" if bm else ""
+        how = (f"E={bm['evalue']:.2g}" if "evalue" in bm else f"similarity {bm.get('score', 0):.2f}") if bm else ""
+        match = f", best match {bm['id']} {bm['name']} ({how})" if bm else ""
         lines.append(f"  {m['id']} {m['consensus']}: {m['sites']} sites, {m['information_content_bits']:.1f} bits"
                      f"{match}")
     if s.get("files") and not s["finished"]:
@@ -773,7 +816,8 @@ SUBCOMMANDS = {
     "composition": ("short test sequences × reference windows with a similar nucleotide "
                     "histogram (S = 1 - L1/|T| >= s) → Parquet", _args_composition),
     "thresholds": ("score thresholds (achieved p-values, error bounds) per motif and strand", _args_thresholds),
-    "compare": ("COMPARE all pairs of motifs (within A, or A × B) over shifts and strands → Parquet", _args_compare),
+    "compare": ("which known motif is this? (Tomtom, the default) or do two motifs call the same sites? (--method "
+                "occurrence): the motifs of A against each other, or against B", _args_compare),
     "export": ("hits dataset → BED, FIMO TSV or GFF3", _args_export),
     "discover": ("de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
                  "MEME/JASPAR motifs, sites Parquet, summary", _args_discover),

@@ -1,16 +1,23 @@
-"""``motifgrid compare``: all pairs of motifs within one collection or between two, on Dask, to Parquet.
+"""``motifgrid compare``: motifs against motifs (within one collection or A × B), on Dask.
 
-Graph: thresholds of every (motif, strand) row (``pipeline.thresholds``, fanned out), then the COMPARE
-lattices of every row (``workers.compare.prepare_rows``, here: milliseconds per matrix), scattered once
-to every worker; the pairs are cut into tasks of ``pairs_per_task``; each task runs
-``workers.compare.compare_pairs`` (CPU numba or GPU kernel) and writes its own Parquet part atomically.
-The client only counts.  ``--cluster`` then reads the similarity column back and groups the motifs.
+Two questions, two methods (``CompareSettings.method``):
+
+* ``tomtom`` (default) — *which known motif is this?*  Tomtom's complete-score statistic
+  (:mod:`pipeline.identify`): per query its best-aligned targets with p-, E- and q-values, offset, strand,
+  overlap.  Queries are cut into tasks, the targets scattered once and laid out once per worker.
+  ``--cluster E`` groups the motifs of one collection (:mod:`pipeline.motif_clusters`).
+* ``occurrence`` — *do these two matrices call the same sites?*  The TFM-CUDA seed's COMPARE: thresholds of
+  every (motif, strand) row (``pipeline.thresholds``, fanned out), their lattices
+  (``workers.compare.prepare_rows``) scattered once; the pairs cut into tasks, each running
+  ``workers.compare.compare_pairs`` (CPU numba or GPU kernel) and writing its own Parquet part atomically; the
+  Jaccard index of the two occurrence sets with certified brackets.  ``--cluster S``: leader clustering.
 
 Output folder::
 
-    OUT/pairs/part-000000.parquet ...   one row per pair (schema ``pipeline.schema.PAIRS_SCHEMA``)
-    OUT/thresholds.parquet              the thresholds used (one row per motif and strand, per collection)
-    OUT/clusters.parquet, clusters.tsv  with --cluster
+    OUT/best_matches.parquet, .tsv       tomtom: per query its top matches (``pipeline.schema.BEST_MATCHES_SCHEMA``)
+    OUT/pairs/part-000000.parquet ...   occurrence: one row per pair (``pipeline.schema.PAIRS_SCHEMA``)
+    OUT/thresholds.parquet              occurrence: the thresholds used (one row per motif and strand)
+    OUT/clusters.parquet, clusters.tsv  with --cluster (ids and names)
     OUT/_run.json, OUT/_summary.json    parameters and provenance; timings and counts
 """
 from __future__ import annotations
@@ -90,12 +97,108 @@ def compare_task(ctx: CompareContext, part: int, pairs: np.ndarray) -> dict:
             "seconds_io": time.perf_counter() - t1}
 
 
-def _claim(out: str) -> None:
+METHODS = ("tomtom", "occurrence")
+
+
+@dataclass
+class CompareSettings:
+    """What ``motifgrid compare`` computes.  Both methods read ``method``, ``min_overlap``, ``pseudocount``,
+    ``background`` (None: uniform; ``background_spec`` is how it was given) and ``cluster`` (its cut-off:
+    an E-value for tomtom, a similarity in (0, 1] for occurrence; None: no clustering).  ``tomtom`` also reads
+    ``top`` and ``distance``; ``occurrence`` reads ``pvalue``, ``cells``, ``pairs_per_task`` and
+    ``threshold_method``."""
+    method: str = "tomtom"
+    min_overlap: int = 1
+    pseudocount: float = 0.1
+    background: tuple | None = None
+    background_spec: str = "uniform"
+    cluster: float | None = None
+    top: int = 5
+    distance: str = "ed"
+    pvalue: float = 1e-4
+    cells: int = 64
+    pairs_per_task: int | None = None
+    threshold_method: str = "auto"
+
+    def check(self) -> None:
+        """One :class:`CompareError` line for the first setting that cannot be used."""
+        if self.method not in METHODS:
+            raise CompareError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.min_overlap < 1 or self.top < 1:
+            raise CompareError(f"min_overlap and top must be >= 1, got {self.min_overlap} and {self.top}")
+        if self.method == "occurrence" and not 4 <= self.cells <= 110:
+            raise CompareError(f"--cells must be in 4..110 (the GPU grid holds 128 cells a side), got {self.cells}")
+        if self.cluster is not None and (not self.cluster > 0 or (self.method == "occurrence" and self.cluster > 1)):
+            what = "a similarity in (0, 1]" if self.method == "occurrence" else "an E-value > 0"
+            raise CompareError(f"--cluster for --method {self.method} is {what}, got {self.cluster}")
+
+    def bg(self) -> np.ndarray:
+        return np.full(4, 0.25) if self.background is None else np.asarray(self.background, float)
+
+
+#: settings only one method reads, and their defaults (None: the configuration's)
+METHOD_OPTIONS = {"tomtom": {"top": 5, "distance": "ed"},
+                  "occurrence": {"pvalue": None, "cells": 64, "pairs_per_task": None}}
+
+
+def settings_for(method: str, options: dict, *, cluster: float | None = None, default_cluster: bool = False,
+                 **common) -> CompareSettings:
+    """``CompareSettings`` of ``method`` from the command's options (``options``: each of ``METHOD_OPTIONS``,
+    None where not given); an option of the other method is refused.  ``default_cluster``: ``--cluster``
+    without a value (E 1 for tomtom, similarity 0.5 for occurrence)."""
+    import dask.config  # noqa: PLC0415
+
+    if method not in METHODS:
+        raise CompareError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    other = "occurrence" if method == "tomtom" else "tomtom"
+    given = [k for k in METHOD_OPTIONS[other] if options.get(k) is not None]
+    if given:
+        raise CompareError(f"--{given[0].replace('_', '-')} is a setting of --method {other}")
+    own = {k: v if options.get(k) is None else options[k] for k, v in METHOD_OPTIONS[method].items()}
+    if method == "occurrence" and own["pvalue"] is None:
+        own["pvalue"] = float(dask.config.get("motifgrid.scan.pvalue"))
+    if default_cluster:
+        cluster = 1.0 if method == "tomtom" else 0.5
+    st = CompareSettings(method=method, cluster=cluster, **own, **common)
+    st.check()
+    return st
+
+
+def best_match_lines(out: str) -> list:
+    """Each query's best match, one tab-separated line each (from ``OUT/best_matches.parquet``): what
+    ``motifgrid compare`` prints."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    t = pq.read_table(os.path.join(out, "best_matches.parquet"))
+    return [f"{r['query']} {r['query_name']}\t{r['target']} {r['target_name']}\tp={r['pvalue']:.3g}\t"
+            f"E={r['evalue']:.3g}\tq={r['qvalue']:.3g}\toffset={r['offset']}\tstrand={r['strand']}"
+            for r in t.filter(pc.equal(t["rank"], 1)).to_pylist()]
+
+
+def summary_line(res: dict, st: CompareSettings, out: str) -> str:
+    """The line ``motifgrid compare`` ends with: what was compared, where, how long, where the output is."""
+    if st.method == "tomtom":
+        msg = (f"{res['queries']:,} queries x {res['targets']:,} targets (Tomtom, {res['tasks']} tasks) on "
+               f"{res['workers']} {res['device']} worker(s) in {res['seconds']:.1f} s → {out}/best_matches.tsv")
+        at = f"E <= {st.cluster:g}" if st.cluster is not None else ""
+    else:
+        msg = (f"{res['pairs']:,} pairs ({res['combos']:,} shift/strand cases) on {res['workers']} {res['device']} "
+               f"worker(s) in {res['seconds']:.1f} s → {out}/pairs")
+        at = f"similarity >= {st.cluster:g}" if st.cluster is not None else ""
+    if "clusters" in res:
+        msg += f"; {res['clusters']} clusters at {at} → {out}/clusters.tsv"
+    return msg
+
+
+def _claim(out: str, dirs: tuple = ()) -> None:
     p = Path(out)
     if p.exists() and (not p.is_dir() or any(p.iterdir())):
         raise CompareError(f"{out}: exists and is not an empty folder; choose another output")
     try:
-        (p / "pairs").mkdir(parents=True, exist_ok=True)
+        p.mkdir(parents=True, exist_ok=True)
+        for d in dirs:
+            (p / d).mkdir(exist_ok=True)
     except OSError as e:
         raise CompareError(f"{out}: cannot create the output folder ({e.strerror})") from None
 
@@ -110,43 +213,131 @@ def _load_set(source: str, bg, pseudocount):
     return MotifSet.load(source, bg, pseudocount)
 
 
-def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, *, pvalue: float = 1e-4,
-                background=None, background_spec: str = "uniform", pseudocount: float = 0.1, cells: int = 64,
-                min_overlap: int = 1, pairs_per_task: int | None = None, device: str = "cpu",
-                cluster: float | None = None, threshold_method: str = "auto", command: str | None = None,
-                progress=None) -> dict:
-    """All-pairs COMPARE; returns the summary (also written to ``OUT/_summary.json``)."""
+def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, settings: CompareSettings | None = None, *,
+                device: str = "cpu", command: str | None = None, progress=None) -> dict:
+    """Compare the motifs of ``motifs_a`` with each other (``motifs_b`` None) or with those of ``motifs_b``,
+    as ``settings`` says; returns the summary (also written to ``OUT/_summary.json``).  ``progress(done,
+    total)``: queries (tomtom) or pairs (occurrence) done."""
+    st = settings or CompareSettings()
+    st.check()
+    if st.cluster is not None and motifs_b:
+        raise CompareError("--cluster groups one collection: give only A")
+    command = command or " ".join(shlex.quote(x) for x in sys.argv)
+    run = _run_tomtom if st.method == "tomtom" else _run_occurrence
+    return run(motifs_a, motifs_b, out, client, st, device, command, progress)
+
+
+def _run_params(st: CompareSettings, sources: list, device: str, command: str) -> dict:
+    """``_run.json`` of either method: the sources, their checksums, the settings the method reads."""
+    from pipeline.motifs import motifs_checksum  # noqa: PLC0415
+
+    own = (("top", "distance") if st.method == "tomtom" else
+           ("pvalue", "cells", "threshold_method"))
+    return {"format": 1, "method": st.method,
+            "motifs_a": sources[0], "motifs_a_checksum": motifs_checksum(sources[0]),
+            "motifs_b": sources[1], "motifs_b_checksum": motifs_checksum(sources[1]) if sources[1] else None,
+            "background": [float(x) for x in st.bg()], "background_spec": st.background_spec,
+            "pseudocount": st.pseudocount, "min_overlap": st.min_overlap, "cluster": st.cluster,
+            **{k: getattr(st, k) for k in own}, "device": device, "motifgrid_version": __version__,
+            "command": command}
+
+
+def _run_tomtom(motifs_a, motifs_b, out, client, st: CompareSettings, device: str, command: str, progress) -> dict:
+    """Tomtom identification of A against B (or A against itself, each motif's self-match left out); nothing is
+    left in ``out`` when it fails."""
+    from pipeline.identify import check_motifs  # noqa: PLC0415
+    from pipeline.motifs import read_motifs  # noqa: PLC0415
+
     t0 = time.perf_counter()
-    bg = np.full(4, 0.25) if background is None else np.asarray(background, float)
-    set_a = _load_set(motifs_a, bg, pseudocount)
-    set_b = _load_set(motifs_b, bg, pseudocount) if motifs_b else set_a
-    if cells < 4 or cells > 110:
-        raise CompareError(f"--cells must be in 4..110 (the GPU grid holds 128 cells a side), got {cells}")
+    a = read_motifs(motifs_a)
+    b = read_motifs(motifs_b) if motifs_b else a
+    check_motifs(a, "query")                              # bad input fails before anything is written
+    check_motifs(b, "target")
+    params = _run_params(st, [str(motifs_a), str(motifs_b) if motifs_b else None], device, command)
+    existed = os.path.isdir(out)
     _claim(out)
     out = os.path.abspath(out)
-    params = {
-        "format": 1, "motifs_a": set_a.source, "motifs_a_checksum": set_a.checksum,
-        "motifs_b": set_b.source if motifs_b else None,
-        "motifs_b_checksum": set_b.checksum if motifs_b else None,
-        "pvalue": pvalue, "background": [float(x) for x in bg], "background_spec": background_spec,
-        "pseudocount": pseudocount, "cells": cells, "min_overlap": min_overlap, "device": device,
-        "threshold_method": threshold_method, "motifgrid_version": __version__,
-        "command": command or " ".join(shlex.quote(x) for x in sys.argv),
-    }
+    try:
+        return _tomtom_outputs(a, b, out, client, st, params, device, progress, t0)
+    except BaseException:
+        _unclaim(out, ("_summary.json", "clusters.tsv", "clusters.parquet", "best_matches.tsv",
+                       "best_matches.parquet", "_run.json"), not existed)
+        raise
+
+
+def _unclaim(out: str, names: tuple, remove_folder: bool) -> None:
+    """Remove what a failed run wrote (``names``, in that order: the summary first), and the folder it created."""
+    for name in names:
+        try:
+            os.unlink(os.path.join(out, name))
+        except FileNotFoundError:
+            pass
+    if remove_folder:
+        try:
+            os.rmdir(out)
+        except OSError:
+            pass
+
+
+def _tomtom_outputs(a, b, out, client, st: CompareSettings, params: dict, device: str, progress, t0: float) -> dict:
+    from pipeline.identify import run_identify  # noqa: PLC0415
+
+    _write_json(Path(out) / "_run.json", params)
+    command = params["command"]
+    within = b is a
+    res = run_identify(a, b, client, top=st.top, device=device, exclude_self=within,
+                       keep_pvalues=within and st.cluster is not None, progress=progress, distance=st.distance,
+                       min_overlap=st.min_overlap, pseudocount=st.pseudocount, background=st.bg())
+    meta = {**(res.table.schema.metadata or {}), b"motifgrid.version": __version__.encode(),
+            b"motifgrid.command": command.encode(),
+            b"motifgrid.compare": json.dumps({k: params[k] for k in ("motifs_a", "motifs_a_checksum", "motifs_b",
+                                                                      "motifs_b_checksum")}).encode()}
+    table = res.table.replace_schema_metadata(meta)
+    write_parquet(table, os.path.join(out, "best_matches.parquet"))
+    atomic_write_bytes(os.path.join(out, "best_matches.tsv"), table_tsv(table))
+    n_workers = len(client.scheduler_info().get("workers", {})) if client is not None else 1
+    summary = {"method": "tomtom", "queries": len(a), "targets": len(b),
+               "pairs": len(a) * len(b) - (len(a) if within else 0), "rows": table.num_rows,
+               "tasks": res.tasks, "workers": n_workers, "device": device, "seconds": None,
+               "seconds_tasks_wall": res.seconds_tasks, "task_seconds_compute": res.task_seconds}
+    if st.cluster is not None:
+        from pipeline.motif_clusters import cluster_pvalues, clusters_table, write_clusters  # noqa: PLC0415
+        from pipeline.schema import CLUSTERS_TOMTOM_SCHEMA  # noqa: PLC0415
+
+        t1 = time.perf_counter()
+        labels, reps, to_rep = cluster_pvalues(res.pvalue, st.cluster)
+        write_clusters(out, clusters_table([m.id for m in a], [m.name for m in a], labels, reps, to_rep,
+                                           CLUSTERS_TOMTOM_SCHEMA))
+        summary.update(clusters=int(reps.size), cluster_cutoff=float(st.cluster),
+                       seconds_cluster=time.perf_counter() - t1)
+    summary["seconds"] = time.perf_counter() - t0
+    _write_json(Path(out) / "_summary.json", summary)
+    return summary
+
+
+def _run_occurrence(motifs_a, motifs_b, out, client, st: CompareSettings, device: str, command: str,
+                    progress) -> dict:
+    """All-pairs COMPARE (the seed's occurrence statistic)."""
+    t0 = time.perf_counter()
+    bg = st.bg()
+    set_a = _load_set(motifs_a, bg, st.pseudocount)
+    set_b = _load_set(motifs_b, bg, st.pseudocount) if motifs_b else set_a
+    _claim(out, ("pairs",))
+    out = os.path.abspath(out)
+    params = _run_params(st, [set_a.source, set_b.source if motifs_b else None], device, command)
     _write_json(Path(out) / "_run.json", params)
     t1 = time.perf_counter()
-    rows_a, rows_b = _thresholds_and_rows(set_a, set_b, out, client, pvalue, bg, cells, threshold_method)
+    rows_a, rows_b = _thresholds_and_rows(set_a, set_b, out, client, st.pvalue, bg, st.cells, st.threshold_method)
     t_prep = time.perf_counter() - t1
 
     pairs = _all_pairs(len(set_a.ids), len(set_b.ids), set_b is set_a)
     n_workers = max(1, len(client.scheduler_info().get("workers", {})))
-    if pairs_per_task is None:
-        pairs_per_task = int(min(20000, max(50, -(-len(pairs) // (8 * n_workers)))))
-    chunks = [pairs[i:i + pairs_per_task] for i in range(0, len(pairs), pairs_per_task)]
+    per_task = st.pairs_per_task or int(min(20000, max(50, -(-len(pairs) // (8 * n_workers)))))
+    chunks = [pairs[i:i + per_task] for i in range(0, len(pairs), per_task)]
     meta = {"motifgrid.version": __version__, "motifgrid.compare": json.dumps(
-        {k: params[k] for k in ("motifs_a", "motifs_b", "pvalue", "cells", "background")})}
+        {k: params[k] for k in ("method", "motifs_a", "motifs_b", "pvalue", "cells", "background")})}
     ctx = CompareContext(rows_a=rows_a, rows_b=rows_b, ids_a=set_a.ids, names_a=set_a.names, ids_b=set_b.ids,
-                         names_b=set_b.names, out=out, min_overlap=min_overlap, device=device, metadata=meta)
+                         names_b=set_b.names, out=out, min_overlap=st.min_overlap, device=device, metadata=meta)
     stats = {"pairs": 0, "combos": 0, "seconds_compute": 0.0, "seconds_io": 0.0}
     t2 = time.perf_counter()
     run = TaskRun(client, compare_task, ctx, list(enumerate(chunks)), name="compare", key=lambda k, c: k)
@@ -156,17 +347,18 @@ def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, *, pvalue
         if progress is not None:
             progress(stats["pairs"], len(pairs))
     t_tasks = time.perf_counter() - t2
-    summary = {"pairs": int(len(pairs)), "combos": int(stats["combos"]), "motifs_a": len(set_a.ids),
-               "motifs_b": len(set_b.ids), "tasks": len(chunks), "workers": n_workers, "device": device,
-               "seconds": None, "seconds_thresholds_and_lattices": t_prep, "seconds_tasks_wall": t_tasks,
-               "task_seconds_compute": stats["seconds_compute"], "task_seconds_io": stats["seconds_io"],
+    summary = {"method": "occurrence", "pairs": int(len(pairs)), "combos": int(stats["combos"]),
+               "motifs_a": len(set_a.ids), "motifs_b": len(set_b.ids), "tasks": len(chunks), "workers": n_workers,
+               "device": device, "seconds": None, "seconds_thresholds_and_lattices": t_prep,
+               "seconds_tasks_wall": t_tasks, "task_seconds_compute": stats["seconds_compute"],
+               "task_seconds_io": stats["seconds_io"],
                "unreachable_rows_a": int((rows_a.cut[:, 2] < 0).sum()),
                "unreachable_rows_b": int((rows_b.cut[:, 2] < 0).sum())}
-    if cluster is not None:
+    if st.cluster is not None:
         t3 = time.perf_counter()
-        cl = cluster_motifs(out, set_a.ids if set_b is set_a else None, float(cluster))
+        cl = leader_clusters(out, set_a.ids, set_a.names, float(st.cluster))
         summary["clusters"] = int(cl.column("cluster").to_numpy().max() + 1) if cl.num_rows else 0
-        summary["cluster_cutoff"] = float(cluster)
+        summary["cluster_cutoff"] = float(st.cluster)
         summary["seconds_cluster"] = time.perf_counter() - t3
     summary["seconds"] = time.perf_counter() - t0
     _write_json(Path(out) / "_summary.json", summary)
@@ -186,7 +378,7 @@ def _thresholds_and_rows(set_a, set_b, out: str, client, pvalue: float, bg: np.n
         tabs = row_thresholds_many(s, [pvalue], client, method=threshold_method, table=False)[0]
         pwms, _, strands = s.rows()
         thr_tables.append(motif_thresholds_table(s, tabs, strands))
-        rows.append(prepare_rows(pwms, [t.threshold if t.reachable else np.inf for t in tabs], bg, cells=cells))
+        rows.append(prepare_rows(pwms, tabs, bg, cells=cells))      # ScoreThresholds: exact ties counted
     thr = pa.concat_tables([t.append_column("collection", arrow.strings([k] * t.num_rows))
                             for k, t in zip("ab", thr_tables)])
     write_parquet(thr, os.path.join(out, "thresholds.parquet"))
@@ -209,15 +401,18 @@ def read_pairs(out: str, columns=None) -> pa.Table:
     return ds.dataset(os.path.join(out, "pairs"), format="parquet").to_table(columns=columns)
 
 
-def cluster_motifs(out: str, ids: list | None, cutoff: float) -> pa.Table:
-    """Group redundant motifs of one collection: leader clustering at ``similarity >= cutoff``.
+def leader_clusters(out: str, ids: list, names: list, cutoff: float) -> pa.Table:
+    """Group redundant motifs of one collection on COMPARE's similarity: leader clustering at ``similarity >=
+    cutoff``.
 
     The motif with the most neighbours at the cut-off (ties: the first in the file) becomes a
     representative and takes every unassigned neighbour; repeat.  Every member is at least ``cutoff``
-    similar to its representative (no chaining).  Writes ``clusters.parquet`` and ``clusters.tsv``.
+    similar to its representative (no chaining).  Writes ``clusters.parquet`` and ``clusters.tsv``
+    (``pipeline.schema.CLUSTERS_OCCURRENCE_SCHEMA``; clusters numbered in the order the leaders were taken).
     """
-    if ids is None:
-        raise CompareError("--cluster needs one collection (compare A --cluster S)")
+    from pipeline.motif_clusters import clusters_table, write_clusters  # noqa: PLC0415
+    from pipeline.schema import CLUSTERS_OCCURRENCE_SCHEMA  # noqa: PLC0415
+
     t = read_pairs(out, ["motif_a", "motif_b", "similarity"])
     index = {m: i for i, m in enumerate(ids)}
     n = len(ids)
@@ -232,27 +427,16 @@ def cluster_motifs(out: str, ids: list | None, cutoff: float) -> pa.Table:
         nbrs[y][x] = v
     order = sorted(range(n), key=lambda i: (-len(nbrs[i]), i))
     cluster = np.full(n, -1, np.int64)
-    rep = np.full(n, -1, np.int64)
     to_rep = np.zeros(n)
-    k = 0
+    reps = []
     for i in order:
         if cluster[i] >= 0:
             continue
-        cluster[i], rep[i], to_rep[i] = k, i, 1.0
+        cluster[i], to_rep[i] = len(reps), 1.0
         for j, v in nbrs[i].items():
             if cluster[j] < 0:
-                cluster[j], rep[j], to_rep[j] = k, i, v
-        k += 1
-    size = np.bincount(cluster, minlength=k)
-    table = arrow.table({
-        "motif_id": arrow.strings(ids),
-        "cluster": arrow.column(cluster, pa.int32()),
-        "representative": arrow.strings([ids[r] for r in rep]),
-        "similarity_to_representative": arrow.column(to_rep, pa.float64()),
-        "cluster_size": arrow.column(size[cluster], pa.int32()),
-    })
-    order_rows = np.lexsort((np.arange(n), cluster))
-    table = table.take(arrow.column(order_rows))
-    write_parquet(table, os.path.join(out, "clusters.parquet"))
-    atomic_write_bytes(os.path.join(out, "clusters.tsv"), table_tsv(table))
+                cluster[j], to_rep[j] = len(reps), v
+        reps.append(i)
+    table = clusters_table(ids, names, cluster, np.asarray(reps, np.int64), to_rep, CLUSTERS_OCCURRENCE_SCHEMA)
+    write_clusters(out, table)
     return table

@@ -629,56 +629,33 @@ def _motif_records(found: list, seqs: SequenceSet) -> list:
     return out
 
 
-def compare_motifs(motifs: str, database: str, client=None, *, pvalue: float | None = None,
-                   pseudocount: float | None = None, cells: int = 64, device: str = "cpu", keep: int = 4) -> list:
-    """Best matches of each motif of ``motifs`` in ``database`` by COMPARE — what ``motifgrid compare MOTIFS
-    DATABASE`` computes with its defaults: the scan's PWMs (uniform background, pseudocount and p-value of
-    the configuration: 0.1 and 1e-4), thresholds by :func:`pipeline.scan.row_thresholds_many`, lattices by
-    :func:`workers.compare.prepare_rows`, every shift and both strands by :func:`workers.compare.compare_pairs`;
-    similarity = Jaccard index of the two occurrence sets at those thresholds (the estimate, with its bracket).
+def compare_motifs(motifs, database: str, client=None, *, device: str = "cpu", keep: int = 4) -> list:
+    """Best match of each motif in ``database`` by Tomtom's statistic — what ``motifgrid compare MOTIFS
+    DATABASE`` reports with its defaults (:func:`pipeline.identify.run_identify`: Euclidean column distance,
+    complete scores, both strands, pseudocount 0.1).
 
-    Returns, per motif, ``{id, name, score, similarity_low, similarity_high, shift, overlap, strand, length,
-    runners_up}`` (``score`` = similarity; ``runners_up`` the next ``keep - 1``), or None without a match.
+    ``motifs``: :class:`pipeline.motifs.Motif` records or a motif file.  Returns, per motif, ``{id, name,
+    pvalue, evalue, qvalue, similarity, offset, strand, overlap, length, runners_up}`` (``runners_up``: the
+    next ``keep - 1`` targets with their p- and E-values).
     """
-    import dask.config  # noqa: PLC0415
+    from pipeline.identify import run_identify  # noqa: PLC0415
+    from pipeline.motifs import read_motifs  # noqa: PLC0415
 
-    from pipeline.scan import MotifSet, row_thresholds_many  # noqa: PLC0415
-    from workers.compare import compare_pairs, prepare_rows  # noqa: PLC0415
-
-    pvalue = float(dask.config.get("motifgrid.scan.pvalue", 1e-4)) if pvalue is None else pvalue
-    pc = float(dask.config.get("motifgrid.scan.pseudocount", 0.1)) if pseudocount is None else pseudocount
-    bg = np.full(4, 0.25)
-    sets = [MotifSet.load(motifs, bg, pc), MotifSet.load(database, bg, pc)]
-    rows = []
-    for ms in sets:
-        tabs = row_thresholds_many(ms, [pvalue], client, method="auto", table=False)[0]
-        pwms, _, _ = ms.rows()
-        rows.append(prepare_rows(pwms, [t.threshold if t.reachable else np.inf for t in tabs], bg, cells=cells))
-    qa, db = sets
-    na, nb = len(qa.ids), len(db.ids)
-    ii, jj = np.meshgrid(np.arange(na), np.arange(nb), indexing="ij")
-    pairs = np.stack([ii.ravel(), jj.ravel()], axis=1).astype(np.int64)
-    if client is not None:
-        res = client.submit(compare_pairs, rows[0], rows[1], pairs, min_overlap=1, device=device,
-                            pure=False).result()
-    else:
-        res = compare_pairs(rows[0], rows[1], pairs, min_overlap=1, device=device)
+    qs = read_motifs(motifs) if isinstance(motifs, (str, os.PathLike)) else list(motifs)
+    db = read_motifs(database)
+    res = run_identify(qs, db, client, top=keep, device=device)
+    length = {m.id: m.length for m in db}
+    rows = res.table.to_pylist()
+    k = len(rows) // len(qs)                          # every query's ranks 1..k, queries in input order
     out = []
-    for i in range(na):
-        sel = np.flatnonzero(res.a == i)
-        order = sel[np.lexsort((res.b[sel], -res.jaccard[sel, 0], -res.jaccard[sel, 1]))]
-        order = [k for k in order if res.jaccard[k, 2] > 0]
-        if not order:
-            out.append(None)
-            continue
-        k = order[0]
-        j = int(res.b[k])
-        out.append({"id": db.ids[j], "name": db.names[j], "score": float(res.jaccard[k, 1]),
-                    "similarity_low": float(res.jaccard[k, 0]), "similarity_high": float(res.jaccard[k, 2]),
-                    "shift": int(res.shift[k]), "overlap": int(res.overlap[k]), "strand": "+-"[int(res.strand[k])],
-                    "length": int(db.pwms[j].shape[0]),
-                    "runners_up": [{"id": db.ids[int(res.b[x])], "name": db.names[int(res.b[x])],
-                                    "score": float(res.jaccard[x, 1])} for x in order[1:keep]]})
+    for i in range(len(qs)):
+        mine = rows[i * k:(i + 1) * k]
+        best = mine[0]
+        out.append({"id": best["target"], "name": best["target_name"]}
+                   | {k: best[k] for k in ("pvalue", "evalue", "qvalue", "similarity", "offset", "strand", "overlap")}
+                   | {"length": length[best["target"]],
+                      "runners_up": [{"id": r["target"], "name": r["target_name"], "pvalue": r["pvalue"],
+                                      "evalue": r["evalue"]} for r in mine[1:]]})
     return out
 
 
@@ -718,7 +695,7 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
     written.append("motifs.meme")
     # best matches as `motifgrid compare motifs.meme DATABASE` reports them
     t_compare = time.perf_counter()
-    matches = (compare_motifs(str(out / "motifs.meme"), compare_to, client, device=device)
+    matches = (compare_motifs(recs, compare_to, client, device=device)
                if compare_to and recs else [None] * len(recs))
     t_compare = time.perf_counter() - t_compare
     _atomic_write_bytes(str(out / "motifs.jaspar"), format_jaspar(recs).encode())
@@ -755,14 +732,15 @@ def write_outputs(out: Path, seqs: SequenceSet, settings: DiscoverSettings, foun
             "ld_count": m.ld_count, "ld_distance_sum": m.ld_distance, "found_by": m.origin,
             "best_match": match,
         })
+    match_cols = ["id", "name", "pvalue", "evalue", "offset", "strand", "overlap"]
     tsv = ["\t".join(["id", "consensus", "sites", "loglik_bits", "information_content_bits", "ld_count",
-                      "found_by", "best_match_id", "best_match_name", "best_match_score"])]
+                      "found_by"] + [f"best_match_{c}" for c in match_cols])]
     for mj in motifs_json:
         bm = mj["best_match"] or {}
         tsv.append("\t".join(str(x) for x in [
             mj["id"], mj["consensus"], mj["sites"], f"{mj['loglik_bits']:.3f}", f"{mj['information_content_bits']:.3f}",
-            "" if mj["ld_count"] is None else mj["ld_count"], mj["found_by"], bm.get("id", ""), bm.get("name", ""),
-            f"{bm['score']:.3f}" if bm else ""]))
+            "" if mj["ld_count"] is None else mj["ld_count"], mj["found_by"]]
+            + [(f"{bm[c]:.3g}" if c in ("pvalue", "evalue") else bm[c]) if bm else "" for c in match_cols]))
     _atomic_write_bytes(str(out / "summary.tsv"), ("\n".join(tsv) + "\n").encode())
     written.append("summary.tsv")
     seconds = dict(stats.get("seconds", {}))

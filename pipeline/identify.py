@@ -3,7 +3,11 @@
 :func:`match_all` gives every (query, target) its best alignment and Tomtom p-value
 (:mod:`workers.compare.tomtom`), with E-values (p × number of targets) and per-query Benjamini-Hochberg
 q-values; :func:`best_matches` keeps each query's ``top`` targets as an Arrow table
-(``BEST_MATCHES_SCHEMA``); :func:`identify` does both.
+(``pipeline.schema.BEST_MATCHES_SCHEMA``); :func:`identify` does both.  :func:`run_identify` does the same on
+Dask (``motifgrid compare``, ``discover --compare-to``, ``pipeline.motif_clusters``): the queries cut into
+tasks (:class:`pipeline.dataset.TaskRun`), the targets' matrices scattered once and laid out once per worker
+(``prepare_targets``, on the worker's GPU when it has one), each task ranking its queries against every
+target (so its E- and q-values are final), the rows put back in query order.
 
 This answers "which factor is this?", unlike COMPARE (:mod:`pipeline.compare`), which measures how far
 two matrices call the same sites (Jaccard index of their occurrence sets at a score threshold).
@@ -17,34 +21,26 @@ tomtom warns below 50).
 from __future__ import annotations
 
 import json
+import threading
+import time
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow
+from pipeline.schema import BEST_MATCHES_SCHEMA
 
 #: Below this many targets the p-values depend strongly on which targets are given (tomtom.c).
 MIN_TARGETS = 50
 
-#: One row per (query, rank).  ``offset``: query column i faces target column i + offset of the target
-#: as matched (its reverse complement on strand "-"); ``similarity``: mean column similarity over the
-#: overlap (ed: 1 - Euclidean distance / √2, in [0, 1]; pearson: Pearson's r, in [-1, 1]).
-BEST_MATCHES_SCHEMA = pa.schema([
-    pa.field("query", pa.string(), nullable=False),
-    pa.field("query_name", pa.string(), nullable=False),
-    pa.field("rank", pa.int32(), nullable=False),
-    pa.field("target", pa.string(), nullable=False),
-    pa.field("target_name", pa.string(), nullable=False),
-    pa.field("pvalue", pa.float64(), nullable=False),
-    pa.field("evalue", pa.float64(), nullable=False),
-    pa.field("qvalue", pa.float64(), nullable=False),
-    pa.field("similarity", pa.float64(), nullable=False),
-    pa.field("offset", pa.int32(), nullable=False),
-    pa.field("strand", pa.string(), nullable=False),
-    pa.field("overlap", pa.int32(), nullable=False),
-])
+
+class FewTargetsWarning(RuntimeWarning):
+    """Fewer than ``MIN_TARGETS`` targets: the p-values depend strongly on which targets are given.  The CLI
+    prints it as one line (``one_line``)."""
+    one_line = True
 
 
 class IdentifyError(MotifgridError, ValueError):
@@ -69,18 +65,21 @@ class Matches:
     params: dict
 
 
-def _ppms(motifs, role: str, background, pseudocount: float) -> list[np.ndarray]:
-    from pipeline.motifs import motif_probabilities  # noqa: PLC0415
-
+def check_motifs(motifs, role: str) -> None:
+    """An :class:`IdentifyError` (one line naming the file and record) for motifs identification cannot use."""
     if not motifs:
         raise IdentifyError(f"no {role} motifs given")
-    out = []
     for m in motifs:
         if m.kind == "logodds":
             raise IdentifyError(f"{m.source}: motif {m.id} (record {m.record}) is a log-odds matrix; "
                                 f"identification needs letter counts or probabilities")
-        out.append(motif_probabilities(m, background, pseudocount))
-    return out
+
+
+def _ppms(motifs, role: str, background, pseudocount: float) -> list[np.ndarray]:
+    from pipeline.motifs import motif_probabilities  # noqa: PLC0415
+
+    check_motifs(motifs, role)
+    return [motif_probabilities(m, background, pseudocount) for m in motifs]
 
 
 def match_all(queries, targets, *, distance: str = "ed", min_overlap: int = 1, pseudocount: float = 0.1,
@@ -147,21 +146,28 @@ def probabilities(queries, targets, params: dict) -> tuple[list, list]:
     if len(tp) < MIN_TARGETS:
         warnings.warn(f"{len(tp)} target motifs: Tomtom p-values take the target columns as their background, "
                       f"so with fewer than {MIN_TARGETS} targets they depend strongly on which targets are given",
-                      RuntimeWarning, stacklevel=3)
+                      FewTargetsWarning, stacklevel=3)
     return qp, tp
 
 
-def assemble(queries, targets, query_ppms, target_ppms, res, params: dict) -> Matches:
-    """:class:`Matches` from a ``workers.compare.tomtom.TomtomResult`` of all queries × all targets: self-matches
-    excluded (``params["exclude_self"]``), E-values, per-query BH q-values."""
+def self_index(queries, targets) -> np.ndarray:
+    """``(Q,)`` int64: the target that is the same object as each query, -1 where none (one collection
+    against itself)."""
+    where = {id(t): j for j, t in enumerate(targets)}
+    return np.array([where.get(id(q), -1) for q in queries], dtype=np.int64)
+
+
+def assemble(queries, targets, query_ppms, target_ppms, res, params: dict, selves: np.ndarray | None = None) -> Matches:
+    """:class:`Matches` from a ``workers.compare.tomtom.TomtomResult`` of the queries × all targets: self-matches
+    excluded (``params["exclude_self"]``; ``selves``: each query's own target index, -1 for none, by default
+    :func:`self_index`), E-values, per-query BH q-values."""
     from workers.compare.tomtom import bh_qvalues  # noqa: PLC0415
 
     excluded = np.zeros(res.pvalue.shape, dtype=bool)
     if params["exclude_self"]:
-        where = {id(t): j for j, t in enumerate(targets)}
-        for i, q in enumerate(queries):
-            if id(q) in where:
-                excluded[i, where[id(q)]] = True
+        selves = self_index(queries, targets) if selves is None else np.asarray(selves)
+        rows = np.flatnonzero(selves >= 0)
+        excluded[rows, selves[rows]] = True
     p = np.where(excluded, 1.0, res.pvalue)
     return Matches(queries=list(queries), targets=list(targets), query_ppms=query_ppms, target_ppms=target_ppms,
                    pvalue=p, evalue=p * len(targets), qvalue=bh_qvalues(p), score=res.score, offset=res.offset,
@@ -218,3 +224,134 @@ def identify(queries, targets, *, top: int = 5, **kwargs) -> pa.Table:
     if int(top) < 1:
         raise IdentifyError(f"top must be >= 1, got {top}")
     return best_matches(match_all(queries, targets, **kwargs), top)
+
+
+# ------------------------------------------------------------------------------------ on Dask
+#: CPU target layouts prepared on this process, per scattered context (kept while the context lives)
+_prepared: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_prepared_lock = threading.Lock()
+
+
+@dataclass(eq=False)
+class IdentifyContext:
+    """What every identification task needs, scattered to each worker once: the motifs (host matrices) and
+    the run's parameters.  The targets' device layout is made on the worker, once (:meth:`target_set`)."""
+    queries: list
+    targets: list
+    query_ppms: list
+    target_ppms: list
+    params: dict
+    top: int
+    device: str
+    selves: np.ndarray          # (Q,) int64: each query's own target (exclude_self), -1 none
+    keep_pvalues: bool
+    chunk_bytes: int | None = None
+
+    def target_set(self):
+        """The ``TargetSet`` of this context on this worker's device, prepared by the first task that asks
+        (the GPU's kept per device while the context lives, as the scan's plans are)."""
+        if self.device == "gpu":
+            from workers.backend import on_device  # noqa: PLC0415
+
+            return on_device(self, _prepare_targets)
+        with _prepared_lock:
+            ts = _prepared.get(self)
+            if ts is None:
+                ts = _prepared[self] = _prepare_targets(self)
+        return ts
+
+
+def _prepare_targets(ctx: IdentifyContext):
+    from workers.compare.tomtom import prepare_targets  # noqa: PLC0415
+
+    return prepare_targets(ctx.target_ppms, distance=ctx.params["distance"], both_strands=ctx.params["both_strands"],
+                           device=ctx.device)
+
+
+def identify_task(ctx: IdentifyContext, part: int, rows: np.ndarray) -> dict:
+    """Queries ``rows`` against every target: their best-matches rows (E- and q-values final, since every
+    target is here) and, with ``keep_pvalues``, their ``(len(rows), N)`` p-values."""
+    from workers.compare.tomtom import search  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    ts = ctx.target_set()
+    qp = [ctx.query_ppms[i] for i in rows]
+    res = search(qp, ts, min_overlap=ctx.params["min_overlap"], chunk_bytes=ctx.chunk_bytes)
+    m = assemble([ctx.queries[i] for i in rows], ctx.targets, qp, ctx.target_ppms, res, ctx.params,
+                 selves=ctx.selves[rows])
+    table = best_matches(m, ctx.top)
+    return {"part": part, "rows": rows, "table": table, "pvalue": m.pvalue if ctx.keep_pvalues else None,
+            "seconds": time.perf_counter() - t0}
+
+
+def query_tasks(widths: np.ndarray, n_workers: int, per_task: int | None = None) -> list[np.ndarray]:
+    """Query indices cut into tasks: sorted by width (a task's queries share span tables), about four tasks
+    per worker, at least 8 queries each unless ``per_task`` says otherwise."""
+    order = np.argsort(np.asarray(widths), kind="stable")
+    if per_task is None:
+        per_task = max(8, -(-order.size // (4 * max(1, n_workers))))
+    return [order[s:s + per_task] for s in range(0, order.size, per_task)]
+
+
+@dataclass
+class Identification:
+    """What :func:`run_identify` returns."""
+    table: pa.Table                 # BEST_MATCHES_SCHEMA, queries in input order, ranks 1..top
+    pvalue: np.ndarray | None       # (Q, N) float64 with keep_pvalues (self-matches 1)
+    params: dict
+    tasks: int
+    seconds_tasks: float            # wall time of the tasks (client side)
+    task_seconds: float             # their compute time, summed
+
+
+def run_identify(queries, targets, client=None, *, top: int = 5, device: str | None = None,
+                 exclude_self: bool = False, keep_pvalues: bool = False, progress=None,
+                 queries_per_task: int | None = None, chunk_bytes: int | None = None, **options) -> Identification:
+    """Best ``top`` matches of every query among ``targets`` on ``client``'s workers (in this process when
+    ``client`` is None).
+
+    ``options``: ``distance``, ``min_overlap``, ``pseudocount``, ``background``, ``both_strands`` as
+    :func:`match_all`.  ``exclude_self``: a query that is one of the targets (the same object) is not matched
+    with itself.  ``progress(done, total)`` is called with queries done.  ``device``: the workers' ("cpu",
+    "gpu"; None: this process chooses).
+    """
+    from pipeline.dataset import TaskRun  # noqa: PLC0415
+    from workers.backend import resolve_device  # noqa: PLC0415
+
+    if int(top) < 1:
+        raise IdentifyError(f"top must be >= 1, got {top}")
+    params = parameters(exclude_self=exclude_self, **options)
+    qp, tp = probabilities(queries, targets, params)
+    device = resolve_device(device) if client is None else (device or "cpu")
+    ctx = IdentifyContext(queries=list(queries), targets=list(targets), query_ppms=qp, target_ppms=tp,
+                          params={**params, "targets": len(tp)}, top=int(top), device=device,
+                          selves=self_index(queries, targets) if exclude_self else np.full(len(qp), -1, np.int64),
+                          keep_pvalues=keep_pvalues, chunk_bytes=chunk_bytes)
+    n_workers = len(client.scheduler_info().get("workers", {})) if client is not None else 1
+    parts = query_tasks(np.array([p.shape[0] for p in qp]), n_workers, queries_per_task)
+    t0 = time.perf_counter()
+    results, done = [], 0
+    if client is None:
+        stream = (identify_task(ctx, k, rows) for k, rows in enumerate(parts))
+    else:
+        run = TaskRun(client, identify_task, ctx, list(enumerate(parts)), name="identify", key=lambda k, r: k)
+        stream = run.results(lambda exc: IdentifyError(f"an identification task failed: {type(exc).__name__}: {exc}"))
+    for res in stream:
+        results.append(res)
+        done += len(res["rows"])
+        if progress is not None:
+            progress(done, len(qp))
+    wall = time.perf_counter() - t0
+    results.sort(key=lambda r: r["part"])
+    rows = np.concatenate([r["rows"] for r in results])
+    table = pa.concat_tables([r["table"] for r in results])
+    # each task's table holds its queries in its order, ranks 1..k each: back to the input order
+    owner = np.concatenate([np.repeat(r["rows"], r["table"].num_rows // max(len(r["rows"]), 1)) for r in results])
+    table = table.take(arrow.column(np.argsort(owner, kind="stable"))).replace_schema_metadata(
+        {"motifgrid.identify": json.dumps({**ctx.params, "top": int(top)})})
+    pvalue = None
+    if keep_pvalues:
+        pvalue = np.empty((len(qp), len(tp)))
+        pvalue[rows] = np.concatenate([r["pvalue"] for r in results])
+    return Identification(table=table, pvalue=pvalue, params=ctx.params, tasks=len(parts), seconds_tasks=wall,
+                          task_seconds=float(sum(r["seconds"] for r in results)))

@@ -113,6 +113,45 @@ PAIRS_SCHEMA = pa.schema([
     pa.field("p_b", pa.float64()),
 ])
 
+#: ``motifgrid compare`` (``--method tomtom``, the default) and ``pipeline.identify``: one row per (query, rank).
+#: ``offset``: query column i faces target column i + offset of the target as matched (its reverse complement on
+#: strand "-"); ``similarity``: mean column similarity over the overlap (ed: 1 - Euclidean distance / √2, in
+#: [0, 1]; pearson: Pearson's r, in [-1, 1]); ``evalue`` = pvalue × targets; ``qvalue``: Benjamini-Hochberg over
+#: the query's targets.
+BEST_MATCHES_SCHEMA = pa.schema([
+    pa.field("query", pa.string(), nullable=False),
+    pa.field("query_name", pa.string(), nullable=False),
+    pa.field("rank", pa.int32(), nullable=False),
+    pa.field("target", pa.string(), nullable=False),
+    pa.field("target_name", pa.string(), nullable=False),
+    pa.field("pvalue", pa.float64(), nullable=False),
+    pa.field("evalue", pa.float64(), nullable=False),
+    pa.field("qvalue", pa.float64(), nullable=False),
+    pa.field("similarity", pa.float64(), nullable=False),
+    pa.field("offset", pa.int32(), nullable=False),
+    pa.field("strand", pa.string(), nullable=False),
+    pa.field("overlap", pa.int32(), nullable=False),
+])
+
+_CLUSTER_FIELDS = [
+    pa.field("motif_id", pa.string(), nullable=False),
+    pa.field("motif_name", pa.string(), nullable=False),
+    pa.field("cluster", pa.int32(), nullable=False),           # 0 = the largest cluster
+    pa.field("cluster_size", pa.int32(), nullable=False),
+    pa.field("representative", pa.string(), nullable=False),   # motif id of the cluster's representative
+    pa.field("representative_name", pa.string(), nullable=False),
+]
+
+#: ``motifgrid compare A --cluster E`` (tomtom): average linkage on the symmetric E-value (``pipeline.motif_clusters``).
+CLUSTERS_TOMTOM_SCHEMA = pa.schema(_CLUSTER_FIELDS + [
+    pa.field("evalue_to_representative", pa.float64(), nullable=False),   # 0 for the representative itself
+])
+
+#: ``motifgrid compare A --method occurrence --cluster S``: leader clustering on COMPARE's similarity.
+CLUSTERS_OCCURRENCE_SCHEMA = pa.schema(_CLUSTER_FIELDS + [
+    pa.field("similarity_to_representative", pa.float64(), nullable=False),  # 1 for the representative itself
+])
+
 SITES_FORMAT_VERSION = 1
 
 #: Sites of discovered motifs (``motifgrid discover``): 0-based half-open forward-strand coordinates

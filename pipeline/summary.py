@@ -14,8 +14,8 @@ discover      ``summary.json`` / ``motifs.meme``, ...      ``summary.json`` exis
 :func:`summarize` returns a plain, JSON-serialisable dict (the CLI formats it, ``--json`` prints it):
 ``kind``, ``path``, ``finished``, ``parameters``, ``command``, ``progress`` (units done / total),
 ``totals``, ``seconds``, ``next`` (what to do with an unfinished run) and per kind the top rows: motifs by
-hits and hits per contig (scan), tests by matches (composition), most similar pairs (compare), the
-motifs found (discover).  Nothing is written or removed: a run still going on is read as it stands.
+hits and hits per contig (scan), tests by matches (composition), most similar pairs (compare --method
+occurrence) or the queries' best matches, most significant first (compare, tomtom), the motifs found (discover).  Nothing is written or removed: a run still going on is read as it stands.
 """
 from __future__ import annotations
 
@@ -234,6 +234,8 @@ def _composition(path: str, top: int, contigs: int) -> dict:
 def _compare(path: str, top: int) -> dict:
     run = _json(storage.join(path, "_run.json"))
     done = _json(storage.join(path, "_summary.json"))
+    if run.get("method") == "tomtom":
+        return _compare_tomtom(path, top, run, done)
     parts = [f for f in storage.listdir(storage.join(path, "pairs")) if f.endswith(".parquet") and f[0] != "."]
     out = {
         "parameters": {"motifs_a": run.get("motifs_a"), "motifs_b": run.get("motifs_b"), "pvalue": run.get("pvalue"),
@@ -251,6 +253,29 @@ def _compare(path: str, top: int) -> dict:
 
         t = read_pairs(path, ["motif_a", "name_a", "motif_b", "name_b", "similarity", "shift", "strand", "overlap"])
         out["top_pairs"] = t.take(by_descending(t, "similarity")).slice(0, top).to_pylist()
+    return out
+
+
+def _compare_tomtom(path: str, top: int, run: dict, done: dict | None) -> dict:
+    """A ``compare --method tomtom`` folder: its best matches are written at the end, all at once."""
+    out = {
+        "parameters": {k: run.get(k) for k in ("motifs_a", "motifs_b", "method", "distance", "top", "min_overlap",
+                                               "pseudocount", "cluster", "device")}
+        | {"background": run.get("background_spec")},
+        "command": run.get("command"),
+        "progress": {"unit": "tasks", "done": done["tasks"] if done else 0, "total": done["tasks"] if done else None},
+        "totals": {k: done.get(k) for k in ("queries", "targets", "pairs", "clusters")} if done else {},
+        "seconds": (done or {}).get("seconds"),
+        "top_matches": [],
+    }
+    f = storage.join(path, "best_matches.parquet")
+    if done and storage.exists(f):
+        import pyarrow.compute as pc  # noqa: PLC0415
+
+        t = storage.read_parquet(f)
+        t = t.filter(pc.equal(t["rank"], 1))
+        order = pc.sort_indices(t, sort_keys=[("pvalue", "ascending")])
+        out["top_matches"] = t.take(order).slice(0, top).to_pylist()
     return out
 
 

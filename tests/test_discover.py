@@ -292,10 +292,13 @@ def test_writers_round_trip(tmp_path):
     assert meme[1].nsites == 12.0 and meme[0].name == "ACGTACGTA"
 
 
+@pytest.mark.filterwarnings("ignore:12 target motifs")
 def test_compare_to_is_motifgrid_compare(client, tmp_path):
-    """--compare-to reports what `motifgrid compare MOTIFS DATABASE` computes: COMPARE's Jaccard similarity at
-    p = 1e-4 thresholds, best over shifts and strands; a database motif and its reverse complement find it."""
-    from pipeline.compare import read_pairs, run_compare
+    """--compare-to reports what `motifgrid compare MOTIFS DATABASE` computes: Tomtom's best alignment and its
+    p-, E- and q-values; a database motif and its reverse complement find it (offset 0, strands + and -)."""
+    import pyarrow.parquet as pq
+
+    from pipeline.compare import run_compare
 
     db = str(DATA / "jaspar2024_subset.jaspar")
     ms = read_motifs(db)
@@ -304,17 +307,18 @@ def test_compare_to_is_motifgrid_compare(client, tmp_path):
     mine = tmp_path / "mine.meme"
     mine.write_text(format_meme([q, rc], [0.25] * 4))
     best = compare_motifs(str(mine), db, client)
-    assert best[0]["id"] == q.id and best[0]["strand"] == "+" and best[0]["score"] == pytest.approx(1.0)
-    assert best[1]["id"] == q.id and best[1]["strand"] == "-" and best[1]["score"] == pytest.approx(1.0)
-    assert best[0]["similarity_low"] <= best[0]["score"] <= best[0]["similarity_high"]
-    assert best[0]["runners_up"][0]["score"] <= best[0]["score"]
+    for k, strand in enumerate("+-"):
+        assert (best[k]["id"], best[k]["strand"], best[k]["offset"], best[k]["overlap"]) == (q.id, strand, 0, q.length)
+        assert best[k]["similarity"] == pytest.approx(1.0, abs=1e-6) and best[k]["length"] == q.length
+        assert best[k]["evalue"] == pytest.approx(best[k]["pvalue"] * len(ms))
+        assert best[k]["runners_up"][0]["pvalue"] >= best[k]["pvalue"] and len(best[k]["runners_up"]) == 3
     run_compare(str(mine), db, str(tmp_path / "cmp"), client)
-    t = read_pairs(str(tmp_path / "cmp")).to_pandas()
-    for k, name in enumerate([q.id, "q_rc"]):
-        rows = t[t.motif_a == name].sort_values(["similarity", "motif_b"], ascending=[False, True])
-        assert rows.motif_b.iloc[0] == best[k]["id"]
-        assert rows.similarity.iloc[0] == pytest.approx(best[k]["score"], abs=1e-12)
-        assert rows.similarity.iloc[1] == pytest.approx(best[k]["runners_up"][0]["score"], abs=1e-12)
+    t = pq.read_table(tmp_path / "cmp" / "best_matches.parquet").to_pylist()
+    for k in range(2):
+        rows = t[5 * k:5 * k + 5]
+        assert rows[0]["target"] == best[k]["id"] and rows[0]["pvalue"] == best[k]["pvalue"]
+        assert rows[1]["target"] == best[k]["runners_up"][0]["id"]
+        assert rows[1]["evalue"] == best[k]["runners_up"][0]["evalue"]
 
 
 def test_cli_time_agrees_with_summary_and_meme_has_no_fake_evalue(tmp_path):
@@ -333,6 +337,17 @@ def test_cli_time_agrees_with_summary_and_meme_has_no_fake_evalue(tmp_path):
     wall = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "summary.json").read_text())
+    # the best matches: Tomtom's, in summary.json, summary.tsv and the printed lines (one per motif)
+    tsv = (out / "summary.tsv").read_text().splitlines()
+    assert tsv[0].split("\t")[-7:] == ["best_match_id", "best_match_name", "best_match_pvalue", "best_match_evalue",
+                                       "best_match_offset", "best_match_strand", "best_match_overlap"]
+    for mj, line in zip(summary["motifs"], tsv[1:]):
+        bm = mj["best_match"]
+        assert 0 < bm["pvalue"] <= 1 and bm["evalue"] == pytest.approx(12 * bm["pvalue"]) and bm["strand"] in "+-"
+        assert line.split("\t")[-7:-5] == [bm["id"], bm["name"]]
+        assert re.search(rf"{mj['id']} {mj['consensus']}: best match {re.escape(bm['id'])} {re.escape(bm['name'])} "
+                         rf"\(p=[-+.e\d]+, E=[-+.e\d]+, offset -?\d+, strand [+-], \d+ columns\)", r.stderr), r.stderr
+    assert "motifgrid discover: warning: 12 target motifs" in r.stderr and "FewTargetsWarning" not in r.stderr, r.stderr
     printed = re.search(r"done in ([\d.]+)s", r.stderr).group(1)
     assert printed == f"{summary['seconds']:.1f}", r.stderr
     ph = summary["seconds_by_phase"]

@@ -331,3 +331,57 @@ def test_gpu_matches_cpu():
     S = -np.sqrt(rng.uniform(size=(40, 3001)) * 2)
     S[1, ::2] = S[1, 0]
     np.testing.assert_array_equal(tt._select_medians(cupy.asarray(S), cupy).get(), np.median(S, axis=1))
+
+
+# ------------------------------------------------------------------------------------ run_identify (the fan-out)
+def test_run_identify_batches_equal_one_pass():
+    """Queries cut into tasks (one query each; self-matches excluded by index) give the table and p-values of one
+    in-process pass: the E- and q-values of a task are final since it holds every target."""
+    from pipeline.identify import query_tasks, run_identify
+
+    rng = np.random.default_rng(12)
+    motifs = _motifs(rng, rng.integers(5, 14, size=55), "m")
+    one = match_all(motifs, motifs, exclude_self=True)
+    res = run_identify(motifs, motifs, top=4, exclude_self=True, keep_pvalues=True, queries_per_task=1, device="cpu")
+    assert res.tasks == 55
+    np.testing.assert_array_equal(res.pvalue, one.pvalue)
+    ref = identify(motifs, motifs, top=4, exclude_self=True)
+    assert res.table.equals(ref) and res.table.schema.metadata == ref.schema.metadata
+    parts = query_tasks(np.array([5, 9, 5, 7, 9, 5]), n_workers=1, per_task=2)
+    assert [p.tolist() for p in parts] == [[0, 2], [5, 3], [1, 4]]          # by width, then input order
+
+
+@pytest.mark.gpu
+def test_run_identify_gpu_matches_cpu():
+    from pipeline.identify import run_identify
+
+    rng = np.random.default_rng(13)
+    motifs = _motifs(rng, rng.integers(5, 20, size=120), "g")
+    cpu = run_identify(motifs[:30], motifs, top=3, device="cpu", keep_pvalues=True)
+    gpu = run_identify(motifs[:30], motifs, top=3, device="gpu", keep_pvalues=True)
+    assert gpu.table["target"].to_pylist()[::3] == cpu.table["target"].to_pylist()[::3]
+    assert np.isclose(gpu.pvalue, cpu.pvalue, rtol=1e-6, atol=0).mean() > 0.995     # lattice ties may differ
+
+
+def test_run_identify_on_dask_lays_targets_out_once_per_worker(monkeypatch):
+    """On a Dask cluster (one worker, two threads) the tasks share one target layout: prepare_targets runs once
+    for 8 tasks; the result equals the in-process one."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.identify import run_identify
+
+    calls = []
+    real = tt.prepare_targets
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(tt, "prepare_targets", counted)
+    rng = np.random.default_rng(14)
+    motifs = _motifs(rng, rng.integers(5, 12, size=60), "d")
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cl, \
+            Client(cl) as c:
+        res = run_identify(motifs[:16], motifs, c, top=2, queries_per_task=2)
+    assert res.tasks == 8 and len(calls) == 1
+    assert res.table.equals(identify(motifs[:16], motifs, top=2))

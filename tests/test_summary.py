@@ -200,11 +200,22 @@ def test_composition_summary(genome, client, tmp_path, chrx_slice):
     assert u["next"] == "unfinished; complete it with: motifgrid composition t.fa g.zarr --out comp --resume"
 
 
+@pytest.mark.filterwarnings("ignore:12 target motifs")
 def test_compare_summary(client, tmp_path):
-    from pipeline.compare import read_pairs, run_compare
+    import pyarrow.parquet as pq
 
+    from pipeline.compare import CompareSettings, read_pairs, run_compare
+
+    tom = tmp_path / "tom"
+    run_compare(MOTIFS, None, str(tom), client, command="motifgrid compare jaspar2024_subset.jaspar --out tom")
+    s = summarize(str(tom), top=3)
+    best = [r for r in pq.read_table(tom / "best_matches.parquet").to_pylist() if r["rank"] == 1]
+    assert s["kind"] == "compare" and s["finished"] and s["parameters"]["method"] == "tomtom"
+    assert s["totals"] == {"queries": 12, "targets": 12, "pairs": 132, "clusters": None}
+    assert [r["pvalue"] for r in s["top_matches"]] == sorted(r["pvalue"] for r in best)[:3]
     out = tmp_path / "cmp"
-    run_compare(MOTIFS, None, str(out), client, command="motifgrid compare jaspar2024_subset.jaspar --out cmp")
+    run_compare(MOTIFS, None, str(out), client, CompareSettings(method="occurrence"),
+                command="motifgrid compare jaspar2024_subset.jaspar --out cmp")
     s = summarize(str(out), top=2)
     pairs = read_pairs(str(out)).to_pylist()
     assert s["kind"] == "compare" and s["finished"] and s["totals"]["pairs"] == len(pairs) == 66

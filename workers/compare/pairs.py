@@ -95,8 +95,8 @@ class PairResult:
     shift: np.ndarray        # (n,) column of A under B's column 0
     strand: np.ndarray       # (n,) 0: B as given, 1: B reverse-complemented
     overlap: np.ndarray      # (n,) overlapping columns
-    jaccard: np.ndarray      # (n, 3) low, estimate, high
-    tp: np.ndarray           # (n, 3)
+    jaccard: np.ndarray      # (n, 3) low, estimate, high: bounds of the best over all cases, estimate of the case
+    tp: np.ndarray           # (n, 3) of the case reported
     pa: np.ndarray           # (n,) P(S_A >= α) estimate
     pb: np.ndarray           # (n,)
     combos: int = 0          # (pair, shift, strand) cases computed
@@ -137,7 +137,9 @@ def compare_pairs(rows_a: CompareRows, rows_b: CompareRows, pairs: np.ndarray, *
     -------
     PairResult
         Per pair the best shift and strand (largest estimate, then largest lower bound, then the smallest
-        ``|shift|``), its overlap, Jaccard bracket ``(n, 3)``, joint tail ``(n, 3)`` and marginals.
+        ``|shift|``), its overlap, its joint tail ``(n, 3)`` and marginals, and the Jaccard ``(n, 3)``: the
+        estimate of that case between certified bounds of the pair's similarity, the largest ``J`` over all
+        shifts and strands (the largest low and the largest high of the cases).
     """
     pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
     C = _cases(rows_a, rows_b, pairs, min_overlap)
@@ -155,10 +157,17 @@ def compare_pairs(rows_a: CompareRows, rows_b: CompareRows, pairs: np.ndarray, *
     first[1:] = C[key[1:], 0] != C[key[:-1], 0]
     best[C[key[first], 0]] = key[first]
     b = best
+    # the pair's similarity is its best case's: certified bounds of that maximum are the largest low and the
+    # largest high over its cases (the estimate may rank a case first whose exact value is not the largest)
+    starts = np.flatnonzero(np.r_[True, C[1:, 0] != C[:-1, 0]]) if C.size else np.zeros(0, np.int64)
+    bounds = J[b].copy()
+    if C.size:
+        bounds[C[starts, 0], 0] = np.maximum.reduceat(J[:, 0], starts)
+        bounds[C[starts, 0], 2] = np.maximum.reduceat(J[:, 2], starts)
     ma = rows_a.m[C[b, 1]]
     mb = rows_b.m[C[b, 2]]
     sh = C[b, 3]
     overlap = np.minimum(ma, sh + mb) - np.maximum(0, sh)
     return PairResult(a=pairs[:, 0], b=pairs[:, 1], shift=sh, strand=C[b, 4].astype(np.int8),
-                      overlap=overlap.astype(np.int32), jaccard=J[b], tp=tp[b],
+                      overlap=overlap.astype(np.int32), jaccard=bounds, tp=tp[b],
                       pa=rows_a.marg[C[b, 1], 1], pb=rows_b.marg[C[b, 2], 1], combos=int(C.shape[0]))

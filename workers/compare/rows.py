@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workers.distribution.lattice import integer_lattice, prepare_matrix
+from workers.distribution.threshold import ScoreThreshold
 
 FORBIDDEN = 1 << 20          # deficit of a letter that never matches (prob 0): skipped
 MAX_GRID = 128               # cells per axis on the GPU (shared memory)
@@ -61,15 +62,77 @@ def _marginal(kdef: np.ndarray, prob: np.ndarray, dmax: int) -> np.ndarray:
     return cur
 
 
-def prepare_rows(pwms: list[np.ndarray], thresholds: list[float], background, cells: int = 64) -> CompareRows:
+def _threshold(t) -> tuple[float, bool, float | None]:
+    """``(alpha, gap, pvalue)`` of a threshold given as a float or a ``ScoreThreshold``: ``gap`` when it was
+    fixed on the exact tie classes, so no attained score lies within ``tie/2`` of it; ``pvalue`` the middle
+    of its certified p-value bracket (None for a float)."""
+    if isinstance(t, ScoreThreshold):
+        if not t.reachable:
+            return math.inf, False, None
+        return float(t.threshold), bool(t.exact_threshold), 0.5 * (t.pvalue_bounds[0] + t.pvalue_bounds[1])
+    return float(t), False, None
+
+
+def _calibrated(cut: tuple, cs: np.ndarray, pvalue: float | None) -> tuple:
+    """The estimate's cut moved, within the certified ``[cut_low, cut_high]``, to the deficit whose marginal
+    ``P(deficit <= c)`` is nearest the threshold's known p-value (ties: the centre's cut).  The lattice cannot
+    tell apart the words within its residual bracket of the threshold; the p-value says how much of them
+    passes.  A matrix compared with itself still scores 1 (one cut on both sides)."""
+    if pvalue is None:
+        return cut
+    cands = np.arange(cut[0], cut[2] + 1)
+    mass = np.where(cands >= 0, cs[np.maximum(cands, 0)], 0.0)
+    err = np.abs(mass - pvalue)
+    best = cands[err <= err.min() * (1 + 1e-12)]
+    return cut[0], int(best[np.argmin(np.abs(best - cut[1]))]), cut[2]
+
+
+def _lattice_cuts(P, alpha: float, gap: bool, cells: int):
+    """``(delta, kdef, cut)`` of one reachable row: the lattice step, the deficits (m, 4) and the three cuts.
+
+    Every word satisfies ``delta*K + d_lo <= S - tie/2`` and ``delta*K + d_hi >= S + tie/2`` (the lattice is
+    widened by ``tie/2``: scores closer than that are one score).  A word is surely above the threshold when
+    ``delta*K + d_lo >= alpha`` and possibly above when ``delta*K + d_hi >= alpha``.  Where ``alpha`` sits in a
+    gap (``gap``: exact tie classes put it ``tie/2`` below the lowest passing score, and the next lower score
+    is at least ``tie/2`` below it) the tie widening is given back: ``delta*K + d_lo >= alpha - tie/2`` means
+    ``S >= alpha`` already.  Without that, a word scoring exactly on an exact threshold (a matrix whose
+    threshold is its best word's score) was never surely above it and, rounded to the lattice, fell below
+    the estimate's cut as well (p = 0 for a matrix that matches one word in 4^m).
+
+    The step is ``span / cells`` with ``span`` the distance from the threshold to the best score, so the
+    grid has about ``cells`` cells whatever the span: a threshold a tie away from the best score gets a step
+    fine enough to tell that word apart from every other.  Deficits beyond the loosest cut are clamped to it
+    plus one (they leave the grid all the same; int32 holds them).
+    """
+    give_back = 0.5 * P.tie if gap else 0.0
+    span = P.max_score - alpha
+    # lattice thresholds (no gap) keep a floor: their words within tie/2 of alpha are ambiguous anyway
+    delta = (max(span, 0.5 * P.tie) if gap else max(span, 0.05)) / cells
+    lat = integer_lattice(P, delta)
+    kmax_col = np.where(P.allowed, lat.k, np.iinfo(np.int64).min).max(axis=1)
+    kmax = int(kmax_col.sum())
+    # K >= ceil((α - d_hi)/δ): possibly above; K >= ceil((α - d_lo)/δ): surely above
+    k_poss = math.ceil((alpha + give_back - lat.d_hi) / delta)
+    k_sure = math.ceil((alpha - give_back - lat.d_lo) / delta)
+    k_mid = math.ceil((alpha - 0.5 * (lat.d_lo + lat.d_hi)) / delta)
+    cut = tuple(max(kmax - k, -1) for k in (k_sure, k_mid, k_poss))
+    deficit = np.minimum(kmax_col[:, None] - lat.k, max(cut[2], 0) + 1)
+    kdef = np.where(P.allowed, deficit, FORBIDDEN).astype(np.int32)
+    return delta, kdef, cut
+
+
+def prepare_rows(pwms: list[np.ndarray], thresholds: list, background, cells: int = 64) -> CompareRows:
     """Lattices, cuts and marginals of every row.
 
     Parameters
     ----------
     pwms : list of ndarray, shape (m_r, 4), float64
         Every (motif, strand) row, as ``MotifSet.rows()`` orders them.
-    thresholds : list of float
-        Each row's score threshold (``inf``: unreachable, the row never matches).
+    thresholds : list of float or ScoreThreshold
+        Each row's score threshold (``inf``, or an unreachable ``ScoreThreshold``: the row never matches).
+        A ``ScoreThreshold`` fixed on exact tie classes also tells that no word scores within ``tie/2`` of
+        it, which lets words on an exact threshold be counted exactly (:func:`_lattice_cuts`); its p-value
+        places the estimate's cut (:func:`_calibrated`).
     background : array_like, shape (4,)
     cells : int
         Lattice cells between a row's threshold and its best score (the grid's precision).
@@ -80,7 +143,8 @@ def prepare_rows(pwms: list[np.ndarray], thresholds: list[float], background, ce
     """
     bg = np.asarray(background, dtype=np.float64)
     ms, kd, pr, cuts, margs, deltas = [], [], [], [], [], []
-    for w, alpha in zip(pwms, thresholds):
+    for w, t in zip(pwms, thresholds):
+        alpha, gap, pvalue = _threshold(t)
         P = prepare_matrix(w, bg)
         m = P.m
         ms.append(m)
@@ -91,19 +155,9 @@ def prepare_rows(pwms: list[np.ndarray], thresholds: list[float], background, ce
             margs.append((0.0, 0.0, 0.0))
             deltas.append(math.nan)
             continue
-        span = max(P.max_score - alpha, 0.0)
-        delta = max(span, 0.05) / cells
-        lat = integer_lattice(P, delta)
-        kmax_col = np.where(P.allowed, lat.k, np.iinfo(np.int64).min).max(axis=1)
-        kdef = np.where(P.allowed, kmax_col[:, None] - lat.k, FORBIDDEN).astype(np.int32)
-        kmax = int(kmax_col.sum())
-        # K >= ceil((α - d_hi)/δ): possibly above; K >= ceil((α - d_lo)/δ): surely above
-        k_poss = math.ceil((alpha - lat.d_hi) / delta)
-        k_sure = math.ceil((alpha - lat.d_lo) / delta)
-        k_mid = math.ceil((alpha - 0.5 * (lat.d_lo + lat.d_hi)) / delta)
-        cut = tuple(max(kmax - k, -1) for k in (k_sure, k_mid, k_poss))
-        dist = _marginal(kdef, P.prob, max(cut[2], 0))
-        cs = np.cumsum(dist)
+        delta, kdef, cut = _lattice_cuts(P, alpha, gap, cells)
+        cs = np.cumsum(_marginal(kdef, P.prob, max(cut[2], 0)))
+        cut = _calibrated(cut, cs, pvalue)
         margs.append(tuple(float(cs[c]) if c >= 0 else 0.0 for c in cut))
         kd.append(kdef)
         pr.append(P.prob)
