@@ -270,11 +270,11 @@ def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
 def _cfg_task_hits() -> int:
     import dask.config  # noqa: PLC0415
 
-    return int(dask.config.get("motifgrid.qvalues.task-hits", default=20_000_000))
+    return int(dask.config.get("motifgrid.qvalues.task-hits", default=2_000_000))
 
 
 #: hits below which the collect is one task (0.2 s for 2.2 M hits on one core): more tasks only add overhead
-_MIN_SPLIT = 4_000_000
+_MIN_SPLIT = 2_000_000
 
 
 def _cuts(sizes, budget: int, max_items: int | None = None) -> list:

@@ -39,6 +39,7 @@ from pipeline.dataset import open_run
 from pipeline import arrow, storage
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
+from pipeline.region_counts import write_region_counts
 from pipeline.scan_task import ScanContext, group_units, scan_task
 from pipeline.schema import HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA, REGION_HITS_SCHEMA
 from workers.distribution import PvalueTable
@@ -525,7 +526,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     tests = windows * len(_STRAND_ROWS[mset.strands])        # each strand scanned tests every window
     qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
     try:
-        _write_region_counts(out, store, job.regions, mset)
+        write_region_counts(out, store.records, job.regions, mset.ids, mset.names)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     seconds = time.perf_counter() - t_start
@@ -651,43 +652,6 @@ def motif_summary_tsv(table: pa.Table) -> bytes:
     """``HITS/_motif_summary.tsv``: every motif (id, name, hits on each strand, reachable, windows, tests), most
     hits first."""
     return table_tsv(rank_motifs(table))
-
-
-def _write_region_counts(out: str, store: GenomeStore, regions: Regions | None, mset: MotifSet) -> None:
-    """``_region_counts.parquet``: the blocks' counts (``_counts/``) reduced per (record or region, motif)."""
-    from pipeline.schema import REGION_COUNTS_SCHEMA  # noqa: PLC0415
-
-    folder = storage.join(out, "_counts")
-    files = [f for f in storage.listdir(folder) if f.endswith(".parquet") and not f.startswith(".")] \
-        if storage.exists(folder) else []
-    # NumPy, not Table.group_by or pyarrow.dataset: both import pandas, which the scan never does
-    parts = [storage.read_parquet(storage.join(folder, f)) for f in sorted(files)]
-    col = {c: (np.concatenate([arrow.to_numpy(t.column(c)) for t in parts]) if parts else np.zeros(0))
-           for c in ("key", "motif", "hits", "best_score", "best_pvalue")}
-    n = len(mset.ids)
-    k, inv = np.unique(col["key"].astype(np.int64) * n + col["motif"].astype(np.int64), return_inverse=True)
-    hits = np.zeros(k.size, np.int64)
-    best_score = np.full(k.size, -np.inf)
-    best_p = np.full(k.size, np.inf)
-    np.add.at(hits, inv, col["hits"].astype(np.int64))
-    np.maximum.at(best_score, inv, col["best_score"])
-    np.minimum.at(best_p, inv, col["best_pvalue"])
-    key, motif = (k // n).astype(np.int32), (k % n).astype(np.int32)
-    rec = store.records
-    names = arrow.strings(rec.names)              # strings once each, rows by dictionary index (6.8 M rows for
-    if regions is not None:                       # the promoters: per-row strings took 20 s)
-        region = arrow.dictionary(key, arrow.strings(regions.names))
-        chrom = arrow.dictionary(regions.record[key].astype(np.int32), names)
-        start, end = regions.start[key], regions.end[key]
-    else:
-        region = chrom = arrow.dictionary(key, names)
-        start, end = np.zeros(key.size, np.int64), rec.lengths[key]
-    cols = {"region": region, "chrom": chrom, "motif_id": arrow.dictionary(motif, arrow.strings(mset.ids)),
-            "motif_name": arrow.dictionary(motif, arrow.strings(mset.names))}
-    cols = {c: v.cast(pa.string()) for c, v in cols.items()}       # plain strings (Parquet dictionary-encodes them)
-    t = arrow.table({**cols, "start": start, "end": end, "hits": hits, "best_score": best_score, "best_pvalue": best_p},
-                    schema=REGION_COUNTS_SCHEMA)
-    storage.write_parquet(t, storage.join(out, "_region_counts.parquet"))
 
 
 def hits_schema(out: str) -> pa.Schema:

@@ -21,6 +21,7 @@ from pipeline import arrow
 from pipeline.dataset import write_manifest_entry, write_part
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
+from pipeline.region_counts import block_counts, write_block_counts
 from pipeline.schema import HITS_SCHEMA, REGION_HITS_SCHEMA
 from workers.scan import ScanPlan, scan_blocks, valid_windows
 
@@ -222,26 +223,10 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
 
 
 def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.ndarray, table: pa.Table) -> str:
-    """Hits, best score and best p-value per (record or region, motif) of one block (``_counts/<block>.parquet``),
-    reduced over the blocks at the end of the run (:func:`pipeline.scan.region_counts`)."""
-    from pipeline import storage  # noqa: PLC0415
-
-    k = key.astype(np.int64) * len(ctx.motif_ids) + motif
-    o = np.argsort(k, kind="stable")
-    ks, first = np.unique(k[o], return_index=True)
-    score = arrow.to_numpy(table.column("score"))[o]          # (ChunkedArray.to_numpy would import pandas)
-    pval = arrow.to_numpy(table.column("pvalue"))[o]
-    t = arrow.table({
-        "key": ks // len(ctx.motif_ids),
-        "motif": (ks % len(ctx.motif_ids)).astype(np.int32),
-        "hits": np.diff(np.append(first, len(k))).astype(np.int64),
-        "best_score": np.maximum.reduceat(score, first),
-        "best_pvalue": np.minimum.reduceat(pval, first),
-    })
-    rel = f"_counts/{block_id}.parquet"
-    storage.makedirs(storage.join(ctx.out, "_counts"))
-    storage.write_parquet(t, storage.join(ctx.out, rel))
-    return rel
+    """The block's hits per (record or region, motif) (:mod:`pipeline.region_counts`)."""
+    t = block_counts(key, motif, arrow.to_numpy(table.column("score")), arrow.to_numpy(table.column("pvalue")),
+                     len(ctx.motif_ids))                 # (ChunkedArray.to_numpy would import pandas)
+    return write_block_counts(ctx.out, block_id, t)
 
 
 def group_units(units: list, min_positions: int) -> list:

@@ -29,12 +29,12 @@ REGION_HITS_SCHEMA = pa.schema(list(HITS_SCHEMA) + [pa.field("region", _CAT, nul
 
 #: Hits per (record or region, motif) with at least one hit: the peaks × motifs table (``_region_counts.parquet``).
 REGION_COUNTS_SCHEMA = pa.schema([
-    pa.field("region", pa.string(), nullable=False),          # the record name, or the BED region's name
-    pa.field("chrom", pa.string(), nullable=False),           # where it is: record, start, end (0-based, half-open)
+    pa.field("region", _CAT, nullable=False),                 # the record name, or the BED region's name
+    pa.field("chrom", _CAT, nullable=False),                  # where it is: record, start, end (0-based, half-open)
     pa.field("start", pa.int64(), nullable=False),
     pa.field("end", pa.int64(), nullable=False),
-    pa.field("motif_id", pa.string(), nullable=False),
-    pa.field("motif_name", pa.string(), nullable=False),
+    pa.field("motif_id", _CAT, nullable=False),
+    pa.field("motif_name", _CAT, nullable=False),
     pa.field("hits", pa.int64(), nullable=False),
     pa.field("best_score", pa.float64(), nullable=False),
     pa.field("best_pvalue", pa.float64(), nullable=False),

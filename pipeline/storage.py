@@ -241,6 +241,32 @@ def write_parquet(table, path, **kwargs) -> None:
     pq.write_table(table, p, filesystem=fs, **kwargs)
 
 
+def write_parquet_chunks(tables, schema, path, empty=None, **kwargs) -> None:
+    """Write the tables of an iterator as the row groups of one Parquet file (bounded memory: one chunk at a
+    time), atomically as :func:`write_parquet`; ``empty`` (a table of ``schema``) is written when there is none."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    s = os.fspath(path)
+    local = not is_url(s)
+    target = f"{os.path.dirname(s)}/.{os.path.basename(s)}.tmp-{uuid.uuid4().hex}" if local else s
+    fs, p = (None, target) if local else url_to_fs(s)
+    try:
+        with pq.ParquetWriter(p, schema, filesystem=fs, **kwargs) as w:
+            written = False
+            for t in tables:
+                if t.num_rows:
+                    w.write_table(t)
+                    written = True
+            if not written and empty is not None:
+                w.write_table(empty)
+        if local:
+            os.replace(target, s)
+    except BaseException:
+        if local:
+            _unlink_quietly(target)
+        raise
+
+
 def _unlink_quietly(path: str) -> None:
     try:
         os.unlink(path)
