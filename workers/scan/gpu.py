@@ -145,7 +145,7 @@ class _ThreadState:
 
     def grow(self, need: int) -> None:
         cp = _cupy()
-        self.capacity = int(need * 1.25) + 1024
+        self.capacity = min(int(need * 1.25) + 1024, (1 << 32) - 1)      # the counter is 32-bit
         with self.stream:
             self.cand_pos = cp.empty(self.capacity, dtype=np.int32)
             self.cand_row = cp.empty(self.capacity, dtype=np.int32)
@@ -197,7 +197,7 @@ def candidates(codes_d, n: int, plan: ScanPlan):
                 need_warps = -(-n // per_iter)
                 blocks = max(1, min(T.grid, -(-need_warps // (THREADS // 32))))
                 kern((blocks,), (THREADS,), (codes_d, L, np.int64(n), tile["bfrag"], np.int32(tile["ntiles"]),
-                                             tile["cand_thr"], tile["rows"], np.int32(tile["ncols"]),
+                                             tile["cand_thr"], tile["rows"], np.int32(tile["ncols"]), T.lengths,
                                              S.cand_pos, S.cand_row, S.counter, np.uint32(S.capacity)))
             count = int(S.counter.get()[0])
             if count <= S.capacity:

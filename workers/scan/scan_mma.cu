@@ -8,8 +8,11 @@
 //                          prepared on the host already in fragment order (one 8-byte load per lane);
 //   C (16x8, fp32)       = score - alpha (approximately) for 16 windows x 8 rows.
 // A window is a candidate when C >= -margin[row], margin being the row's exact fp16 rounding bound
-// (+ slack); candidates go to a global list through one atomic each and are rescored exactly in float64
-// by rescore_f64 below, so the reported hits equal the CPU/float64 reference bit for bit.
+// (+ slack), and it holds no N: an all-zero one-hot adds nothing, so a window of N's (padding, N runs) would
+// pass every row's test (0 >= -margin) and a block of them give ~10^9 candidates; the N check reads the
+// window's codes only for windows whose score passed.  Candidates go to a global list through one atomic
+// each and are rescored exactly in float64 by rescore_f64 below, so the reported hits equal the CPU/float64
+// reference bit for bit.
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 .f16): g = lane>>2, t = lane&3
 //   A: a0a1 (row g,   k 2t..2t+1)  a2a3 (row g+8, k 2t..2t+1)  a4a5 (row g, k 2t+8..)  a6a7 (row g+8, k 2t+8..)
@@ -30,11 +33,18 @@ __device__ __forceinline__ unsigned int onehot2(unsigned int b, unsigned int x0)
     return lo | (hi << 16);
 }
 
+__device__ __forceinline__ bool no_n(const unsigned char* __restrict__ codes, long long len, long long pos, int m) {
+    for (int j = 0; j < m; ++j)
+        if (code_at(codes, len, pos + j) > 3u) return false;
+    return true;
+}
+
 __device__ __forceinline__ void emit(float c, float thr, long long pos, long long n, int col, int ncols,
-                                     const int* __restrict__ tile_rows, int* __restrict__ cand_pos,
-                                     int* __restrict__ cand_row, unsigned int* __restrict__ counter,
-                                     unsigned int capacity) {
-    if (c >= thr && pos < n && col < ncols) {
+                                     const int* __restrict__ tile_rows, const int* __restrict__ lengths,
+                                     const unsigned char* __restrict__ codes, long long codes_len,
+                                     int* __restrict__ cand_pos, int* __restrict__ cand_row,
+                                     unsigned int* __restrict__ counter, unsigned int capacity) {
+    if (c >= thr && pos < n && col < ncols && no_n(codes, codes_len, pos, __ldg(lengths + tile_rows[col]))) {
         unsigned int idx = atomicAdd(counter, 1u);
         if (idx < capacity) {
             cand_pos[idx] = (int)pos;
@@ -47,7 +57,7 @@ template <int NCH, int PG>
 __global__ void __launch_bounds__(128) scan_mma(
         const unsigned char* __restrict__ codes, long long codes_len, long long n,
         const uint2* __restrict__ bfrag, int ntiles, const float* __restrict__ cand_thr,
-        const int* __restrict__ tile_rows, int ncols,
+        const int* __restrict__ tile_rows, int ncols, const int* __restrict__ lengths,
         int* __restrict__ cand_pos, int* __restrict__ cand_row, unsigned int* __restrict__ counter,
         unsigned int capacity) {
     const int lane = threadIdx.x & 31;
@@ -94,10 +104,10 @@ __global__ void __launch_bounds__(128) scan_mma(
 #pragma unroll
             for (int q = 0; q < PG; ++q) {
                 const long long r0 = base + q * 16 + g, r1 = r0 + 8;
-                emit(c[q][0], thr0, r0, n, col0, ncols, tile_rows, cand_pos, cand_row, counter, capacity);
-                emit(c[q][1], thr1, r0, n, col1, ncols, tile_rows, cand_pos, cand_row, counter, capacity);
-                emit(c[q][2], thr0, r1, n, col0, ncols, tile_rows, cand_pos, cand_row, counter, capacity);
-                emit(c[q][3], thr1, r1, n, col1, ncols, tile_rows, cand_pos, cand_row, counter, capacity);
+                emit(c[q][0], thr0, r0, n, col0, ncols, tile_rows, lengths, codes, codes_len, cand_pos, cand_row, counter, capacity);
+                emit(c[q][1], thr1, r0, n, col1, ncols, tile_rows, lengths, codes, codes_len, cand_pos, cand_row, counter, capacity);
+                emit(c[q][2], thr0, r1, n, col0, ncols, tile_rows, lengths, codes, codes_len, cand_pos, cand_row, counter, capacity);
+                emit(c[q][3], thr1, r1, n, col1, ncols, tile_rows, lengths, codes, codes_len, cand_pos, cand_row, counter, capacity);
             }
         }
     }
