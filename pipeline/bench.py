@@ -234,7 +234,9 @@ def part_e2e(args, sink):
                    "bp": res.positions, "seconds": t, "hits": res.hits, "column_scores_per_s": res.column_scores / t,
                    "blocks": res.blocks, "bytes_written": sum(f.stat().st_size for f in out.rglob("*.parquet")),
                    **{k: summ[k] for k in ("seconds_thresholds", "seconds_tasks_wall", "task_seconds_scan",
-                                           "task_seconds_io", "task_seconds_total")}}, sink)
+                                           "task_seconds_io", "task_seconds_total", "task_seconds_by_step",
+                                           "seconds_region_counts")},
+                   "seconds_qvalues": (summ.get("qvalues") or {}).get("seconds")}, sink)
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)
     if not args.keep and not args.work:

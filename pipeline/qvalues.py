@@ -270,7 +270,7 @@ def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
 def _cfg_task_hits() -> int:
     import dask.config  # noqa: PLC0415
 
-    return int(dask.config.get("motifgrid.qvalues.task-hits", default=2_000_000))
+    return int(dask.config.get("motifgrid.qvalues.task-hits", default=20_000_000))
 
 
 #: hits below which the collect is one task (0.2 s for 2.2 M hits on one core): more tasks only add overhead
@@ -315,10 +315,13 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     np.add.at(tests_f, fam, np.asarray(tests, np.int64))
     np.add.at(hits_f, fam, np.asarray(hits, np.int64))
     index = {m: f for f, m in enumerate(ids)}
-    budget = _cfg_task_hits()
     total = sum(h for _, h in files)
     threads = max(1, sum(client.nthreads().values()))
-    file_groups = _cuts([h for _, h in files], min(budget, max(_MIN_SPLIT, -(-total // threads))), max_items=2048)
+    # two tasks per worker thread, each within [_MIN_SPLIT, task-hits] hits: collect tasks x motif groups part
+    # files go through the shuffle, so they stay ~(2 threads)^2 (2 M-hit tasks made 258^2 = 66 k files for the
+    # 516 M hits of a human genome at 1e-4), and no two tasks per thread hold more than 2 x task-hits p-values
+    budget = min(_cfg_task_hits(), max(_MIN_SPLIT, -(-total // (2 * threads))))
+    file_groups = _cuts([h for _, h in files], budget, max_items=2048)
     fam_groups = _cuts(hits_f, budget)
     starts = np.array([g[0] for g in fam_groups], dtype=np.int64)
     tag = uuid.uuid4().hex[:6]

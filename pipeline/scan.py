@@ -493,6 +493,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     col_per_pos = int(plan.lengths.sum())
 
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0, "seconds_task": 0.0}
+    stages: dict = {}
     t_thresholds = time.perf_counter() - t_thr0
     t_tasks0 = time.perf_counter()
     run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan",
@@ -509,6 +510,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
             for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
                 stats[k] += res[k]
+            for k, v in res["stages"].items():
+                stages[k] = stages.get(k, 0.0) + v
             if res["row_hits"] is not None:
                 row_hits_run += res["row_hits"]
             windows_run += res["windows"]
@@ -525,10 +528,12 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     windows = _motif_windows(earlier, ctx.window_lengths, windows_run, lengths)
     tests = windows * len(_STRAND_ROWS[mset.strands])        # each strand scanned tests every window
     qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
+    t_rc = time.perf_counter()
     try:
         write_region_counts(out, store.records, job.regions, mset.ids, mset.names)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
+    t_region_counts = time.perf_counter() - t_rc
     seconds = time.perf_counter() - t_start
     positions = sum(bases.values())
     summary = {
@@ -537,7 +542,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "scores": positions * total_rows, "column_scores": positions * col_per_pos, "device": device,
         "seconds_thresholds": t_thresholds, "seconds_tasks_wall": t_tasks_wall,
         "task_seconds_scan": stats["seconds_scan"], "task_seconds_io": stats["seconds_io"],
-        "task_seconds_total": stats["seconds_task"],
+        "task_seconds_total": stats["seconds_task"], "task_seconds_by_step": stages,
+        "seconds_region_counts": t_region_counts,
         "scan_id": pub.scan_id, "tests": int(tests.sum()), "qvalues": qsum,
     }
     try:

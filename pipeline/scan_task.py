@@ -70,6 +70,7 @@ class BlockHits:
 
 
 _STRANDS = arrow.strings(["+", "-"])
+_STAGES = ("read", "windows", "table", "parquet", "counts", "manifest")
 _DICT_COLUMNS = ["chrom", "strand", "motif_id", "motif_name", "region"]   # dictionary pages where values repeat
 _STATS_COLUMNS = ["start", "end", "score", "pvalue"]     # row-group statistics for range / p-value filters
 #: coordinates ascend within each motif row's run (hits format 2): delta encoding stores them in a few bits and
@@ -99,7 +100,8 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
              "block_hits": [], "row_hits": None,
-             "windows": np.zeros(len(ctx.window_lengths), np.int64), "files": []}
+             "windows": np.zeros(len(ctx.window_lengths), np.int64), "files": [],
+             "stages": dict.fromkeys(_STAGES, 0.0)}     # thread-seconds by step (docs/benchmarks.md)
     longest = max(ctx.plan.max_length, int(ctx.window_lengths.max(initial=0)))     # windows counted read as far
     keep = longest - 1 if longest else 0
     B = ctx.store.block_size
@@ -107,11 +109,15 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
     codes, ns, owner = [], [], []
     windows = {}
     for b, pieces in units:
+        tr = time.perf_counter()
         row = ctx.store.read_block(ctx.store.block(b))
+        stats["stages"]["read"] += time.perf_counter() - tr
         w = np.zeros(len(ctx.window_lengths), np.int64)
         for p in pieces:
             c = piece_codes(row, b * B, p, keep)
+            tw = time.perf_counter()
             w += valid_windows(c, p.hi - p.lo, ctx.window_lengths)     # tests per motif length, for the q-values
+            stats["stages"]["windows"] += time.perf_counter() - tw
             codes.append(c)
             ns.append(p.hi - p.lo)
             owner.append((b, p.lo))
@@ -167,7 +173,7 @@ def hits_table(ctx: ScanContext, hits: BlockHits) -> tuple[pa.Table, np.ndarray]
         from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
 
         score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
-    recs, r_local = np.unique(r, return_inverse=True)
+    recs, r_local = _present(r)
     cols = {
         "chrom": arrow.dictionary(r_local.astype(np.int32), arrow.strings([rec.names[i] for i in recs.tolist()])),
         "start": start,
@@ -181,10 +187,19 @@ def hits_table(ctx: ScanContext, hits: BlockHits) -> tuple[pa.Table, np.ndarray]
     key = r
     if ctx.regions is not None:
         key = ctx.regions.name_of(hits.pos, hits.pos + c["lengths"][rows])
-        keys, k_local = np.unique(key, return_inverse=True)
+        keys, k_local = _present(key)
         cols["region"] = arrow.dictionary(k_local.astype(np.int32),
                                           arrow.strings([ctx.regions.names[i] for i in keys.tolist()]))
     return arrow.table(cols, schema=REGION_HITS_SCHEMA if ctx.regions is not None else HITS_SCHEMA), key
+
+
+def _present(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for values in a small range (a block's records or regions),
+    without a sort: a count per value of the range (2.6 M hits a block made the sort a cost)."""
+    lo = int(values.min()) if values.size else 0
+    present = np.bincount(values - lo) > 0 if values.size else np.zeros(0, bool)
+    index = np.cumsum(present) - 1
+    return lo + np.flatnonzero(present), index[values - lo] if values.size else values
 
 
 def block_folder(store: GenomeStore, index: int) -> str | None:
@@ -199,22 +214,31 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     blk = ctx.store.block(index)
     rel = counts_rel = None
     row_hits = []
+    st = stats["stages"]
     if len(hits):
+        t0 = time.perf_counter()
         table, key = hits_table(ctx, hits)
         meta = dict(ctx.metadata)
         meta["block"] = json.dumps({"index": index, "start": blk.start, "end": blk.core_end})
+        t1 = time.perf_counter()
         rel = write_part(ctx.out, block_folder(ctx.store, index), blk.block_id, table, meta, _DICT_COLUMNS,
                          _STATS_COLUMNS, compression=ctx.compression, column_encoding=_ENCODINGS)
-        counts_rel = _write_counts(ctx, blk.block_id, key, ctx.columns["row_motif"][hits.row], table)
+        t2 = time.perf_counter()
+        counts_rel = _write_counts(ctx, blk.block_id, key, ctx.columns["row_motif"][hits.row], hits.row, table)
+        st["table"] += t1 - t0
+        st["parquet"] += t2 - t1
+        st["counts"] += time.perf_counter() - t2
         counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
         stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
         nz = np.flatnonzero(counts)
         row_hits = np.column_stack((nz, counts[nz])).tolist()       # Python ints, in C (5x the comprehension)
         stats["files"].append([rel, len(hits)])
+    tm = time.perf_counter()
     entry = {"block": blk.block_id, "index": index, "start": blk.start, "end": blk.core_end, "positions": n,
              "hits": len(hits), "file": rel, "counts": counts_rel, "row_hits": row_hits,
              "windows": np.column_stack((ctx.window_lengths, windows)).tolist()}
     write_manifest_entry(ctx.out, blk.block_id, entry)
+    st["manifest"] += time.perf_counter() - tm
     stats["windows"] += windows
     stats["blocks"] += 1
     stats["hits"] += len(hits)
@@ -222,9 +246,10 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     stats["block_hits"].append([blk.block_id, len(hits)])
 
 
-def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.ndarray, table: pa.Table) -> str:
+def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.ndarray, row: np.ndarray,
+                  table: pa.Table) -> str:
     """The block's hits per (record or region, motif) (:mod:`pipeline.region_counts`)."""
-    t = block_counts(key, motif, arrow.to_numpy(table.column("score")), arrow.to_numpy(table.column("pvalue")),
+    t = block_counts(key, motif, row, arrow.to_numpy(table.column("score")), arrow.to_numpy(table.column("pvalue")),
                      len(ctx.motif_ids))                 # (ChunkedArray.to_numpy would import pandas)
     return write_block_counts(ctx.out, block_id, t)
 

@@ -243,10 +243,11 @@ def test_region_counts_merge_equals_a_direct_reduction(tmp_path, interleaved):
     n_motifs, hits = 5, []
     for b in range(4):
         lo = 10 * b - (5 if interleaved and b else 0)             # keys of a block overlap the previous block's
-        key = rng.integers(lo, lo + 12, 300)
-        motif = rng.integers(0, n_motifs, 300)
+        row = np.sort(rng.integers(0, 2 * n_motifs, 300))          # hits in (row, position) order:
+        key = np.concatenate([np.sort(rng.integers(lo, lo + 12, int((row == r).sum()))) for r in range(2 * n_motifs)])
+        motif = row // 2                                           # keys ascend within a row
         score, p = rng.normal(10, 2, 300), rng.uniform(1e-6, 1e-4, 300)
-        write_block_counts(str(tmp_path), f"b{b:07d}", block_counts(key, motif, score, p, n_motifs))
+        write_block_counts(str(tmp_path), f"b{b:07d}", block_counts(key, motif, row, score, p, n_motifs))
         hits += list(zip(key.tolist(), motif.tolist(), score.tolist(), p.tolist()))
     recs = Records([f"r{i}" for i in range(50)], np.arange(50) * 100, np.full(50, 90))
     write_region_counts(str(tmp_path), recs, None, [f"M{i}" for i in range(n_motifs)], [f"N{i}" for i in range(n_motifs)])
