@@ -45,18 +45,6 @@ def gpu_worker_threads(n_gpu_workers: int) -> int:
     return max(2, _cpu_count() // max(1, int(n_gpu_workers)))
 
 
-def _gpu_workers(n_gpus: int) -> dict:
-    """LocalCUDACluster arguments for ``n_gpus`` GPUs (the first of those visible) with
-    ``motifgrid.cluster.gpu-processes`` worker processes each (default 1): several processes on one GPU give
-    the host work of its blocks (p-values, Arrow, Parquet) as many interpreters (docs/benchmarks.md)."""
-    devices = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()] or \
-        [str(i) for i in range(n_gpus)]
-    per = max(1, int(dask.config.get("motifgrid.cluster.gpu-processes", default=1) or 1))
-    listed = [d for d in devices[:n_gpus] for _ in range(per)]
-    # dask-cuda starts one worker per entry, each seeing its entry first: a device listed twice gets two workers
-    return {"CUDA_VISIBLE_DEVICES": ",".join(listed), "n_workers": len(listed)}
-
-
 class ClusterError(MotifgridError, RuntimeError):
     """No usable cluster; one line for the user."""
 
@@ -172,12 +160,14 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
 
         import cupy  # noqa: PLC0415
 
+        kw = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")} if os.environ.get("CUDA_VISIBLE_DEVICES") else {}
         visible = cupy.cuda.runtime.getDeviceCount()
-        if n_workers and n_workers > visible:
-            raise ClusterError(f"--workers {n_workers} asks for more GPU workers than the {visible} GPU(s) visible "
-                               "(one worker per GPU; --device cpu for CPU threads)")
-        kw = _gpu_workers(n_workers or visible)
-        threads = threads_per_worker or gpu_worker_threads(len(kw["CUDA_VISIBLE_DEVICES"].split(",")))
+        if n_workers:
+            if n_workers > visible:
+                raise ClusterError(f"--workers {n_workers} asks for more GPU workers than the {visible} GPU(s) visible "
+                                   "(one worker per GPU; --device cpu for CPU threads)")
+            kw["n_workers"] = n_workers
+        threads = threads_per_worker or gpu_worker_threads(n_workers or visible)
         cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads,
                                    worker_dashboard_address=worker_dash,
                                    silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)

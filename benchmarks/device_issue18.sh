@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Issue 18 on the lent GPU machine, one call: the 3.1 Gb human-sized store x 879 JASPAR vertebrates to Parquet
+# (`motifgrid bench --parts e2e`, cold thresholds) at the p-values of PVALUES, with the thread-seconds of every step
+# of the tasks and of the end of the run, for each setting of RUNS (one line of VAR=value each, e.g.
+# "DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=2"); WORKERS GPUs (default 1).  Then, with PEAKS=1, the promoter set
+# through the whole `scan` command on the GPU and on the CPU of the same machine.  Carry: .whl .devdata
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"
+J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
+nproc
+while read -r settings; do
+  echo "== ${settings:-defaults}"
+  env $settings timeout ${E2E_TIMEOUT:-300} python3 -m pipeline.cli bench --parts e2e --motifs $J --genome-size ${SIZE:-3.1e9} \
+    --pvalues ${PVALUES:-1e-4 1e-5} --work /tmp/e2e --workers ${WORKERS:-1} --json "$OUT/e2e.jsonl" 2>&1 | grep '"part"' \
+    | python3 -c "import sys, json
+for l in sys.stdin:
+    r = json.loads(l)
+    if r.get('part') != 'e2e':
+        print(r); continue
+    st = {k: round(v, 1) for k, v in (r.get('task_seconds_by_step') or {}).items()}
+    print('p', r['pvalue'], 'gpus', r['workers'], 'threads', r['threads'], 'total', round(r['seconds'], 2), 's;',
+          r['hits'], 'hits', round(r['bytes_written'] / 1e9, 2), 'GB; thresholds', round(r['seconds_thresholds'], 2),
+          'tasks', round(r['seconds_tasks_wall'], 2), 'qvalues', r.get('seconds_qvalues') and round(r['seconds_qvalues'], 2),
+          'region counts', r.get('seconds_region_counts') and round(r['seconds_region_counts'], 2),
+          '| thread-s: scan', round(r['task_seconds_scan'], 1), 'io', round(r['task_seconds_io'], 1), st,
+          '| first task', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'))"
+done <<< "${RUNS:-}"
+if [ "${PEAKS:-0}" = 1 ]; then
+  for d in gpu cpu; do
+    rm -rf /tmp/h-$d; /usr/bin/time -f "promoters $d: %e s wall, %M KB peak RSS" python3 -m pipeline.cli scan \
+      .devdata/composition/genomes/dm3_upstream2000.fa.gz $J --out /tmp/h-$d --device $d --no-progress 2>&1 | grep "wall"
+  done
+fi
