@@ -384,6 +384,11 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         console.print(f"{a.store}: {len(job.store.records):,} records, {job.store.total_length:,} bp → "
                       f"{job.store.path} (kept with the hits: exports read the sequences from it; --resume reuses it)")
     small = job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
+    if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine
+        choice = _auto_device(job, a.pvalue)
+        if choice is not None:
+            client_kw["device"] = choice.device
+            console.print(choice.line())
     with get_client(**client_kw, quiet=True, dashboard=not small) as (client, device):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"     # for notebooks/dashboard.ipynb
@@ -394,6 +399,23 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
     _print_summary(res, console)
     return 0
+
+
+def _auto_device(job, pvalue: float):
+    """The cost model's device for a local scan on a machine with GPUs (:mod:`pipeline.cost`); None without one."""
+    from workers.backend import gpu_available  # noqa: PLC0415
+
+    if not gpu_available():
+        return None
+    import cupy  # noqa: PLC0415
+
+    from pipeline.cluster import cpu_count  # noqa: PLC0415
+    from pipeline.cost import estimate  # noqa: PLC0415
+
+    strands = len(job.mset.strand_rows)
+    columns = strands * sum(int(w.shape[0]) for w in job.mset.pwms)
+    return estimate(job.positions, columns, strands * len(job.mset.pwms), pvalue, cpu_count(),
+                    cupy.cuda.runtime.getDeviceCount())
 
 
 def _print_summary(res, console) -> None:

@@ -27,7 +27,8 @@ from workers.backend import gpu_available
 from pipeline import MotifgridError
 
 
-def _cpu_count() -> int:
+def cpu_count() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
@@ -42,7 +43,7 @@ def gpu_worker_threads(n_gpu_workers: int) -> int:
     cfg = dask.config.get("motifgrid.cluster.gpu-threads", default=None)
     if cfg:
         return int(cfg)
-    return max(2, _cpu_count() // max(1, int(n_gpu_workers)))
+    return max(2, cpu_count() // max(1, int(n_gpu_workers)))
 
 
 class ClusterError(MotifgridError, RuntimeError):
@@ -173,7 +174,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
                                    silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
-        n = n_workers or _cpu_count()
+        n = n_workers or cpu_count()
         if processes:
             kw = dict(n_workers=n, threads_per_worker=threads_per_worker or 1, processes=True, host=host)
         else:   # in-process transport: the scheduler listens on no network address at all

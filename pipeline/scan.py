@@ -102,6 +102,11 @@ class MotifSet:
                    pseudocount=float(pseudocount), strands=strands, like=like, lattices=lattices, select=select)
 
     @property
+    def strand_rows(self) -> tuple:
+        """The strands scanned: (0, 1), (0,) or (1,) (0 the motif, 1 its reverse complement)."""
+        return _STRAND_ROWS[self.strands]
+
+    @property
     def max_length(self) -> int:
         return max((p.shape[0] for p in self.pwms), default=0)
 

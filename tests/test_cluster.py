@@ -7,14 +7,14 @@ import time
 import dask.config
 import pytest
 
-from pipeline.cluster import _cpu_count, get_client, gpu_worker_threads
+from pipeline.cluster import cpu_count, get_client, gpu_worker_threads
 
 
 def test_gpu_worker_threads_share_the_cores():
     with dask.config.set({"motifgrid.cluster.gpu-threads": None}):
-        assert gpu_worker_threads(1) == max(2, _cpu_count())
+        assert gpu_worker_threads(1) == max(2, cpu_count())
         assert gpu_worker_threads(10 ** 6) == 2                      # never fewer than 2
-        assert gpu_worker_threads(2) == max(2, _cpu_count() // 2)
+        assert gpu_worker_threads(2) == max(2, cpu_count() // 2)
     with dask.config.set({"motifgrid.cluster.gpu-threads": 12}):
         assert gpu_worker_threads(4) == 12
 

@@ -1,0 +1,44 @@
+"""--device auto's cost model (pipeline.cost), with a timing table given (no GPU needed)."""
+from __future__ import annotations
+
+import pytest
+
+from pipeline.cost import Rates, estimate
+
+# a GPU host's table: 5 s to start the GPU side, the GPU 300x a core's scoring rate
+RATES = Rates(start_cpu=0.5, start_gpu=5.0, cpu_rate=3e10, gpu_rate=1e13, host_per_hit=3.5e-7, hit_factor=1.2)
+COLS, ROWS = 16_570, 1_758          # 879 JASPAR vertebrates, both strands
+
+
+@pytest.mark.parametrize("positions,device", [(150_000, "cpu"), (20_000_000, "cpu"), (53_000_000, "cpu"),
+                                              (500_000_000, "gpu"), (3_100_000_000, "gpu")])
+def test_small_jobs_stay_on_the_cpu_large_ones_go_to_the_gpu(positions, device):
+    c = estimate(positions, COLS, ROWS, 1e-4, cores=16, gpus=1, rates=RATES)
+    assert c.device == device
+    assert c.seconds_gpu > c.seconds_cpu if device == "cpu" else c.seconds_gpu < c.seconds_cpu
+    assert "--device auto: " + device.upper() in c.line()
+
+
+def test_crossover_is_where_the_gpu_start_up_is_earned_back():
+    """Host work per hit is the same on both paths: the choice turns on start-up against scoring time alone."""
+    gain_per_position = COLS / (RATES.cpu_rate * 16) - COLS / RATES.gpu_rate
+    crossover = (RATES.start_gpu - RATES.start_cpu) / gain_per_position
+    below = estimate(int(crossover * 0.95), COLS, ROWS, 1e-4, 16, 1, RATES)
+    above = estimate(int(crossover * 1.05), COLS, ROWS, 1e-4, 16, 1, RATES)
+    assert (below.device, above.device) == ("cpu", "gpu")
+    assert estimate(int(crossover * 1.05), COLS, ROWS, 1e-2, 16, 1, RATES).device == "gpu"   # hits cancel out
+
+
+def test_more_cores_or_fewer_gpus_move_the_choice():
+    big = 300_000_000
+    assert estimate(big, COLS, ROWS, 1e-4, cores=16, gpus=1, rates=RATES).device == "gpu"
+    assert estimate(big, COLS, ROWS, 1e-4, cores=2048, gpus=1, rates=RATES).device == "cpu"
+    assert estimate(big, COLS, ROWS, 1e-4, cores=16, gpus=0, rates=RATES).device == "cpu"
+
+
+def test_configured_rates_are_read():
+    import dask.config
+
+    with dask.config.set({"motifgrid.cost.start-gpu": 1e9}):
+        assert Rates.from_config().start_gpu == 1e9
+        assert estimate(3_100_000_000, COLS, ROWS, 1e-4, 16, 1).device == "cpu"
