@@ -8,6 +8,8 @@ set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
 nproc
+# numba and CuPy compile (or load) their kernels here, out of the timed runs (a fresh machine compiles ~10 s)
+timeout 200 python3 -m pipeline.cli bench --parts kernel,cpu --motifs $J --cpu-positions 65536 2>&1 | grep '"part"' | cut -c1-200
 while read -r settings; do
   echo "== ${settings:-defaults}"
   env $settings timeout ${E2E_TIMEOUT:-300} python3 -m pipeline.cli bench --parts e2e --motifs $J --genome-size ${SIZE:-3.1e9} \
@@ -25,6 +27,16 @@ for l in sys.stdin:
           '| thread-s: scan', round(r['task_seconds_scan'], 1), 'io', round(r['task_seconds_io'], 1), st,
           '| first task', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'))"
 done <<< "${RUNS:-}"
+if [ -n "${CROSS:-}" ]; then      # --device auto's crossover: whole `motifgrid scan` commands, GPU vs CPU, by size
+  for size in $CROSS; do
+    python3 -c "import numpy as np; from pipeline.bench import synthesize_store
+synthesize_store('/tmp/x$size.zarr', float('$size'), np.array([0.2952, 0.2048, 0.2048, 0.2952]), 1 << 20, 127)" >/dev/null
+    for d in gpu cpu auto; do
+      rm -rf /tmp/hx; /usr/bin/time -f "cross $size bp $d: %e s" python3 -m pipeline.cli scan /tmp/x$size.zarr $J \
+        --out /tmp/hx --device $d --no-progress 2>&1 | grep -E "cross|device auto"
+    done
+  done
+fi
 if [ "${PEAKS:-0}" = 1 ]; then
   for d in gpu cpu; do
     rm -rf /tmp/h-$d; /usr/bin/time -f "promoters $d: %e s wall, %M KB peak RSS" python3 -m pipeline.cli scan \
