@@ -332,6 +332,31 @@ def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int =
     return _write_store(store, str(fasta), block_size, halo, _fill_from_fasta(fasta))
 
 
+def store_from_codes(store: str | os.PathLike, names: list, codes: np.ndarray, offsets: np.ndarray, source: str,
+                     checksum: str, block_size: int = DEFAULT_BLOCK_SIZE, halo: int = DEFAULT_HALO) -> "GenomeStore":
+    """A new store of records held in memory, laid out as :func:`ingest` lays out a FASTA's (enrichment's
+    targets and controls, scanned together).  Record ``i`` is ``names[i]`` with codes
+    ``codes[offsets[i]:offsets[i + 1]]`` (uint8, A=0 C=1 G=2 T=3, 4 = anything else); ``source`` and
+    ``checksum`` say where they came from (the store's provenance)."""
+    store = Path(store)
+    _check_new_store(store, block_size, halo)
+    codes = np.minimum(np.asarray(codes, dtype=np.uint8), 4)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    if offsets.size != len(names) + 1 or not len(names):
+        raise GenomeError(f"{source}: {len(names)} record names for {offsets.size - 1} records")
+
+    def fill(packer: _Packer) -> str:
+        packer.counts += np.bincount(codes, minlength=5)
+        for i, name in enumerate(names):
+            _check_name(source, name)
+            packer.start_record(name)
+            packer.add(codes[offsets[i]:offsets[i + 1]])
+            packer.end_record()
+        return checksum
+
+    return _write_store(store, source, block_size, halo, fill)
+
+
 # --------------------------------------------------------------------------------------- reader
 @dataclass(frozen=True)
 class Block:
