@@ -414,12 +414,16 @@ def _place_store(staged, out: str) -> GenomeStore:
 
 
 def _auto_block_size(fasta: str) -> int:
-    """Block size for a FASTA scanned directly: the default for genomes; for small inputs (a few hundred peaks)
-    blocks small enough that every core gets work, at least 64 Ki positions (a block has a fixed cost)."""
+    """Block size for a FASTA scanned directly (:func:`block_size_for` its estimated bases)."""
+    return block_size_for(os.path.getsize(fasta) * (4 if open(fasta, "rb").read(2) == b"\x1f\x8b" else 1))
+
+
+def block_size_for(bases: int) -> int:
+    """Block size of a store made to be scanned at once: the default for genomes; for small inputs (a few hundred
+    peaks) blocks small enough that every core gets work, at least 64 Ki positions (a block has a fixed cost)."""
     from pipeline.genome import DEFAULT_BLOCK_SIZE  # noqa: PLC0415
 
-    est = os.path.getsize(fasta) * (4 if open(fasta, "rb").read(2) == b"\x1f\x8b" else 1)
-    per_core = est // (2 * (os.cpu_count() or 1))
+    per_core = int(bases) // (2 * (os.cpu_count() or 1))
     size = 1 << 16
     while size < per_core and size < DEFAULT_BLOCK_SIZE:
         size <<= 1
