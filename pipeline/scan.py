@@ -253,6 +253,7 @@ class ScanJob:
     max_qvalue: float | None = None      # recorded in _qvalues.parquet; read_hits and export apply it
     regions: Regions | None = None       # --regions: only windows wholly inside these are scanned
     ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
+    region_counts: bool = True           # _region_counts.parquet at the end (enrich reduces _counts/ itself)
 
     @property
     def positions(self) -> int:
@@ -296,7 +297,8 @@ def check_like(like: str | None, strands: str) -> None:
 def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
               strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
-              qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None) -> ScanJob:
+              qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None,
+              region_counts: bool = True) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
 
     ``source``: a genome store, or a FASTA file (plain, gzip, bgzip), ingested into ``OUT/_genome.zarr`` (kept
@@ -306,7 +308,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep (:func:`pipeline.motifs.select_motifs`);
     ``overwrite`` replaces the hits dataset in ``out``, once everything else is checked.  ``qvalues``: the
     end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are
-    read."""
+    read.  ``region_counts=False``: no ``_region_counts.parquet`` (a caller that reads the blocks' ``_counts/``)."""
     t_start = time.perf_counter()
     _check_settings(pvalue, like, strands, qvalues, max_qvalue)
     if background is None:
@@ -325,7 +327,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
 
             shutil.rmtree(staged.parent, ignore_errors=True)
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
-                   regions=bed, ingested=_is_fasta(source))
+                   regions=bed, ingested=_is_fasta(source), region_counts=region_counts)
 
 
 def _check_settings(pvalue, like, strands, qvalues, max_qvalue) -> None:
@@ -529,7 +531,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     tests = windows * len(_STRAND_ROWS[mset.strands])        # each strand scanned tests every window
     qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
     try:
-        _write_region_counts(out, store, job.regions, mset)
+        if job.region_counts:
+            _write_region_counts(out, store, job.regions, mset)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     seconds = time.perf_counter() - t_start
