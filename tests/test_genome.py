@@ -332,7 +332,9 @@ def test_store_from_codes_equals_ingest_of_the_same_records(tmp_path, chrx_slice
     them: the same blocks, record table and base counts; an empty record keeps its place."""
     from pipeline.genome import store_from_codes
 
-    recs = {"a": chrx_slice[:700], "b": "", "c": "ACGTNNNNacgt", "d": chrx_slice[5000:9000]}
+    recs = {"a": chrx_slice[:700], "b": "", "c": "ACGTNNNNacgt", "d": chrx_slice[5000:9000], "e": chrx_slice[:499],
+            "f": chrx_slice[700:1200], "g": chrx_slice[9000:9501], **{f"p{i}": chrx_slice[i * 31:i * 31 + i % 97]
+                                                                      for i in range(300)}, "z": chrx_slice[:3]}
     fa = tmp_path / "r.fa"
     fa.write_text("".join(f">{k}\n{v}\n" for k, v in recs.items()))
     want = ingest(fa, tmp_path / "fa.zarr", block_size=1000, halo=30)
