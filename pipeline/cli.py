@@ -253,7 +253,7 @@ def _args_enrich(s: argparse.ArgumentParser, cfg: dict) -> None:
                    "genomic regions)")
     s.add_argument("--seed", type=_nonnegint, default=0, help="seed of the shuffles and genomic draws")
     s.add_argument("--cluster", type=_positive, default=1.0, metavar="E", help="group the best-ranked motifs "
-                   "(Tomtom's identification statistic, average linkage at E <= this; compare --cluster)")
+                   f"(the {cfg['enrich']['cluster-top']} best; Tomtom's statistic, average linkage at E <= this)")
     s.add_argument("--no-cluster", action="store_true", help="no clusters")
     s.add_argument("--centrality", action="store_true", help="CentriMo's test of the best sites' distance to "
                    "the sequence centres")

@@ -173,7 +173,8 @@ def sites_table(job, table: pa.Table) -> pa.Table:
     arrays = [arrow.column(cols[f.name], f.type) if not pa.types.is_dictionary(f.type) else cols[f.name]
               for f in ENRICH_SITES_SCHEMA if f.name in cols]
     if tg.record is not None:
-        arrays += [arrow.dictionary(rec.astype(np.int32), arrow.strings(tg.chrom)),
+        chroms, chrom_of = np.unique(np.asarray(tg.chrom, dtype=object), return_inverse=True)
+        arrays += [arrow.dictionary(chrom_of[rec].astype(np.int32), arrow.strings(chroms.tolist())),
                    arrow.column(tg.start[rec] + start), arrow.column(tg.start[rec] + end)]
     else:
         arrays += [pa.nulls(len(rec), f.type) for f in ENRICH_SITES_SCHEMA if f.name not in cols]

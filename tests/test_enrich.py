@@ -310,3 +310,17 @@ def test_output_folder_rules(tmp_path, client, monkeypatch):
     with pytest.raises(RuntimeError, match="disk on fire"):
         run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(cluster=None, top=2, overwrite=True))
     assert out.is_dir() and not any(out.iterdir())
+
+
+@pytest.mark.gpu
+def test_gpu_run_equals_cpu_run(tmp_path, client):
+    """The same enrichment on GPU workers: the same counts, statistics, clusters and sites."""
+    from pipeline.cluster import get_client
+
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(150))
+    st = EnrichSettings(shuffles=2, seed=5, top=3)
+    run_enrich(fa, MOTIFS, str(tmp_path / "cpu"), client, st)
+    with get_client(device="gpu", quiet=True, dashboard=False) as (gpu, device):
+        run_enrich(fa, MOTIFS, str(tmp_path / "gpu"), gpu, EnrichSettings(shuffles=2, seed=5, top=3), device=device)
+    for name in ("enrichment.parquet", "sites.parquet"):
+        assert pq.read_table(tmp_path / "cpu" / name).equals(pq.read_table(tmp_path / "gpu" / name)), name
