@@ -222,7 +222,7 @@ def _prepare(out, st, motifs, targets, controls, info, motif_list, store, create
     from pipeline.enrich_inputs import sequence_store, write_controls  # noqa: PLC0415
     from pipeline.scan import block_size_for, plan_scan  # noqa: PLC0415
 
-    params = run_parameters(out, st, motifs, targets, controls, info, command)
+    params = run_parameters(st, motifs, targets, controls, info, command)
     storage.atomic_write_bytes(os.path.join(out, RUN_FILE), json.dumps(params, indent=1).encode())
     t = time.perf_counter()
     write_controls(out, targets, controls, info, store)
@@ -240,7 +240,7 @@ def _prepare(out, st, motifs, targets, controls, info, motif_list, store, create
                      t_planned=time.perf_counter())
 
 
-def run_parameters(out, st: EnrichSettings, motifs, targets: Sequences, controls: Sequences, info: dict,
+def run_parameters(st: EnrichSettings, motifs, targets: Sequences, controls: Sequences, info: dict,
                    command: str) -> dict:
     """``_run.json``: the options, the inputs with their checksums, the sequence counts."""
     from pipeline.motifs import motifs_checksum  # noqa: PLC0415
