@@ -1,9 +1,16 @@
-"""Motif-enrichment benchmark (issue 19): the plain baseline a user writes without ``motifgrid enrich``.
+"""Motif-enrichment benchmark (issue 19): ``motifgrid enrich`` beside the plain baseline a user writes without it.
 
 Baseline = memelite's FIMO over the targets and over their dinucleotide shuffles, the sequences with at least
 one hit (either strand, p < ``--pvalue``) counted per motif, and ``scipy.stats.fisher_exact`` (one-sided,
-"greater") per motif, then Benjamini-Hochberg.  Phase B of the issue adds ``motifgrid enrich`` on the same
-inputs beside it.
+"greater") per motif, then Benjamini-Hochberg.
+
+``motifgrid enrich`` runs on the same targets (``OUT/targets.fa``), the same motifs and the same shuffles (same
+seed and algorithm: its ``control.fa`` is the baseline's, checked), as a user runs it: ``python -m pipeline.cli
+enrich ...`` in a new process, timed from the outside (wall clock: interpreter start, imports, cluster, every
+step), ``--motifgrid-runs`` times (default 2).  With ``--cold`` the first run gets an empty threshold cache (a
+fresh ``motifgrid.thresholds.cache-dir``, shared by the later runs): run 1 computes the thresholds of every
+matrix, the others read them.  Each run's own breakdown (``_summary.json``: seconds per step) goes into the
+timings.  ``--enrich-args`` passes more options (``"--device gpu"``, ``"--no-cluster"``).
 
 Target sets (``--set``):
 - ``ctcf``: GM12878 CTCF ChIP-seq, top 500 summits ± 100 (``../shared/data/benchmarks/chipseq_peaks``);
@@ -13,19 +20,24 @@ Target sets (``--set``):
 Controls: ``--shuffles`` dinucleotide shuffles of each target (``workers.enrich.shuffle``, uniform, as MEME's
 ``fasta-shuffle-letters -kmer 2``), named ``<id>|shuf<k>``.  Motifs: JASPAR 2024 CORE non-redundant, all taxa
 (2,346), letter probabilities with FIMO's pseudocount 0.1 on a uniform background, given to memelite as is
-(``eps=0``); ``--limit-motifs`` takes the first N (quick runs).
+(``eps=0``); ``--limit-motifs`` takes the first N (quick runs; motifgrid then gets the same N as a file).
 
-Timed steps (wall clock, one process; memelite parallelises its scan over motifs with numba threads):
-``read`` (targets, motifs), ``shuffle``, ``scan_targets``, ``scan_controls`` (each includes memelite's FASTA
-read and its DataFrames), ``count``, ``fisher`` (+ BH).  The first memelite call of a process also compiles
-numba code: ``--warmup`` scans a few records first so the timed scans exclude it.
+Timed steps of the baseline (wall clock, one process; memelite parallelises its scan over motifs with numba
+threads): ``read`` (targets, motifs), ``shuffle``, ``scan_targets``, ``scan_controls`` (each includes memelite's
+FASTA read and its DataFrames), ``fisher`` (+ BH).  The first memelite call of a process also compiles numba
+code: ``--warmup`` scans a few records first so the timed scans exclude it.  ``--skip-baseline`` runs only
+motifgrid (100,000 peaks on a GPU machine).
 
-    python benchmarks/enrich.py --set ctcf --out /tmp/enrich-ctcf
-    python benchmarks/enrich.py --set peaks --peaks 10000 --out /tmp/enrich-10k
+    python benchmarks/enrich.py --set ctcf --out /tmp/enrich-ctcf --warmup
+    python benchmarks/enrich.py --set peaks --peaks 10000 --out /tmp/enrich-10k --warmup --cold
+    python benchmarks/enrich.py --set peaks --peaks 100000 --skip-baseline --cold --out /tmp/enrich-100k
 
-Writes OUT/baseline.tsv (per motif: counts, odds ratio, p, q; best first), OUT/timings.json, and prints the
-top rows.  The same counts through ``pipeline.enrich_stats`` are compared with scipy's p-values (where
-scipy's do not underflow) as a cross-check: ``max_log10_difference`` in timings.json.
+Writes OUT/baseline.tsv (per motif: counts, odds ratio, p, q; best first), OUT/motifgrid/ (the last run's
+folder), OUT/timings.json, and prints the top rows.  The baseline's counts through ``pipeline.enrich_stats``
+are compared with scipy's p-values (``max_log10_difference``), and motifgrid's counts with the baseline's
+(``agreement``: motifs with equal counts, the largest difference, the top rows of both).  memelite computes
+p-values from a binned score distribution, motifgrid exactly: a window near a threshold may fall on either
+side.
 """
 from __future__ import annotations
 
@@ -33,7 +45,10 @@ import argparse
 import json
 import os
 import platform
+import shlex
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -118,6 +133,22 @@ def run(a) -> dict:
     motifs, ppms = load_motifs(Path(a.motifs) if a.motifs else None, a.limit_motifs)
     t["read"] = time.perf_counter() - t0
     write_fasta(out / "targets.fa", names, codes, offsets)
+    res = {"set": a.set, "targets": len(names), "motifs": len(motifs), "pvalue": a.pvalue, "shuffles": a.shuffles,
+           "seed": a.seed, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                                       "python": platform.python_version(), "load_average": os.getloadavg()}}
+    if not a.skip_baseline:
+        res["baseline"] = baseline(a, out, names, codes, offsets, motifs, ppms, t)
+    if a.motifgrid_runs:
+        res["motifgrid"] = run_motifgrid(a, out, motifs)
+        if not a.skip_baseline:
+            res["agreement"] = agreement(out)
+    (out / "timings.json").write_text(json.dumps(res, indent=2) + "\n")
+    print(json.dumps(res, indent=2))
+    return res
+
+
+def baseline(a, out: Path, names, codes, offsets, motifs, ppms, t: dict) -> dict:
+    """The memelite + scipy baseline: its table (OUT/baseline.tsv) and seconds."""
     t0 = time.perf_counter()
     cnames, ccodes, coffsets = shuffled_controls(names, codes, offsets, a.shuffles, a.seed)
     t["shuffle"] = time.perf_counter() - t0
@@ -137,6 +168,57 @@ def run(a) -> dict:
     return report(a, out, motifs, names, cnames, pos, neg, p, q, t)
 
 
+def run_motifgrid(a, out: Path, motifs) -> dict:
+    """``motifgrid enrich`` on OUT/targets.fa, ``--motifgrid-runs`` times in new processes (wall clock each)."""
+    src = Path(a.motifs) if a.motifs else shared_data() / "motifs" / "JASPAR2024_CORE_non-redundant.jaspar"
+    if a.limit_motifs:                      # the same first N matrices as the baseline, as a JASPAR file
+        from pipeline.motifs import format_jaspar  # noqa: PLC0415
+
+        src = out / "motifs.jaspar"
+        src.write_text(format_jaspar(motifs))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    if a.cold:
+        env["DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR"] = tempfile.mkdtemp(prefix="motifgrid-bench-cache-")
+    cmd = [sys.executable, "-m", "pipeline.cli", "enrich", str(out / "targets.fa"), "--motifs", str(src),
+           "--out", str(out / "motifgrid"), "--overwrite", "--no-progress", "--pvalue", repr(a.pvalue),
+           "--shuffles", str(a.shuffles), "--seed", str(a.seed), *shlex.split(a.enrich_args or "")]
+    runs = []
+    for i in range(a.motifgrid_runs):
+        t0 = time.perf_counter()
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        if p.returncode:
+            raise SystemExit(f"motifgrid enrich failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+        s = json.loads((out / "motifgrid" / "_summary.json").read_text())
+        runs.append({"run": i + 1, "threshold_cache": ("cold" if i == 0 else "warm") if a.cold else "as found",
+                     "wall_seconds": wall, "seconds_in_command": s["seconds"], "steps": s["seconds_steps"],
+                     "device": s["device"], "workers": s["workers"], "hits": s["hits"], "clusters": s["clusters"]})
+        print(p.stderr.strip().splitlines()[-1], f"(wall {wall:.1f} s, run {i + 1})", file=sys.stderr)
+    same = (out / "control.fa").exists() and \
+        (out / "control.fa").read_bytes() == (out / "motifgrid" / "control.fa").read_bytes()
+    return {"command": " ".join(shlex.quote(c) for c in cmd[2:]), "runs": runs, "same_controls_as_baseline": same}
+
+
+def agreement(out: Path) -> dict:
+    """motifgrid's counts against the baseline's, motif by motif, and the top rows of both.  Matrices that cannot
+    reach the p-value (exact p-values: their best word is less rare than it) have no site in motifgrid; memelite's
+    binned p-values give them sites, and they are counted apart."""
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    mg = {r["motif_id"]: r for r in pq.read_table(out / "motifgrid" / "enrichment.parquet").to_pylist()}
+    unreachable = set(json.loads((out / "motifgrid" / "_summary.json").read_text())["unreachable_motifs"])
+    rows = [ln.split("\t") for ln in (out / "baseline.tsv").read_text().splitlines()[1:]]
+    diff = np.array([max(abs(int(r[3]) - mg[r[1]]["pos_seqs"]), abs(int(r[5]) - mg[r[1]]["neg_seqs"])) for r in rows])
+    reach = np.array([r[1] not in unreachable for r in rows])
+    mg_top = sorted(mg.values(), key=lambda r: r["rank"])[:10]
+    return {"motifs": len(rows), "unreachable_in_motifgrid": int((~reach).sum()),
+            "reachable_equal_counts": int((diff[reach] == 0).sum()),
+            "reachable_median_count_difference": float(np.median(diff[reach])) if reach.any() else 0.0,
+            "reachable_max_count_difference": int(diff[reach].max(initial=0)),
+            "baseline_top10": [r[1] for r in rows[:10]], "motifgrid_top10": [r["motif_id"] for r in mg_top],
+            "top10_shared": len({r[1] for r in rows[:10]} & {r["motif_id"] for r in mg_top})}
+
+
 def report(a, out: Path, motifs, names, cnames, pos, neg, p, q, t) -> dict:
     from pipeline.enrich_stats import fisher_log10_pvalue, odds_ratio  # noqa: PLC0415
 
@@ -152,14 +234,8 @@ def report(a, out: Path, motifs, names, cnames, pos, neg, p, q, t) -> dict:
         lines.append(f"{r}\t{m.id}\t{m.name}\t{pos[i]}\t{len(names)}\t{neg[i]}\t{len(cnames)}\t{orr[i]:.4g}\t"
                      f"{p[i]:.3g}\t{lp[i]:.4f}\t{q[i]:.3g}")
     (out / "baseline.tsv").write_text("\n".join(lines) + "\n")
-    res = {"set": a.set, "targets": len(names), "controls": len(cnames), "motifs": len(motifs),
-           "pvalue": a.pvalue, "shuffles": a.shuffles, "seed": a.seed, "seconds": t,
-           "total_seconds": sum(t.values()), "max_log10_difference": diff,
-           "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()}}
-    (out / "timings.json").write_text(json.dumps(res, indent=2) + "\n")
     print("\n".join(lines[:11]))
-    print(json.dumps(res, indent=2))
-    return res
+    return {"controls": len(cnames), "seconds": t, "total_seconds": sum(t.values()), "max_log10_difference": diff}
 
 
 def main(argv=None) -> dict:
@@ -173,6 +249,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--shuffles", type=int, default=1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--warmup", action="store_true", help="compile memelite's kernels before the timed scans")
+    ap.add_argument("--skip-baseline", action="store_true", help="only motifgrid enrich")
+    ap.add_argument("--motifgrid-runs", type=int, default=2, help="motifgrid enrich runs (0: only the baseline)")
+    ap.add_argument("--cold", action="store_true", help="the first motifgrid run starts with an empty threshold cache")
+    ap.add_argument("--enrich-args", default="", help="more motifgrid enrich options, e.g. '--device gpu'")
     ap.add_argument("--out", default="enrich-benchmark")
     return run(ap.parse_args(argv))
 

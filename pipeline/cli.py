@@ -229,6 +229,45 @@ def _args_compare(s: argparse.ArgumentParser, cfg: dict) -> None:
     _cluster_args(s)
 
 
+def _args_enrich(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid enrich``."""
+    from pipeline.motifs import FORMATS  # noqa: PLC0415
+
+    s.add_argument("sequences", metavar="SEQUENCES", help="the targets: a FASTA (peaks, promoters), or a BED of "
+                   "regions of --genome")
+    s.add_argument("--motifs", required=True, metavar="DB", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or "
+                   "a JASPAR release (JASPAR2024, JASPAR2024:CORE:vertebrates, ...)")
+    s.add_argument("--motif", action="append", metavar="ID_OR_NAME", dest="motif_select",
+                   help="only this motif of DB, by id or name; repeat for more (default: every motif)")
+    s.add_argument("--motif-format", choices=FORMATS, metavar="FORMAT", help="format of the motif file")
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder (enrichment.tsv/.parquet, "
+                   "enrichment_clusters.tsv, sites.parquet, control.fa|.bed, enrichment.png/.html)")
+    s.add_argument("--control", default="shuffled", metavar="shuffled|genomic|FASTA|BED",
+                   help="shuffled: each target's dinucleotide shuffles (DIR/control.fa); genomic: regions of --genome "
+                        "of each target's length and GC (DIR/control.bed); or the control sequences' file")
+    s.add_argument("--genome", metavar="STORE", help="genome store (motifgrid ingest) of BED targets or controls, "
+                   "and of genomic controls")
+    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
+                   help="a site: a window with p-value at most this, either strand (each motif's exact threshold)")
+    s.add_argument("--shuffles", type=_posint, default=1, metavar="K", help="controls per target (shuffles or "
+                   "genomic regions)")
+    s.add_argument("--seed", type=_nonnegint, default=0, help="seed of the shuffles and genomic draws")
+    s.add_argument("--cluster", type=_positive, default=1.0, metavar="E", help="group the best-ranked motifs "
+                   f"(the {cfg['enrich']['cluster-top']} best; Tomtom's statistic, average linkage at E <= this)")
+    s.add_argument("--no-cluster", action="store_true", help="no clusters")
+    s.add_argument("--centrality", action="store_true", help="CentriMo's test of the best sites' distance to "
+                   "the sequence centres")
+    s.add_argument("--top", type=_posint, default=cfg["enrich"]["top"], metavar="N",
+                   help="motifs drawn (PNG, HTML) and whose sites go to sites.parquet")
+    s.add_argument("--background", help=f"uniform | genome (the sequences scanned) | FILE | a,c,g,t | nrdb (default: "
+                   f"{cfg['scan']['background']})")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
+                   help="added to the counts (scaled by the background) before the log-odds")
+    s.add_argument("--overwrite", action="store_true", help="replace the enrichment in DIR")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _cluster_args(s)
+
+
 def _args_export(s: argparse.ArgumentParser, cfg: dict) -> None:
     """Arguments of ``motifgrid export``."""
     s.add_argument("hits", help="hits dataset (motifgrid scan --out)")
@@ -438,25 +477,13 @@ def _print_summary(res, console) -> None:
         console.print(f"q-values: {q['hits_at_level']:,} of {s['hits']:,} hits have q <= {q['level']:g}{kept}; "
                       f"Benjamini-Hochberg per motif over {s['tests']:,} tests (windows without N x strands) "
                       f"→ {res.out}/_qvalues.parquet", soft_wrap=True)
-    from pipeline.summary import top_motifs  # noqa: PLC0415
+    from pipeline.summary import top_motif_lines, top_motifs  # noqa: PLC0415
 
-    for line in _top_motif_lines(top_motifs(res.out, 5), res.out):
+    for line in top_motif_lines(top_motifs(res.out, 5), res.out):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(f"hits: {res.out} (Parquet: chrom/<record>/ and packed/)  · per motif: {res.out}/_motif_summary.tsv "
                   f"(.parquet)  · per record or region and motif: {res.out}/_region_counts.parquet  "
                   f"· motifgrid summary {res.out}", soft_wrap=True)
-
-
-def _top_motif_lines(rows: list, out: str) -> list:
-    """The motifs with the most hits, one line each (the end of a scan, the demo, ``motifgrid summary``)."""
-    if not rows:
-        return []
-    w = max(len(f"{r['motif_name']} ({r['motif_id']})") for r in rows)
-    lines = [f"motifs with the most hits (all of them: {out}/_motif_summary.tsv):"]
-    for r in rows:
-        label = f"{r['motif_name']} ({r['motif_id']})"
-        lines.append(f"  {label:<{w}}  {r['hits']:>11,} hits  (+ {r['hits_plus']:,} / - {r['hits_minus']:,})")
-    return lines
 
 
 def cmd_composition(a) -> int:
@@ -620,6 +647,36 @@ def cmd_discover(a) -> int:
     return 0
 
 
+def cmd_enrich(a) -> int:
+    _local_out(a)
+    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.enrich import EnrichSettings, abandon, execute_enrich, plan_enrich, result_lines  # noqa: PLC0415
+
+    console = _console()
+    command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    kw = _client_kwargs(a)
+    st = EnrichSettings(pvalue=a.pvalue, control=a.control, genome=a.genome, shuffles=a.shuffles, seed=a.seed,
+                        cluster=None if a.no_cluster else a.cluster, centrality=a.centrality, background=a.background,
+                        pseudocount=a.pseudocount, top=a.top, select=a.motif_select, motif_format=a.motif_format,
+                        overwrite=a.overwrite)
+    _one_line_warnings("enrich")
+    job = plan_enrich(a.sequences, a.motifs, a.out, st, command=command)
+    small = job.scan.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
+    try:
+        with get_client(**kw, quiet=True, dashboard=not small) as (client, device):
+            console.print(f"[bold]motifgrid enrich[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
+                          f"worker(s): {len(job.targets):,} targets, {len(job.controls):,} controls "
+                          f"({job.control_info['kind']}), {len(job.motifs):,} motifs")
+            res = execute_enrich(job, client, device=device, progress=not a.no_progress, command=command,
+                                 console=console)
+    except BaseException:
+        abandon(job)
+        raise
+    for line in result_lines(job, res):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
 def cmd_export(a) -> int:
     from pipeline.export import export  # noqa: PLC0415
 
@@ -636,70 +693,14 @@ def cmd_export(a) -> int:
 def cmd_summary(a) -> int:
     import json  # noqa: PLC0415
 
-    from pipeline.summary import summarize  # noqa: PLC0415
+    from pipeline.summary import summarize, summary_lines  # noqa: PLC0415
 
     s = summarize(a.path, top=a.top)
     try:
-        print(json.dumps(s, indent=1) if a.json else "\n".join(_summary_lines(s)), flush=True)
+        print(json.dumps(s, indent=1) if a.json else "\n".join(summary_lines(s)), flush=True)
     except BrokenPipeError:          # `motifgrid summary X --json | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
-
-
-def _fmt(v) -> str:
-    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
-
-
-def _summary_lines(s: dict) -> list:
-    """``motifgrid summary`` as text: what, where, with which parameters, how far, then the kind's top rows."""
-    p, prog, tot = s["parameters"], s["progress"], s["totals"]
-    lines = [f"{s['kind']}: {s['path']} ({'finished' if s['finished'] else 'UNFINISHED'})"]
-    lines += [f"  {k.replace('_', ' ')}: {_fmt(v)}" for k, v in p.items() if v is not None and v != ""]
-    if s["command"]:
-        lines.append(f"  command: {s['command']}")
-    total = "?" if prog["total"] is None else _fmt(prog["total"])
-    lines.append(f"  {prog['unit']} done: {_fmt(prog['done'])} of {total}")
-    if s["next"]:
-        lines.append(f"  {s['next']}")
-    if tot:
-        took = f" in {s['seconds']:.1f} s" if s.get("seconds") is not None else ""
-        lines.append("  " + ", ".join(f"{_fmt(v)} {k.replace('_', ' ')}" for k, v in tot.items() if v is not None)
-                     + took)
-    return lines + _summary_rows(s)
-
-
-def _summary_rows(s: dict) -> list:
-    kind, lines = s["kind"], []
-    thr = s.get("thresholds")
-    if thr:
-        un = thr["unreachable_motifs"]
-        rng = ("" if thr["score_min"] is None else
-               f", threshold scores {thr['score_min']:.2f} to {thr['score_max']:.2f} bits")
-        lines.append(f"  thresholds: {thr['rows']:,} motif x strand rows{rng}; {len(un)} motif(s) cannot reach the p-value on some strand"
-                     + (": " + ", ".join(un[:10]) + (" ..." if len(un) > 10 else "") if un else ""))
-    if kind == "scan":
-        lines += ["  " + x for x in _top_motif_lines(s["top_motifs"], s["path"])]
-    if s.get("contigs"):
-        more = " ..." if len(s["contigs"]) < s["totals"].get("contigs_with_hits", 0) else ""
-        lines.append(f"  {'hits' if kind == 'scan' else 'matches'} per contig (most first): "
-                     + ", ".join(f"{c['chrom']} {c['hits']:,}" for c in s["contigs"]) + more)
-    for t in s.get("top_tests", []):
-        lines.append(f"  test {t['test_id']} ({t['length']} nt): {t['matches']:,} matches")
-    for r in s.get("top_pairs", []):
-        lines.append(f"  {r['motif_a']} {r['name_a']} ~ {r['motif_b']} {r['name_b']}: similarity "
-                     f"{r['similarity']:.3f} (shift {r['shift']}, strand {r['strand']}, {r['overlap']} columns)")
-    for r in s.get("top_matches", []):
-        lines.append(f"  {r['query']} {r['query_name']} → {r['target']} {r['target_name']}: p={r['pvalue']:.3g} "
-                     f"E={r['evalue']:.3g} (offset {r['offset']}, strand {r['strand']}, {r['overlap']} columns)")
-    for m in s.get("motifs", []):
-        bm = m.get("best_match")
-        how = (f"E={bm['evalue']:.2g}" if "evalue" in bm else f"similarity {bm.get('score', 0):.2f}") if bm else ""
-        match = f", best match {bm['id']} {bm['name']} ({how})" if bm else ""
-        lines.append(f"  {m['id']} {m['consensus']}: {m['sites']} sites, {m['information_content_bits']:.1f} bits"
-                     f"{match}")
-    if s.get("files") and not s["finished"]:
-        lines.append("  files present: " + ", ".join(s["files"]))
-    return lines
 
 
 def cmd_demo(a) -> int:
@@ -828,7 +829,7 @@ _AFTER_INTERRUPT = {"scan": "; finished blocks are kept (rerun with --resume)",
 
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
             "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
-            "summary": cmd_summary}
+            "summary": cmd_summary, "enrich": cmd_enrich}
 
 #: The subcommands, in ``motifgrid -h`` order: the one-line help and the function that adds the arguments
 #: (``bench`` parses its own: ``main``)
@@ -840,10 +841,12 @@ SUBCOMMANDS = {
     "thresholds": ("score thresholds (achieved p-values, error bounds) per motif and strand", _args_thresholds),
     "compare": ("which known motif is this? (Tomtom, the default) or do two motifs call the same sites? (--method "
                 "occurrence): the motifs of A against each other, or against B", _args_compare),
+    "enrich": ("which known motifs are enriched in a set of sequences (peaks) against controls (shuffled, "
+               "genomic or given)? SEA's Fisher test on the scan, clusters, CentriMo", _args_enrich),
     "export": ("hits dataset → BED, FIMO TSV or GFF3", _args_export),
     "discover": ("de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
                  "MEME/JASPAR motifs, sites Parquet, summary", _args_discover),
-    "summary": ("what a motifgrid output folder holds (scan, composition, compare or discover): "
+    "summary": ("what a motifgrid output folder holds (scan, composition, compare, discover or enrich): "
                 "parameters, progress, totals, top motifs, hits per contig", _args_summary),
     "bench": ("throughput of the scan worker (GPU kernel, CuPy baseline, CPU) and end to end; "
               "motifgrid bench -h", None),

@@ -199,9 +199,11 @@ def enrichment_table(motif_ids, motif_names, pos_seqs, pos_total, neg_seqs, neg_
 
 
 def _optional(name: str, typ: pa.DataType, values, order, M: int) -> pa.Array:
+    """A nullable column in table order; ``None`` entries are nulls (motifs left out of the clustering)."""
     if values is None:
         return pa.nulls(M, typ)
-    values = np.asarray(values, dtype=object if pa.types.is_string(typ) else np.int64)
+    values = np.asarray(values, dtype=object)
     if values.shape != (M,):
         raise EnrichError(f"{name}: {values.shape[0] if values.ndim else 0} values for {M} motifs")
-    return arrow.column(values[order].tolist() if pa.types.is_string(typ) else values[order], typ)
+    taken = values[order].tolist()
+    return pa.array([v if v is None or pa.types.is_string(typ) else int(v) for v in taken], type=typ)

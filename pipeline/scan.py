@@ -259,6 +259,7 @@ class ScanJob:
     max_qvalue: float | None = None      # recorded in _qvalues.parquet; read_hits and export apply it
     regions: Regions | None = None       # --regions: only windows wholly inside these are scanned
     ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
+    region_counts: bool = True           # _region_counts.parquet at the end (enrich reduces _counts/ itself)
 
     @property
     def positions(self) -> int:
@@ -302,7 +303,8 @@ def check_like(like: str | None, strands: str) -> None:
 def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, background: str | None = None,
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
               strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
-              qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None) -> ScanJob:
+              qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None,
+              region_counts: bool = True) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
 
     ``source``: a genome store, or a FASTA file (plain, gzip, bgzip), ingested into ``OUT/_genome.zarr`` (kept
@@ -312,7 +314,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep (:func:`pipeline.motifs.select_motifs`);
     ``overwrite`` replaces the hits dataset in ``out``, once everything else is checked.  ``qvalues``: the
     end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are
-    read."""
+    read.  ``region_counts=False``: no ``_region_counts.parquet`` (a caller that reads the blocks' ``_counts/``)."""
     t_start = time.perf_counter()
     _check_settings(pvalue, like, strands, qvalues, max_qvalue)
     if background is None:
@@ -331,7 +333,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
 
             shutil.rmtree(staged.parent, ignore_errors=True)
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
-                   regions=bed, ingested=_is_fasta(source))
+                   regions=bed, ingested=_is_fasta(source), region_counts=region_counts)
 
 
 def _check_settings(pvalue, like, strands, qvalues, max_qvalue) -> None:
@@ -420,12 +422,16 @@ def _place_store(staged, out: str) -> GenomeStore:
 
 
 def _auto_block_size(fasta: str) -> int:
-    """Block size for a FASTA scanned directly: the default for genomes; for small inputs (a few hundred peaks)
-    blocks small enough that every core gets work, at least 64 Ki positions (a block has a fixed cost)."""
+    """Block size for a FASTA scanned directly (:func:`block_size_for` its estimated bases)."""
+    return block_size_for(os.path.getsize(fasta) * (4 if open(fasta, "rb").read(2) == b"\x1f\x8b" else 1))
+
+
+def block_size_for(bases: int) -> int:
+    """Block size of a store made to be scanned at once: the default for genomes; for small inputs (a few hundred
+    peaks) blocks small enough that every core gets work, at least 64 Ki positions (a block has a fixed cost)."""
     from pipeline.genome import DEFAULT_BLOCK_SIZE  # noqa: PLC0415
 
-    est = os.path.getsize(fasta) * (4 if open(fasta, "rb").read(2) == b"\x1f\x8b" else 1)
-    per_core = est // (2 * (os.cpu_count() or 1))
+    per_core = int(bases) // (2 * (os.cpu_count() or 1))
     size = 1 << 16
     while size < per_core and size < DEFAULT_BLOCK_SIZE:
         size <<= 1
@@ -535,7 +541,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
     t_rc = time.perf_counter()
     try:
-        write_region_counts(out, store.records, job.regions, mset.ids, mset.names)
+        if job.region_counts:
+            write_region_counts(out, store.records, job.regions, mset.ids, mset.names)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     t_region_counts = time.perf_counter() - t_rc

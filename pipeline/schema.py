@@ -168,6 +168,24 @@ SITES_SCHEMA = pa.schema([
     pa.field("site", pa.string(), nullable=False),             # the site as read on its strand
 ])
 
+#: Sites of the top enriched motifs in the targets (``motifgrid enrich``, ``sites.parquet``): 0-based half-open
+#: forward-strand coordinates within the target sequence; for targets given as BED regions also on the genome.
+ENRICH_SITES_SCHEMA = pa.schema([
+    pa.field("rank", pa.int32(), nullable=False),              # the motif's rank in enrichment.tsv
+    pa.field("motif_id", _CAT, nullable=False),
+    pa.field("motif_name", _CAT, nullable=False),
+    pa.field("sequence", _CAT, nullable=False),                # FASTA record name, or the BED region's name
+    pa.field("sequence_index", pa.int32(), nullable=False),    # 0-based target number (FASTA order, BED genome order)
+    pa.field("start", pa.int64(), nullable=False),
+    pa.field("end", pa.int64(), nullable=False),
+    pa.field("strand", _CAT, nullable=False),                  # "+" or "-"
+    pa.field("score", pa.float64(), nullable=False),           # log2-odds bits
+    pa.field("pvalue", pa.float64(), nullable=False),
+    pa.field("chrom", _CAT),                                   # BED targets: the site on the genome store;
+    pa.field("chrom_start", pa.int64()),                       # null for FASTA targets
+    pa.field("chrom_end", pa.int64()),
+])
+
 COMPOSITION_FORMAT_VERSION = 2          # 2: genome store format 2, chrom a column
 
 #: Composition matches (``motifgrid composition``): windows whose A/C/G/T histogram is similar to a test's.

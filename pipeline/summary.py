@@ -1,6 +1,6 @@
 """What a motifgrid output folder holds: one summary for any of them (``motifgrid summary PATH``).
 
-The four outputs are told apart by the files they write (``docs/formats.md``):
+The five outputs are told apart by the files they write (``docs/formats.md``):
 
 ============  ===========================================  ==========================================
 kind          recognised by                                finished when
@@ -8,6 +8,7 @@ kind          recognised by                                finished when
 scan          ``_run.json`` with ``hits_format``           ``_summary.json`` exists
 composition   ``_run.json`` with ``composition_format``    ``_summary.json`` exists
 compare       ``_run.json`` with ``motifs_a``              ``_summary.json`` exists
+enrich        ``_run.json`` with ``enrich_format``         ``_summary.json`` exists
 discover      ``summary.json`` / ``motifs.meme``, ...      ``summary.json`` exists (written last)
 ============  ===========================================  ==========================================
 
@@ -15,7 +16,9 @@ discover      ``summary.json`` / ``motifs.meme``, ...      ``summary.json`` exis
 ``kind``, ``path``, ``finished``, ``parameters``, ``command``, ``progress`` (units done / total),
 ``totals``, ``seconds``, ``next`` (what to do with an unfinished run) and per kind the top rows: motifs by
 hits and hits per contig (scan), tests by matches (composition), most similar pairs (compare --method
-occurrence) or the queries' best matches, most significant first (compare, tomtom), the motifs found (discover).  Nothing is written or removed: a run still going on is read as it stands.
+occurrence) or the queries' best matches, most significant first (compare, tomtom), the motifs found (discover),
+the most enriched motifs (enrich).  Nothing is written or removed: a run still going on is read as it stands.
+:func:`summary_lines` writes it as text (``motifgrid summary``).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from pipeline import MotifgridError, storage
 from pipeline.arrow import by_descending
 from pipeline.dataset import iter_manifest
 
-KINDS = ("scan", "composition", "compare", "discover")
+KINDS = ("scan", "composition", "compare", "discover", "enrich")
 _DISCOVER_FILES = ("summary.json", "summary.tsv", "sites.parquet", "motifs.meme", "motifs.jaspar")
 
 
@@ -57,17 +60,18 @@ def _json(path: str) -> dict | None:
 
 
 def kind_of(path: str) -> str:
-    """``scan``, ``composition``, ``compare`` or ``discover``; a :class:`SummaryError` for anything else."""
+    """``scan``, ``composition``, ``compare``, ``enrich`` or ``discover``; a :class:`SummaryError` for anything else."""
     if not storage.exists(path):
         raise SummaryError(f"{path}: no such file or directory")
     if not storage.isdir(path):
         raise SummaryError(f"{path}: is a file; give a motifgrid output folder (a scan's --out, ...)")
     run = _json(storage.join(path, "_run.json"))
     if run is not None:
-        for key, kind in (("hits_format", "scan"), ("composition_format", "composition"), ("motifs_a", "compare")):
+        for key, kind in (("hits_format", "scan"), ("composition_format", "composition"), ("motifs_a", "compare"),
+                          ("enrich_format", "enrich")):
             if key in run:
                 return kind
-        raise SummaryError(f"{path}/_run.json: not a motifgrid scan, composition or compare run")
+        raise SummaryError(f"{path}/_run.json: not a motifgrid scan, composition, compare or enrich run")
     names = set(storage.listdir(path))
     if names & set(_DISCOVER_FILES):
         return "discover"
@@ -303,6 +307,33 @@ def _discover(path: str, top: int) -> dict:
     }
 
 
+def _enrich(path: str, top: int) -> dict:
+    """A ``motifgrid enrich`` folder: its table is written at the end, all at once."""
+    run = _json(storage.join(path, "_run.json"))
+    done = _json(storage.join(path, "_summary.json"))
+    st = run.get("settings", {})
+    out = {
+        "parameters": {"sequences": run.get("sequences"), "genome": run.get("genome"),
+                       "control": (run.get("control") or {}).get("kind"), "shuffles": st.get("shuffles"),
+                       "seed": st.get("seed"), "motifs": run.get("motifs"), "pvalue": st.get("pvalue"),
+                       "cluster": st.get("cluster"), "centrality": st.get("centrality"),
+                       "device": (done or {}).get("device")},
+        "command": run.get("command"),
+        "progress": {"unit": "steps", "done": 1 if done else 0, "total": 1},
+        "totals": ({"targets": done["targets"], "controls": done["controls"], "motifs": done["motifs"],
+                    "enriched_q<=0.05": done["significant"]["qvalue_0.05"], "clusters": done.get("clusters")}
+                   if done else {}),
+        "seconds": (done or {}).get("seconds"),
+        "top_enriched": [],
+    }
+    f = storage.join(path, "enrichment.parquet")
+    if done and storage.exists(f):
+        cols = ["rank", "motif_id", "motif_name", "cluster", "pos_seqs", "pos_total", "neg_seqs", "neg_total",
+                "odds_ratio", "log10_pvalue", "evalue", "qvalue"]
+        out["top_enriched"] = storage.read_parquet(f, columns=cols).slice(0, top).to_pylist()
+    return out
+
+
 # ------------------------------------------------------------------------------------ entry point
 def summarize(path: str, top: int = 10, contigs: int = 5) -> dict:
     """The summary of the motifgrid output at ``path`` (see the module docstring for the keys).
@@ -316,6 +347,8 @@ def summarize(path: str, top: int = 10, contigs: int = 5) -> dict:
         s = _composition(path, top, contigs)
     elif kind == "compare":
         s = _compare(path, top)
+    elif kind == "enrich":
+        s = _enrich(path, top)
     else:
         s = _discover(path, top)
     finished = storage.exists(storage.join(path, "summary.json" if kind == "discover" else "_summary.json"))
@@ -324,3 +357,79 @@ def summarize(path: str, top: int = 10, contigs: int = 5) -> dict:
         nxt = (f"unfinished; complete it with: {_resume_hint(s['command'], kind)}" if kind in ("scan", "composition")
                else f"unfinished (interrupted); motifgrid {kind} does not resume: rerun it into a new folder")
     return {"kind": kind, "path": path, "finished": finished, "next": nxt} | s
+
+
+# ------------------------------------------------------------------------------------ as text
+def top_motif_lines(rows: list, out: str) -> list:
+    """The motifs with the most hits, one line each (the end of a scan, the demo, ``motifgrid summary``)."""
+    if not rows:
+        return []
+    w = max(len(f"{r['motif_name']} ({r['motif_id']})") for r in rows)
+    lines = [f"motifs with the most hits (all of them: {out}/_motif_summary.tsv):"]
+    for r in rows:
+        label = f"{r['motif_name']} ({r['motif_id']})"
+        lines.append(f"  {label:<{w}}  {r['hits']:>11,} hits  (+ {r['hits_plus']:,} / - {r['hits_minus']:,})")
+    return lines
+
+
+def _fmt(v) -> str:
+    return f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def summary_lines(s: dict) -> list:
+    """``motifgrid summary`` as text: what, where, with which parameters, how far, then the kind's top rows."""
+    p, prog, tot = s["parameters"], s["progress"], s["totals"]
+    lines = [f"{s['kind']}: {s['path']} ({'finished' if s['finished'] else 'UNFINISHED'})"]
+    lines += [f"  {k.replace('_', ' ')}: {_fmt(v)}" for k, v in p.items() if v is not None and v != ""]
+    if s["command"]:
+        lines.append(f"  command: {s['command']}")
+    total = "?" if prog["total"] is None else _fmt(prog["total"])
+    lines.append(f"  {prog['unit']} done: {_fmt(prog['done'])} of {total}")
+    if s["next"]:
+        lines.append(f"  {s['next']}")
+    if tot:
+        took = f" in {s['seconds']:.1f} s" if s.get("seconds") is not None else ""
+        lines.append("  " + ", ".join(f"{_fmt(v)} {k.replace('_', ' ')}" for k, v in tot.items() if v is not None)
+                     + took)
+    return lines + _summary_rows(s)
+
+
+def _summary_rows(s: dict) -> list:
+    kind, lines = s["kind"], []
+    thr = s.get("thresholds")
+    if thr:
+        un = thr["unreachable_motifs"]
+        rng = ("" if thr["score_min"] is None else
+               f", threshold scores {thr['score_min']:.2f} to {thr['score_max']:.2f} bits")
+        lines.append(f"  thresholds: {thr['rows']:,} motif x strand rows{rng}; {len(un)} motif(s) cannot reach the p-value on some strand"
+                     + (": " + ", ".join(un[:10]) + (" ..." if len(un) > 10 else "") if un else ""))
+    if kind == "scan":
+        lines += ["  " + x for x in top_motif_lines(s["top_motifs"], s["path"])]
+    if s.get("contigs"):
+        more = " ..." if len(s["contigs"]) < s["totals"].get("contigs_with_hits", 0) else ""
+        lines.append(f"  {'hits' if kind == 'scan' else 'matches'} per contig (most first): "
+                     + ", ".join(f"{c['chrom']} {c['hits']:,}" for c in s["contigs"]) + more)
+    for t in s.get("top_tests", []):
+        lines.append(f"  test {t['test_id']} ({t['length']} nt): {t['matches']:,} matches")
+    for r in s.get("top_pairs", []):
+        lines.append(f"  {r['motif_a']} {r['name_a']} ~ {r['motif_b']} {r['name_b']}: similarity "
+                     f"{r['similarity']:.3f} (shift {r['shift']}, strand {r['strand']}, {r['overlap']} columns)")
+    for r in s.get("top_matches", []):
+        lines.append(f"  {r['query']} {r['query_name']} → {r['target']} {r['target_name']}: p={r['pvalue']:.3g} "
+                     f"E={r['evalue']:.3g} (offset {r['offset']}, strand {r['strand']}, {r['overlap']} columns)")
+    from pipeline.enrich_report import sci  # noqa: PLC0415
+
+    for r in s.get("top_enriched", []):
+        cl = "" if r["cluster"] is None else f", cluster {r['cluster']}"
+        lines.append(f"  {r['rank']}. {r['motif_name']} ({r['motif_id']}): {r['pos_seqs']:,}/{r['pos_total']:,} targets, "
+                     f"{r['neg_seqs']:,}/{r['neg_total']:,} controls, p={sci(r['log10_pvalue'])} E={r['evalue']:.3g}"
+                     f" q={r['qvalue']:.3g}{cl}")
+    for m in s.get("motifs", []):
+        bm = m.get("best_match")
+        how = (f"E={bm['evalue']:.2g}" if "evalue" in bm else f"similarity {bm.get('score', 0):.2f}") if bm else ""
+        match = f", best match {bm['id']} {bm['name']} ({how})" if bm else ""
+        lines.append(f"  {m['id']} {m['consensus']}: {m['sites']} sites, {m['information_content_bits']:.1f} bits"
+                     f"{match}")
+    if s.get("files") and not s["finished"]:
+        lines.append("  files present: " + ", ".join(s["files"]))
+    return lines

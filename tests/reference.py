@@ -76,3 +76,20 @@ def naive_composition(seq: str, tests: list, min_similarity: float, both_strands
                     out.append((int(p), i, strand, float(sim[p])))
     out.sort()
     return out
+
+
+def has_site(seq: str, pwm: np.ndarray, threshold: float) -> bool:
+    """Whether some window of ``seq`` without a non-ACGT letter scores ``>= threshold`` under ``pwm`` ((m, 4)),
+    the window's score summed column by column in float64 (the order :func:`naive_scan` sums in), vectorised
+    over the windows."""
+    codes = np.array([CODE.get(c, 4) for c in seq.upper()], dtype=np.int64)
+    m = pwm.shape[0]
+    if codes.size < m:
+        return False
+    win = np.lib.stride_tricks.sliding_window_view(codes, m)
+    valid = (win < 4).all(axis=1)
+    acc = np.zeros(win.shape[0])
+    w = np.asarray(pwm, dtype=np.float64)
+    for j in range(m):
+        acc += w[j, np.minimum(win[:, j], 3)]
+    return bool((valid & (acc >= threshold)).any())

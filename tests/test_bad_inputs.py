@@ -182,6 +182,7 @@ def test_bad_input(inp, command, expect, good, tmp_path, capfd):
     (["composition", "t.fa", "g.zarr", "--out", "o"], "interrupted; finished blocks are kept (rerun with --resume)"),
     (["demo"], "interrupted; finished blocks are kept (run the demo again to finish)"),
     (["compare", MOTIFS, "--out", "o"], "interrupted"),
+    (["enrich", "t.fa", "--motifs", MOTIFS, "--out", "o"], "interrupted"),
     (["discover", "s.fa", "-w", "8", "--out", "o"], "interrupted"),
     (["thresholds", MOTIFS], "interrupted"),
     (["export", "h", "--format", "bed", "-o", "h.bed"], "interrupted"),

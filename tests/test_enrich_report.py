@@ -42,3 +42,19 @@ def test_report_files(tmp_path):
     assert "http" not in text                                      # self-contained
     assert sci(t.column("log10_pvalue")[0].as_py()) in text
     assert "pvalue=0.0001" in text
+
+
+def test_logo_heights_are_logomakers_information():
+    """The logos' letter heights equal logomaker's probability → information transform."""
+    import logomaker
+    import pandas as pd
+
+    from pipeline.enrich_report import information
+
+    rng = np.random.default_rng(1)
+    ppm = rng.dirichlet(np.ones(4) * 0.4, size=15)
+    ppm[3] = [1.0, 0.0, 0.0, 0.0]                                   # a certain column: 2 bits on one letter
+    want = logomaker.transform_matrix(pd.DataFrame(ppm, columns=list("ACGT")), from_type="probability",
+                                      to_type="information").to_numpy()
+    np.testing.assert_allclose(information(ppm), want, atol=1e-12)
+    assert information(ppm)[3].tolist() == [2.0, 0.0, 0.0, 0.0]

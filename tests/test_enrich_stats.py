@@ -100,6 +100,9 @@ def test_enrichment_table_clusters_and_extra():
     assert [r["motif_id"] for r in rows] == ["B", "C", "A"]
     assert [(r["cluster"], r["representative"], r["x"]) for r in rows] == [(1, "B", 2.0), (0, "C", 3.0),
                                                                            (0, "C", 1.0)]
+    t = enrichment_table(["A", "B", "C"], ["a", "b", "c"], [1, 50, 9], 100, [1, 1, 1], 100,
+                         clusters=[None, 0, 0], representatives=[None, "B", "B"])        # A left out: nulls
+    assert [(r["cluster"], r["representative"]) for r in t.to_pylist()] == [(0, "B"), (0, "B"), (None, None)]
     with pytest.raises(EnrichError, match="no target or no control"):
         enrichment_table(["A"], ["a"], [0], 0, [0], 10)
     with pytest.raises(EnrichError, match="rows for 3 motifs"):

@@ -325,3 +325,27 @@ def test_many_records_counted(tmp_path, mode):
         g = ingest(fa, tmp_path / f"n{k}.zarr", block_size=4096, halo=10)
         assert len(g.records) == k and g.total_length == 30 * k
         assert decode(g.fetch(f"s{k - 1}", 0, 30)) == seqs[k - 1]
+
+
+def test_store_from_codes_equals_ingest_of_the_same_records(tmp_path, chrx_slice):
+    """Records held in memory (enrichment's targets and controls) laid out exactly as ingest lays out a FASTA of
+    them: the same blocks, record table and base counts; an empty record keeps its place."""
+    from pipeline.genome import store_from_codes
+
+    recs = {"a": chrx_slice[:700], "b": "", "c": "ACGTNNNNacgt", "d": chrx_slice[5000:9000], "e": chrx_slice[:499],
+            "f": chrx_slice[700:1200], "g": chrx_slice[9000:9501], **{f"p{i}": chrx_slice[i * 31:i * 31 + i % 97]
+                                                                      for i in range(300)}, "z": chrx_slice[:3]}
+    fa = tmp_path / "r.fa"
+    fa.write_text("".join(f">{k}\n{v}\n" for k, v in recs.items()))
+    want = ingest(fa, tmp_path / "fa.zarr", block_size=1000, halo=30)
+    codes = np.concatenate([encode(v) for v in recs.values()])
+    offsets = np.concatenate([[0], np.cumsum([len(v) for v in recs.values()])])
+    got = store_from_codes(tmp_path / "mem.zarr", list(recs), codes, offsets, "memory", "sha256:x",
+                           block_size=1000, halo=30)
+    assert got.records.names == want.records.names
+    assert (got.records.offsets == want.records.offsets).all() and (got.records.lengths == want.records.lengths).all()
+    assert got.attrs["base_counts"] == want.attrs["base_counts"] and got.checksum == "sha256:x"
+    for b in range(want.n_blocks):
+        assert (got.read_block(got.block(b)) == want.read_block(want.block(b))).all()
+    for k, v in recs.items():
+        assert decode(got.fetch(k, 0, len(v))) == v.upper()

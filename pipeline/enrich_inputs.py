@@ -1,0 +1,233 @@
+"""The sequences of ``motifgrid enrich``: targets and controls read into memory, and the one store they are scanned in.
+
+- **Targets** (``SEQUENCES``): a FASTA file (plain, gzip, bgzip; read by :class:`pipeline.fasta.FastaReader`), or a
+  BED file of regions of a genome store (``--genome``; :func:`pipeline.regions.read_bed`, regions in genome
+  order), their bases read from the store.
+- **Controls** (``--control``): ``shuffled`` (each target shuffled ``K`` times keeping its dinucleotide counts,
+  records ``<id>|shuf<k>``; written to ``DIR/control.fa``), ``genomic`` (``K`` regions of the store per target,
+  of its length and GC bin, overlapping no target region; ``DIR/control.bed``), or a FASTA / BED file.
+- **One store** (:func:`sequence_store`): targets then controls, records ``t<i>`` and ``c<j>`` (unique whatever
+  the users' names are, and the first control record tells targets from controls), laid out as ``ingest`` lays
+  out a FASTA.  Each sequence is its own record, so overlapping target regions (the summits of nearby peaks)
+  each get their own hits, as SEA sees sequences; a scan of BED regions (``scan --regions``) merges overlapping
+  regions and credits a shared window to one of them.
+
+Every sequence is kept, also an empty one, one shorter than a motif or one holding N: SEA counts every sequence
+in the totals.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline import MotifgridError
+
+KEYWORDS = ("shuffled", "genomic")
+
+
+class EnrichInputError(MotifgridError, ValueError):
+    """Targets or controls that cannot be used; one line naming the file and the problem."""
+
+
+@dataclass
+class Sequences:
+    """Sequences held in memory: ``names`` (the users'), ``codes`` (V,) uint8 of all of them end to end,
+    ``offsets`` (n + 1,) int64.  BED regions also keep where they are: ``chrom`` (n names), ``start``, ``end``
+    ((n,) int64) and ``record`` ((n,) int64, the store's record numbers)."""
+    names: list
+    codes: np.ndarray
+    offsets: np.ndarray
+    source: str
+    checksum: str
+    chrom: list | None = None
+    start: np.ndarray | None = None
+    end: np.ndarray | None = None
+    record: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+# ------------------------------------------------------------------------------------ reading
+def read_fasta(path: str, role: str) -> Sequences:
+    """Every record of a FASTA file; a byte that is no nucleotide code is an error naming the record and position."""
+    from pipeline.fasta import NUCLEOTIDE, FastaReader, check_nucleotides  # noqa: PLC0415
+    from pipeline.genome import encode  # noqa: PLC0415
+
+    reader = FastaReader(path, error=EnrichInputError)
+    names, starts, parts, total = [], [], [], 0
+    for nm, st, text in reader.batches():
+        bad = np.flatnonzero(~NUCLEOTIDE[np.frombuffer(text, dtype=np.uint8)])
+        if bad.size:
+            k = int(bad[0])
+            i = int(np.searchsorted(st, k, side="right")) - 1      # -1: the record of the batch before goes on
+            name, pos = (nm[i], k - st[i]) if i >= 0 else (names[-1], total - starts[-1] + k)
+            check_nucleotides(path, name, pos, text[k:k + 1], error=EnrichInputError)
+        names += nm
+        starts += [total + s for s in st]
+        parts.append(encode(text))
+        total += len(text)
+    if not names:
+        raise EnrichInputError(f"{path}: empty file, no FASTA records ({role})")
+    if total == 0:
+        raise EnrichInputError(f"{path}: no sequence in any of its {len(names)} record(s) ({role})")
+    offsets = np.array(starts + [total], dtype=np.int64)
+    return Sequences(names, np.concatenate(parts), offsets, os.path.abspath(path), reader.checksum)
+
+
+def read_regions_of(path: str, store, role: str) -> Sequences:
+    """The regions of a BED file (3-12 columns) of ``store``, in genome order, with their bases."""
+    from pipeline.enrich_controls import read_regions  # noqa: PLC0415
+    from pipeline.genome import file_checksum  # noqa: PLC0415
+    from pipeline.regions import RegionError, read_bed  # noqa: PLC0415
+
+    try:
+        bed = read_bed(path, store.records)
+    except RegionError as e:
+        raise EnrichInputError(f"{e} ({role})") from None
+    empty = np.flatnonzero(bed.end == bed.start)
+    if empty.size:
+        k = int(empty[0])
+        raise EnrichInputError(f"{path}: region {bed.names[k]!r} ({store.records.names[bed.record[k]]}:{bed.start[k]}-"
+                               f"{bed.end[k]}) is empty ({role})")
+    codes, offsets = read_regions(cached_access(store), bed.record, bed.start, bed.end)
+    names = store.records.names
+    return Sequences(list(bed.names), codes, offsets, os.path.abspath(path), file_checksum(path),
+                     chrom=[names[r] for r in bed.record.tolist()], start=bed.start, end=bed.end, record=bed.record)
+
+
+def read_sequences(path: str, store, role: str) -> Sequences:
+    """A FASTA file, else (with a genome store) a BED file of its regions."""
+    from pipeline.fasta import sniff_fasta  # noqa: PLC0415
+
+    try:
+        sniff_fasta(path, error=EnrichInputError)
+        is_fasta = True
+    except EnrichInputError as e:
+        if not os.path.isfile(path):
+            raise EnrichInputError(f"{e} ({role})") from None
+        is_fasta = False
+        why = str(e).split(": ", 1)[-1]
+    if is_fasta:
+        return read_fasta(path, role)
+    if store is None:
+        raise EnrichInputError(f"{path}: not a FASTA file ({why}); a BED file of regions needs --genome STORE ({role})")
+    return read_regions_of(path, store, role)
+
+
+class _BlockCache:
+    """``fetch(record, start, end)`` of a genome store that keeps the last block row it decoded: regions read in
+    genome order (BED targets, then controls) mostly fall in the block read before."""
+
+    def __init__(self, store):
+        self.store = store
+        self.index, self.row = -1, None
+
+    def __call__(self, record: int, start: int, end: int) -> np.ndarray:
+        st = self.store
+        rec = st.records
+        lo = int(rec.offsets[record]) + start
+        hi = int(rec.offsets[record]) + min(end, int(rec.lengths[record]))
+        out = np.empty(max(hi - lo, 0), dtype=np.uint8)
+        pos, B = lo, st.block_size
+        while pos < hi:
+            b = pos // B
+            if b != self.index:
+                self.index, self.row = b, st.read_block(st.block(b))
+            take = min(hi, (b + 1) * B) - pos
+            out[pos - lo:pos - lo + take] = self.row[pos - b * B:pos - b * B + take]
+            pos += take
+        return out
+
+
+def cached_access(store):
+    """A :class:`pipeline.enrich_controls.GenomeAccess` of a (format 2) store, its last block row kept."""
+    from pipeline.enrich_controls import GenomeAccess  # noqa: PLC0415
+
+    rec = store.records
+    return GenomeAccess(list(rec.names), np.asarray(rec.lengths, np.int64), _BlockCache(store), str(store.path))
+
+
+# ------------------------------------------------------------------------------------ controls
+def control_kind(control: str) -> str:
+    """``shuffled``, ``genomic``, or ``file`` (a FASTA or BED path)."""
+    return control if control in KEYWORDS else "file"
+
+
+def make_controls(targets: Sequences, control: str, copies: int, seed: int, store) -> tuple[Sequences, dict]:
+    """The control sequences and what describes them (``kind``, ``copies``, and for genomic controls the chunks
+    read and the regions placed in a widened GC bin)."""
+    kind = control_kind(control)
+    if kind == "shuffled":
+        from pipeline.enrich_controls import shuffled_controls  # noqa: PLC0415
+
+        names, codes, offsets = shuffled_controls(targets.names, targets.codes, targets.offsets, copies, seed)
+        return (Sequences(names, codes, offsets, "shuffled", targets.checksum),
+                {"kind": kind, "copies": copies, "seed": seed})
+    if kind == "genomic":
+        return _genomic(targets, copies, seed, store)
+    return read_sequences(control, store, "--control"), {"kind": "file", "file": os.path.abspath(control)}
+
+
+def _genomic(targets: Sequences, copies: int, seed: int, store) -> tuple[Sequences, dict]:
+    from pipeline.enrich_controls import ControlError, composition, read_regions, sample_genomic_controls  # noqa: PLC0415
+
+    empty = np.flatnonzero(targets.lengths == 0)
+    if empty.size:
+        raise EnrichInputError(f"{targets.source}: target {targets.names[int(empty[0])]!r} is empty; genomic controls "
+                               "are drawn at each target's length")
+    access = cached_access(store)
+    gc, _ = composition(targets.codes, targets.offsets)
+    exclude = None if targets.record is None else (targets.record, targets.start, targets.end)
+    try:
+        ctl = sample_genomic_controls(access, targets.lengths, gc, copies=copies, exclude=exclude, seed=seed)
+    except ControlError as e:
+        raise EnrichInputError(str(e)) from None
+    codes, offsets = read_regions(access, ctl.record, ctl.start, ctl.end)
+    k = np.arange(ctl.target.size) - np.searchsorted(ctl.target, ctl.target, side="left") + 1
+    names = [f"{targets.names[t]}|ctl{j}" for t, j in zip(ctl.target.tolist(), k.tolist())]
+    rec_names = access.names
+    seqs = Sequences(names, codes, offsets, "genomic", store.checksum,
+                     chrom=[rec_names[r] for r in ctl.record.tolist()], start=ctl.start, end=ctl.end,
+                     record=ctl.record)
+    return seqs, {"kind": "genomic", "copies": copies, "seed": seed, "chunks": ctl.chunks, "widened": ctl.widened,
+                  "controls": ctl}
+
+
+def write_controls(out: str, targets: Sequences, controls: Sequences, info: dict, store) -> str | None:
+    """``control.fa`` (shuffled) or ``control.bed`` (genomic) in ``out``; the file name, or None (the user's)."""
+    from pipeline.enrich_controls import write_bed, write_fasta  # noqa: PLC0415
+
+    if info["kind"] == "shuffled":
+        write_fasta(os.path.join(out, "control.fa"), controls.names, controls.codes, controls.offsets)
+        return "control.fa"
+    if info["kind"] == "genomic":
+        write_bed(os.path.join(out, "control.bed"), cached_access(store), info["controls"], targets.names)
+        return "control.bed"
+    return None
+
+
+# ------------------------------------------------------------------------------------ the store
+TARGET_PREFIX, CONTROL_PREFIX = "t", "c"
+
+
+def record_names(n_targets: int, n_controls: int) -> list:
+    """The store's record names: ``t0 … t<T-1>`` then ``c0 … c<C-1>``."""
+    return [f"{TARGET_PREFIX}{i}" for i in range(n_targets)] + [f"{CONTROL_PREFIX}{j}" for j in range(n_controls)]
+
+
+def sequence_store(path: str, targets: Sequences, controls: Sequences, halo: int, block_size: int):
+    """One genome store of the targets then the controls (records :func:`record_names`)."""
+    from pipeline.genome import store_from_codes  # noqa: PLC0415
+
+    codes = np.concatenate([targets.codes, controls.codes])
+    offsets = np.concatenate([targets.offsets[:-1], controls.offsets + targets.offsets[-1]])
+    return store_from_codes(path, record_names(len(targets), len(controls)), codes, offsets,
+                            source=f"enrich:{targets.source}", checksum=targets.checksum,
+                            block_size=block_size, halo=halo)

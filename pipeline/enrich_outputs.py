@@ -1,0 +1,214 @@
+"""What ``motifgrid enrich`` writes from its counts and the scan's hits: the enrichment table (with clusters and
+CentriMo's columns), the best row per cluster, the sites of the top motifs, the pictures.
+
+Reads only the scan's dataset (``DIR/_hits``: ``read_hits`` with filters) and the job (:mod:`pipeline.enrich`).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline import arrow, storage
+
+TABLE, CLUSTERS_TSV, SITES = "enrichment", "enrichment_clusters.tsv", "sites.parquet"
+_HIT_COLUMNS = ["chrom", "start", "end", "strand", "motif_id", "motif_name", "score", "pvalue"]
+
+
+def write_outputs(job, pos: np.ndarray, neg: np.ndarray, client, device: str) -> tuple[pa.Table, int | None]:
+    """Write ``enrichment.tsv/.parquet``, ``enrichment_clusters.tsv``, ``sites.parquet`` and the pictures;
+    return the table and the number of clusters (None without clustering).  Seconds per step into
+    ``job.seconds``."""
+    from pipeline.dataset import table_tsv  # noqa: PLC0415
+
+    sec = job.seconds
+    t = time.perf_counter()
+    ids, names = [m.id for m in job.motifs], [m.name for m in job.motifs]
+    n1, n2 = len(job.targets), len(job.controls)
+    params = _table_params(job)
+    first = _table(ids, names, pos, n1, neg, n2, params)
+    sec["statistics"] = time.perf_counter() - t
+    t = time.perf_counter()
+    clusters, reps, n_clusters = cluster_columns(job, first.column("motif_id").to_pylist(), client, device)
+    sec["clustering"] = time.perf_counter() - t
+    t = time.perf_counter()
+    extra = centrality_columns(job) if job.settings.centrality else None
+    sec["centrality"] = time.perf_counter() - t
+    t = time.perf_counter()
+    table = _table(ids, names, pos, n1, neg, n2, params, clusters=clusters, representatives=reps, extra=extra)
+    storage.write_parquet(table, os.path.join(job.out, f"{TABLE}.parquet"))
+    storage.atomic_write_bytes(os.path.join(job.out, f"{TABLE}.tsv"), table_tsv(table))
+    best = best_per_cluster(table) if clusters is not None else None
+    if best is not None:
+        storage.atomic_write_bytes(os.path.join(job.out, CLUSTERS_TSV), table_tsv(best))
+    sec["tables"] = time.perf_counter() - t
+    t = time.perf_counter()
+    storage.write_parquet(sites_table(job, table), os.path.join(job.out, SITES))
+    sec["sites"] = time.perf_counter() - t
+    t = time.perf_counter()
+    job.report = write_pictures(job, table if best is None else best)
+    sec["report"] = time.perf_counter() - t
+    return table, n_clusters
+
+
+def _table(ids, names, pos, n1, neg, n2, params, **kw) -> pa.Table:
+    from pipeline.enrich_stats import enrichment_table  # noqa: PLC0415
+
+    return enrichment_table(ids, names, pos, n1, neg, n2, params=params, **kw)
+
+
+def _table_params(job) -> dict:
+    st = job.settings
+    mset = job.scan.mset
+    return {"sequences": job.targets.source, "control": job.control_info["kind"], "shuffles": st.shuffles,
+            "seed": st.seed, "pvalue": st.pvalue, "motifs": mset.source, "motifs_checksum": mset.checksum,
+            "background": [float(x) for x in mset.background], "pseudocount": mset.pseudocount,
+            "cluster": st.cluster, "cluster_top": cluster_top(st), "centrality": st.centrality}
+
+
+# ------------------------------------------------------------------------------------ clusters
+def cluster_top(settings) -> int:
+    """How many of the best-ranked motifs are clustered (``motifgrid.enrich.cluster-top`` unless set)."""
+    import dask.config  # noqa: PLC0415
+
+    n = settings.cluster_top or dask.config.get("motifgrid.enrich.cluster-top", default=300)
+    return int(n)
+
+
+def cluster_columns(job, ranked_ids: list, client, device: str):
+    """``(cluster, representative, n_clusters)``: per motif (motif order) its cluster number and the cluster's
+    best-ranked member's id, for the ``cluster_top`` best-ranked motifs (None for the others); clusters are
+    numbered 0, 1, … by their best member's rank.  ``(None, None, None)`` without clustering."""
+    st = job.settings
+    if st.cluster is None:
+        return None, None, None
+    from pipeline.motif_clusters import cluster_motifs  # noqa: PLC0415
+
+    index = {m.id: i for i, m in enumerate(job.motifs)}
+    idx = [index[x] for x in ranked_ids[:cluster_top(st)]]
+    labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, client=client, device=device)[0]
+              if len(idx) > 1 else np.zeros(len(idx), np.int64))
+    M = len(job.motifs)
+    cluster, rep = [None] * M, [None] * M
+    number: dict = {}
+    best: dict = {}
+    for i, lab in zip(idx, labels.tolist()):          # idx in rank order: a cluster's first member is its best
+        if lab not in number:
+            number[lab], best[lab] = len(number), job.motifs[i].id
+        cluster[i], rep[i] = number[lab], best[lab]
+    return cluster, rep, len(number)
+
+
+def best_per_cluster(table: pa.Table) -> pa.Table:
+    """The rows that represent their cluster (best first), with ``cluster_size``: members among those clustered."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    cl = table.column("cluster")
+    keep = pc.fill_null(pc.equal(table.column("motif_id"), table.column("representative")), False)
+    sizes = pc.value_counts(cl.drop_null())
+    size_of = dict(zip(sizes.field("values").to_pylist(), sizes.field("counts").to_pylist()))
+    best = table.filter(keep)
+    return best.append_column("cluster_size", arrow.column([size_of[c] for c in best.column("cluster").to_pylist()],
+                                                           pa.int64()))
+
+
+# ------------------------------------------------------------------------------------ centrality, sites
+def _target_hits(job, columns: list, filter=None) -> tuple[pa.Table, np.ndarray]:
+    """Hits in the targets (``columns`` + chrom), and each one's target number."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    from pipeline.enrich_inputs import record_names  # noqa: PLC0415
+    from pipeline.scan import read_hits  # noqa: PLC0415
+
+    t = read_hits(job.scan.out, columns=list(dict.fromkeys(["chrom"] + columns)), filter=filter)
+    chrom = t.column("chrom").cast(pa.string()) if t.num_rows else pa.array([], pa.string())
+    rec = pc.index_in(chrom, value_set=arrow.strings(record_names(len(job.targets), 0)))
+    keep = pc.is_valid(rec)
+    return t.filter(keep), arrow.to_numpy(rec.filter(keep)).astype(np.int64)
+
+
+def centrality_columns(job) -> pa.Table:
+    """CentriMo's columns for every motif (motif order), from the best sites in the targets of the most common
+    length (CentriMo keeps the sequences of the first one's length; summit-centred peaks have one length)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    from pipeline.centrality import central_enrichment  # noqa: PLC0415
+
+    lengths = job.targets.lengths
+    values, counts = np.unique(lengths, return_counts=True)
+    L = int(values[np.argmax(counts)])
+    chosen = np.flatnonzero(lengths == L)
+    flt = None if chosen.size == lengths.size else pc.field("chrom").isin([f"t{i}" for i in chosen.tolist()])
+    t, rec = _target_hits(job, ["start", "motif_id", "score"], flt)
+    ids = [m.id for m in job.motifs]
+    motif = arrow.to_numpy(pc.index_in(t.column("motif_id").cast(pa.string()), value_set=arrow.strings(ids)))
+    job.centrality = {"length": L, "sequences": int(chosen.size)}
+    return central_enrichment([m.length for m in job.motifs], L, motif.astype(np.int64), rec,
+                              arrow.to_numpy(t.column("start")), arrow.to_numpy(t.column("score")),
+                              n_motifs_tested=len(ids))
+
+
+def sites_table(job, table: pa.Table) -> pa.Table:
+    """Every site of the ``--top`` motifs in the targets, by motif rank, target, start, strand."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    from pipeline.schema import ENRICH_SITES_SCHEMA  # noqa: PLC0415
+
+    top = table.slice(0, job.settings.top)
+    ids = top.column("motif_id").to_pylist()
+    rank_of = dict(zip(ids, top.column("rank").to_pylist()))
+    t, rec = _target_hits(job, _HIT_COLUMNS, pc.field("motif_id").isin(ids))
+    mid = t.column("motif_id").cast(pa.string()).to_pylist()
+    rank = np.array([rank_of[x] for x in mid], dtype=np.int32)
+    start, end = arrow.to_numpy(t.column("start")), arrow.to_numpy(t.column("end"))
+    strand = t.column("strand").cast(pa.string())
+    order = np.lexsort((arrow.to_numpy(pc.equal(strand, "-").cast(pa.int8())), start, rec, rank))
+    tg = job.targets
+    cols = {"rank": rank, "motif_id": _cat(t.column("motif_id")), "motif_name": _cat(t.column("motif_name")),
+            "sequence": arrow.dictionary(rec.astype(np.int32), arrow.strings(tg.names)),
+            "sequence_index": rec.astype(np.int32), "start": start, "end": end, "strand": _cat(strand),
+            "score": arrow.to_numpy(t.column("score")), "pvalue": arrow.to_numpy(t.column("pvalue"))}
+    arrays = [arrow.column(cols[f.name], f.type) if not pa.types.is_dictionary(f.type) else cols[f.name]
+              for f in ENRICH_SITES_SCHEMA if f.name in cols]
+    if tg.record is not None:
+        chroms, chrom_of = np.unique(np.asarray(tg.chrom, dtype=object), return_inverse=True)
+        arrays += [arrow.dictionary(chrom_of[rec].astype(np.int32), arrow.strings(chroms.tolist())),
+                   arrow.column(tg.start[rec] + start), arrow.column(tg.start[rec] + end)]
+    else:
+        arrays += [pa.nulls(len(rec), f.type) for f in ENRICH_SITES_SCHEMA if f.name not in cols]
+    out = pa.Table.from_arrays(arrays, schema=ENRICH_SITES_SCHEMA)
+    return out.take(arrow.column(order))
+
+
+def _cat(values) -> pa.DictionaryArray:
+    """One dictionary<int32, string> array of string or dictionary values (chunks joined)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    values = values.cast(pa.string())
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return pc.dictionary_encode(values).cast(pa.dictionary(pa.int32(), pa.string()))
+
+
+# ------------------------------------------------------------------------------------ pictures
+def write_pictures(job, table: pa.Table) -> str | None:
+    """``enrichment.png`` and ``enrichment.html`` of the ``--top`` first rows of ``table`` (with clusters: the best
+    row of each cluster); None when drawn, else why not."""
+    from pipeline import enrich_report  # noqa: PLC0415
+    from pipeline.motifs import MotifError, motif_probabilities  # noqa: PLC0415
+
+    if not enrich_report.available():
+        return "pictures skipped: matplotlib is not installed (pip install 'motifgrid[report]')"
+    top = set(table.slice(0, job.settings.top).column("motif_id").to_pylist())
+    bg, pc_ = job.scan.mset.background, job.scan.mset.pseudocount
+    probabilities = {}
+    for m in job.motifs:
+        if m.id in top:
+            try:
+                probabilities[m.id] = motif_probabilities(m, bg, pc_)
+            except MotifError:            # a log-odds-only motif has no letter probabilities: no logo
+                pass
+    title = "motifgrid enrich: top motifs" + (", the best of each cluster" if job.settings.cluster else "")
+    enrich_report.write_report(table, probabilities, job.out, top=job.settings.top, title=title)
+    return None

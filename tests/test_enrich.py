@@ -1,0 +1,326 @@
+"""motifgrid enrich end to end: counts against an independent scorer, statistics against scipy, real peak sets,
+shuffled and genomic controls, seeds, the output folder, the summary."""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.enrich import EnrichRunError, EnrichSettings, run_enrich
+from tests.conftest import DATA, SHARED, needs_shared
+from tests.reference import has_site
+
+MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
+
+
+@pytest.fixture(scope="module")
+def client():
+    from pipeline.cluster import get_client
+
+    with get_client(device="cpu", quiet=True, dashboard=False) as (c, _):
+        yield c
+
+
+def _fasta_records(path) -> dict:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    recs, name = {}, None
+    with opener(path, "rt") as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith(">"):
+                name = line[1:].split()[0]
+                recs[name] = []
+            elif name is not None:
+                recs[name].append(line.upper())
+    return {k: "".join(v) for k, v in recs.items()}
+
+
+def _write_fasta(path, recs: dict) -> str:
+    Path(path).write_text("".join(f">{k}\n{v}\n" for k, v in recs.items()))
+    return str(path)
+
+
+def _ctcf(n: int) -> dict:
+    recs = _fasta_records(DATA / "ctcf_gm12878_top500.fa.gz")
+    return dict(list(recs.items())[:n])
+
+
+def _dinucleotides(seq: str) -> dict:
+    s = "".join(c if c in "ACGT" else "N" for c in seq)
+    out: dict = {}
+    for a, b in zip(s, s[1:]):
+        out[a + b] = out.get(a + b, 0) + 1
+    return out
+
+
+def _table(out) -> list:
+    return pq.read_table(Path(out) / "enrichment.parquet").to_pylist()
+
+
+# ------------------------------------------------------------------------------------ counts and statistics
+def test_counts_equal_an_independent_scorer(tmp_path, client):
+    """pos_seqs / neg_seqs of every motif = the targets / controls (control.fa) with a window at or above the
+    motif's threshold on either strand, by a plain float64 scorer; every sequence counts in the totals, also an
+    empty one, one shorter than the motifs and one of N only; the shuffles keep each record's doublets."""
+    from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement
+    from pipeline.scan import MotifSet, row_thresholds
+
+    import dask.config
+
+    recs = _ctcf(120)
+    recs.update({"short": "ACGT", "empty": "", "ns": "N" * 40, "gap": "ACGTTGCA" * 10 + "N" * 30 + "GGCCAATT" * 10})
+    fa = _write_fasta(tmp_path / "t.fa", recs)
+    out = tmp_path / "out"
+    with dask.config.set({"motifgrid.enrich.block-size": 4096}):        # ~24 blocks: many records straddle two
+        res = run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(pvalue=1e-3, shuffles=3, seed=3, cluster=None))
+    controls = _fasta_records(out / "control.fa")
+    assert list(controls) == [f"{k}|shuf{j}" for k in recs for j in (1, 2, 3)]
+    for name, seq in controls.items():
+        orig = recs[name.rsplit("|", 1)[0]]
+        assert len(seq) == len(orig) and _dinucleotides(seq) == _dinucleotides(orig)
+        assert seq[:1] == orig[:1] and seq[-1:] == orig[-1:]
+    motifs = read_motifs(MOTIFS)
+    bg = np.full(4, 0.25)
+    thr = row_thresholds(MotifSet.load(MOTIFS, bg, 0.1), 1e-3)
+    rows = {r["motif_id"]: r for r in _table(out)}
+    for k, m in enumerate(motifs):
+        w = pwm_from_motif(m, bg, 0.1)
+        tp, tm = thr[2 * k], thr[2 * k + 1]
+
+        def site(seq):
+            return (tp.reachable and has_site(seq, w, tp.threshold)) or \
+                (tm.reachable and has_site(seq, reverse_complement(w), tm.threshold))
+
+        r = rows[m.id]
+        assert (r["pos_total"], r["neg_total"]) == (len(recs), 3 * len(recs))
+        assert r["pos_seqs"] == sum(site(s) for s in recs.values()), m.id
+        assert r["neg_seqs"] == sum(site(s) for s in controls.values()), m.id
+    assert rows["MA0139.2"]["pos_seqs"] > 80
+    assert res["targets"] == len(recs) and res["controls"] == 3 * len(recs)
+
+
+def _check_statistics(table: list, n_tests: int) -> None:
+    """p-values, odds ratios, E and q of every row against scipy on the reported counts."""
+    from scipy.stats import false_discovery_control, fisher_exact
+
+    p_ref, lp = [], []
+    for r in table:
+        a, n1, c, n2 = r["pos_seqs"], r["pos_total"], r["neg_seqs"], r["neg_total"]
+        res = fisher_exact([[a, n1 - a], [c, n2 - c]], alternative="greater")
+        p_ref.append(res.pvalue)
+        lp.append(r["log10_pvalue"])
+        if res.pvalue > 1e-290:
+            assert abs(r["log10_pvalue"] - np.log10(res.pvalue)) < 1e-8, r
+        else:
+            assert r["log10_pvalue"] < -285
+        b, d = n1 - a, n2 - c
+        h = 0.5 if 0 in (a, b, c, d) else 0.0
+        assert r["odds_ratio"] == pytest.approx((a + h) * (d + h) / ((b + h) * (c + h)), rel=1e-12)
+        assert r["evalue"] == pytest.approx(min(r["pvalue"] * n_tests, n_tests), rel=1e-9)
+    assert lp == sorted(lp)                                               # best first
+    q = false_discovery_control(np.maximum(p_ref, 1e-300))
+    got = np.array([r["qvalue"] for r in table])
+    big = np.array(p_ref) > 1e-290
+    np.testing.assert_allclose(got[big], q[big], rtol=1e-8)
+    assert [r["rank"] for r in table] == list(range(1, len(table) + 1))
+
+
+@needs_shared
+def test_ctcf_peaks_give_ctcf_first(tmp_path, capfd):
+    """CTCF's 500 strongest GM12878 summits against their shuffles, the 879 JASPAR 2024 vertebrate matrices,
+    through the CLI: a CTCF matrix first, its family in the first cluster, centrally enriched; Fisher against
+    scipy; ``motifgrid summary`` reads the folder."""
+    from pipeline.cli import main
+    from pipeline.summary import summarize
+
+    motifs = SHARED / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"
+    out = tmp_path / "ctcf"
+    assert main(["enrich", str(DATA / "ctcf_gm12878_top500.fa.gz"), "--motifs", str(motifs), "--out", str(out),
+                 "--centrality", "--top", "5", "--no-progress", "--seed", "1"]) == 0
+    err = capfd.readouterr().err
+    assert "1. CTCF (MA0139.2)" in err
+    table = _table(out)
+    _check_statistics(table, 879)
+    top = table[0]
+    assert top["motif_name"] == "CTCF" and top["motif_id"].startswith("MA0139")
+    assert top["pos_seqs"] > 450 and top["neg_seqs"] < 100 and top["log10_pvalue"] < -150
+    ctcf_family = {r["motif_id"]: r for r in table if r["motif_name"] in ("CTCF", "CTCFL")}
+    assert all(r["cluster"] == 0 and r["representative"] == top["motif_id"] for r in ctcf_family.values())
+    assert top["centrality_log10_pvalue"] < -20 and top["centrality_total"] == top["pos_seqs"]
+    clusters = (out / "enrichment_clusters.tsv").read_text().splitlines()
+    assert len({ln.split("\t")[3] for ln in clusters[1:]}) == len(clusters) - 1      # one row per cluster
+    sites = pq.read_table(out / "sites.parquet").to_pylist()
+    assert {s["rank"] for s in sites} == {1, 2, 3, 4, 5}
+    assert len({s["sequence"] for s in sites if s["rank"] == 1}) == top["pos_seqs"]
+    assert (out / "enrichment.png").read_bytes()[:4] == b"\x89PNG"
+    assert "MA0139.2" in (out / "enrichment.html").read_text()
+    assert not (out / "_hits").exists() and not (out / "_sequences.zarr").exists()
+    s = summarize(str(out), top=3)
+    assert s["kind"] == "enrich" and s["finished"] and s["top_enriched"][0]["motif_id"] == top["motif_id"]
+    assert main(["summary", str(out), "--top", "2"]) == 0
+    assert "1. CTCF (MA0139.2)" in capfd.readouterr().out
+
+
+def _insects(tmp_path) -> str:
+    """JASPAR 2024 CORE insect matrices (286), from the all-taxa export and its metadata."""
+    meta = SHARED / "motifs" / "JASPAR2024_CORE_non-redundant.metadata.tsv"
+    ids = {r["matrix_id"] for r in csv.DictReader(meta.open(), delimiter="\t") if r["tax_group"] == "insects"}
+    text = (SHARED / "motifs" / "JASPAR2024_CORE_non-redundant.jaspar").read_text()
+    keep = [">" + r for r in text.split(">")[1:] if r.split()[0] in ids]
+    path = tmp_path / "insects.jaspar"
+    path.write_text("".join(keep))
+    return str(path)
+
+
+@needs_shared
+def test_fly_sets_find_their_factors(tmp_path, client):
+    """Tinman's 20 ChIP-chip regions (2-6 kb): tin (NK-2 homeobox, MA0247.3) among the top 5 rows at p = 1e-5
+    (at 1e-4 a 4 kb region holds a site of nearly any matrix).  The eve stripe 2 enhancer is one sequence (one
+    target: p >= 1/(K+1)), so it is tiled into 100-bp windows (step 25): the first cluster holds bcd, the top rows
+    being the K50 homeodomains (oc, Gsc, dve) that share Bicoid's TAATCC."""
+    motifs = _insects(tmp_path)
+    chip = SHARED / "benchmarks" / "chipseq_peaks"
+    out = tmp_path / "tin"
+    run_enrich(str(chip / "tinman-early-top20.fa"), motifs, str(out), client,
+               EnrichSettings(pvalue=1e-5, shuffles=10, seed=0, cluster=None, top=3))
+    names = [r["motif_name"] for r in _table(out)]
+    assert "tin" in names[:5], names[:10]
+    seq = next(iter(_fasta_records(chip / "stripe2.fa").values()))
+    tiles = _write_fasta(tmp_path / "s2.fa", {f"s{i}": seq[i:i + 100] for i in range(0, len(seq) - 99, 25)})
+    out = tmp_path / "s2"
+    run_enrich(tiles, motifs, str(out), client, EnrichSettings(pvalue=1e-3, shuffles=20, seed=0, top=3))
+    table = _table(out)
+    bcd = next(r for r in table if r["motif_name"] == "bcd")
+    assert bcd["cluster"] == 0 and bcd["rank"] <= 10, [(r["motif_name"], r["cluster"]) for r in table[:12]]
+    _check_statistics(table, len(table))
+
+
+# ------------------------------------------------------------------------------------ seeds, controls
+def test_seeded_runs_are_reproducible(tmp_path, client):
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(80))
+
+    def run(name, seed):
+        out = tmp_path / name
+        run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(seed=seed, shuffles=2, top=2, cluster=None))
+        return (out / "control.fa").read_bytes(), pq.read_table(out / "enrichment.parquet")
+
+    c1, t1 = run("a", 7)
+    c2, t2 = run("b", 7)
+    c3, _ = run("c", 8)
+    assert c1 == c2 and t1.equals(t2) and c1 != c3
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory, chrx_2mb):
+    """The bundled 2 Mb of chrX as a store, and 150 GC-rich target regions of 150-400 bp on it (a BED)."""
+    from pipeline.genome import ingest
+
+    d = tmp_path_factory.mktemp("genome")
+    fa = _write_fasta(d / "x.fa", {"chrX": chrx_2mb})
+    store = ingest(fa, d / "x.zarr", block_size=1 << 18)
+    rng = np.random.default_rng(5)
+    starts = rng.integers(0, len(chrx_2mb) - 500, 3000)
+    lengths = rng.integers(150, 401, 3000)
+    gc = np.array([sum(c in "GC" for c in chrx_2mb[s:s + n]) / n for s, n in zip(starts, lengths)])
+    pick = rng.choice(3000, 150, replace=False, p=np.exp(12 * gc) / np.exp(12 * gc).sum())
+    bed = d / "targets.bed"
+    bed.write_text("".join(f"chrX\t{starts[i]}\t{starts[i] + lengths[i]}\tpeak{i}\n" for i in sorted(pick)))
+    return store, str(bed), chrx_2mb
+
+
+def _gc(seq: str) -> float:
+    return sum(c in "GC" for c in seq) / len(seq)
+
+
+def test_genomic_controls_match_gc_and_avoid_targets(tmp_path, client, genome):
+    """Genomic controls of BED targets: each target's K regions of its length, no N, overlapping neither a target
+    nor each other, GC distributed as the targets' (two-sample KS); the same counts as the same sequences given
+    as FASTA files (targets and controls)."""
+    from scipy.stats import ks_2samp
+
+    store, bed, seq = genome
+    out = tmp_path / "gen"
+    run_enrich(bed, MOTIFS, str(out), client, EnrichSettings(control="genomic", genome=store.path, shuffles=2,
+                                                               seed=2, cluster=None, top=2))
+    targets = [ln.split("\t") for ln in Path(bed).read_text().splitlines()]
+    controls = [ln.split("\t") for ln in (out / "control.bed").read_text().splitlines()]
+    assert len(controls) == 2 * len(targets)
+    tlen = {t[3]: int(t[2]) - int(t[1]) for t in targets}
+    cspans = sorted((int(c[1]), int(c[2])) for c in controls)
+    assert all(a[1] <= b[0] for a, b in zip(cspans, cspans[1:])), "two controls overlap"
+    covered = np.zeros(len(seq), bool)
+    for t in targets:
+        covered[int(t[1]):int(t[2])] = True
+    assert not any(covered[s:e].any() for s, e in cspans), "a control overlaps a target"
+    for c in controls:
+        target, k = c[3].rsplit("|ctl", 1)
+        assert c[0] == "chrX" and int(c[2]) - int(c[1]) == tlen[target] and k in ("1", "2")
+        assert "N" not in seq[int(c[1]):int(c[2])].upper()
+    gt = [_gc(seq[int(t[1]):int(t[2])].upper()) for t in targets]
+    gcs = [_gc(seq[int(c[1]):int(c[2])].upper()) for c in controls]
+    assert np.mean(gt) > np.mean([_gc(seq[i:i + 300].upper()) for i in range(0, len(seq) - 300, 9973)]) + 0.03
+    assert ks_2samp(gt, gcs).pvalue > 0.01
+    table = {r["motif_id"]: r for r in _table(out)}
+    # the same sequences as FASTA targets and a FASTA control file
+    tfa = _write_fasta(tmp_path / "t.fa", {t[3]: seq[int(t[1]):int(t[2])] for t in targets})
+    cfa = _write_fasta(tmp_path / "c.fa", {c[3]: seq[int(c[1]):int(c[2])] for c in controls})
+    out2 = tmp_path / "fa"
+    run_enrich(tfa, MOTIFS, str(out2), client, EnrichSettings(control=cfa, cluster=None, top=2))
+    for r in _table(out2):
+        t = table[r["motif_id"]]
+        assert (r["pos_seqs"], r["pos_total"], r["neg_seqs"], r["neg_total"]) == \
+            (t["pos_seqs"], t["pos_total"], t["neg_seqs"], t["neg_total"])
+    sites = pq.read_table(out / "sites.parquet").to_pylist()
+    for s in sites[:50]:                              # BED targets: the sites on the genome too
+        t = next(x for x in targets if x[3] == s["sequence"])
+        assert s["chrom"] == "chrX" and s["chrom_start"] == int(t[1]) + s["start"]
+
+
+# ------------------------------------------------------------------------------------ output folder
+def test_output_folder_rules(tmp_path, client, monkeypatch):
+    """A finished enrichment is refused without --overwrite and replaced with it; a failed run leaves nothing."""
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(30))
+    out = tmp_path / "out"
+    st = EnrichSettings(cluster=None, top=2)
+    run_enrich(fa, MOTIFS, str(out), client, st)
+    with pytest.raises(EnrichRunError, match="holds a finished enrichment; pass --overwrite"):
+        run_enrich(fa, MOTIFS, str(out), client, st)
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(EnrichRunError, match=r"would remove files that are not part of the enrichment \(notes.txt\)"):
+        run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(cluster=None, top=2, overwrite=True))
+    (out / "notes.txt").unlink()
+    run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(cluster=None, top=2, overwrite=True, seed=4))
+    assert json.loads((out / "_run.json").read_text())["settings"]["seed"] == 4
+
+    import pipeline.enrich_outputs as eo
+
+    def broken(*a, **k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(eo, "write_outputs", broken)
+    new = tmp_path / "new"
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        run_enrich(fa, MOTIFS, str(new), client, st)
+    assert not new.exists()
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(cluster=None, top=2, overwrite=True))
+    assert out.is_dir() and not any(out.iterdir())
+
+
+@pytest.mark.gpu
+def test_gpu_run_equals_cpu_run(tmp_path, client):
+    """The same enrichment on GPU workers: the same counts, statistics, clusters and sites."""
+    from pipeline.cluster import get_client
+
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(150))
+    st = EnrichSettings(shuffles=2, seed=5, top=3)
+    run_enrich(fa, MOTIFS, str(tmp_path / "cpu"), client, st)
+    with get_client(device="gpu", quiet=True, dashboard=False) as (gpu, device):
+        run_enrich(fa, MOTIFS, str(tmp_path / "gpu"), gpu, EnrichSettings(shuffles=2, seed=5, top=3), device=device)
+    for name in ("enrichment.parquet", "sites.parquet"):
+        assert pq.read_table(tmp_path / "cpu" / name).equals(pq.read_table(tmp_path / "gpu" / name)), name
