@@ -517,6 +517,11 @@ class GenomeStore:
     def block(self, index: int) -> Block:
         return Block(index, index * self.block_size, min((index + 1) * self.block_size, self.packed_length))
 
+    def block_records(self, index: int) -> tuple[int, int]:
+        """Records ``i0 <= i < i1`` with bases in block ``index``'s core."""
+        blk = self.block(index)
+        return self.records.overlapping(blk.start, blk.core_end)
+
     def read_block(self, block: Block) -> np.ndarray:
         """Codes of packed positions ``[start, start + B + H)``, shape (B + H,) uint8."""
         arr = self._array("blocks")

@@ -113,10 +113,14 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
         row = ctx.store.read_block(ctx.store.block(b))
         stats["stages"]["read"] += time.perf_counter() - tr
         w = np.zeros(len(ctx.window_lengths), np.int64)
+        clean = ctx.store.n_fraction[b] == 0            # no N anywhere in the row: every window start is a test
         for p in pieces:
             c = piece_codes(row, b * B, p, keep)
             tw = time.perf_counter()
-            w += valid_windows(c, p.hi - p.lo, ctx.window_lengths)     # tests per motif length, for the q-values
+            if clean and p.end >= p.hi + keep:
+                w += p.hi - p.lo
+            else:
+                w += valid_windows(c, p.hi - p.lo, ctx.window_lengths)     # tests per motif length (q-values)
             stats["stages"]["windows"] += time.perf_counter() - tw
             codes.append(c)
             ns.append(p.hi - p.lo)
@@ -158,14 +162,19 @@ def _merge(parts: list) -> BlockHits:
     return BlockHits(pos[o], row[o], score[o], None if seg is None else seg[o])
 
 
-def hits_table(ctx: ScanContext, hits: BlockHits) -> tuple[pa.Table, np.ndarray]:
+def hits_table(ctx: ScanContext, block: int, hits: BlockHits) -> tuple[pa.Table, np.ndarray]:
     """Arrow table of one block's hits (strings dictionary-encoded) and each hit's key for the counts table
     (record number, or region number with ``--regions``), shape (n,) int64."""
     c = ctx.columns
     rows = hits.row
     rec = ctx.store.records
-    r = rec.locate(hits.pos)
-    start = hits.pos - rec.offsets[r]
+    one = ctx.store.block_records(block)
+    if one[1] - one[0] == 1:                     # a block of one record (a chromosome's): no search per hit
+        r = np.full(hits.pos.size, one[0], np.int64)
+        start = hits.pos - rec.offsets[one[0]]
+    else:
+        r = rec.locate(hits.pos)
+        start = hits.pos - rec.offsets[r]
     end = start + c["lengths"][rows]
     pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
     score = hits.score
@@ -173,7 +182,7 @@ def hits_table(ctx: ScanContext, hits: BlockHits) -> tuple[pa.Table, np.ndarray]
         from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
 
         score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
-    recs, r_local = _present(r)
+    recs, r_local = (np.array([one[0]]), np.zeros(r.size, np.int32)) if one[1] - one[0] == 1 else _present(r)
     cols = {
         "chrom": arrow.dictionary(r_local.astype(np.int32), arrow.strings([rec.names[i] for i in recs.tolist()])),
         "start": start,
@@ -204,8 +213,7 @@ def _present(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def block_folder(store: GenomeStore, index: int) -> str | None:
     """The record a block's file is filed under (its core holds only that record), or None (``packed/``)."""
-    blk = store.block(index)
-    i0, i1 = store.records.overlapping(blk.start, blk.core_end)
+    i0, i1 = store.block_records(index)
     return store.records.names[i0] if i1 - i0 == 1 else None
 
 
@@ -217,7 +225,7 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     st = stats["stages"]
     if len(hits):
         t0 = time.perf_counter()
-        table, key = hits_table(ctx, hits)
+        table, key = hits_table(ctx, index, hits)
         meta = dict(ctx.metadata)
         meta["block"] = json.dumps({"index": index, "start": blk.start, "end": blk.core_end})
         t1 = time.perf_counter()
