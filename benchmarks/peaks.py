@@ -57,13 +57,21 @@ def bases(fasta: Path) -> int:
         return sum(len(line.strip()) for line in f if not line.startswith(">"))
 
 
-def run(cmd: list, env: dict) -> tuple[float, float, str]:
+class PeerFailed(RuntimeError):
+    """A peer that did not finish (memelite is killed for memory on 100,000 peaks of a 23 GB VM): reported, not fatal."""
+
+
+def run(cmd: list, env: dict, fatal: bool = True) -> tuple[float, float, str]:
     with PeakRSS() as rss:
         t0 = time.perf_counter()
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         secs = time.perf_counter() - t0
     if r.returncode:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{r.stderr[-3000:]}")
+        why = f"killed by signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
+        msg = f"{' '.join(cmd[:3])}: {why} after {secs:.1f} s at {rss.peak / 2**20:.0f} MB peak RSS"
+        if fatal:
+            raise SystemExit(f"{msg}\n{r.stderr[-3000:]}")
+        raise PeerFailed(msg)
     return secs, rss.peak / 2**20, r.stdout
 
 
@@ -83,9 +91,20 @@ def motifgrid(fasta: Path, a, work: Path, name: str) -> dict:
 
 def peer(tool: str, fasta: Path, a, work: Path, name: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    secs, mb, stdout = run([sys.executable, str(ROOT / "benchmarks" / "peers.py"), tool, str(fasta), a.motifs,
-                            str(a.pvalue), str(work / f"{tool}-{name}.parquet"), "--all-records"], env)
+    try:
+        secs, mb, stdout = run([sys.executable, str(ROOT / "benchmarks" / "peers.py"), tool, str(fasta), a.motifs,
+                                str(a.pvalue), str(work / f"{tool}-{name}.parquet"), "--all-records"], env, fatal=False)
+    except PeerFailed as e:
+        return {"tool": tool, "set": name, "failed": str(e)}
     return {"tool": tool, "set": name, "seconds": secs, "peak_rss_mb": mb, **json.loads(stdout.splitlines()[-1])}
+
+
+def _rate(r: dict, bp: int, n_motifs: int | None) -> dict:
+    """The row with its bases and window scores per second (bases x 2 strands x motifs / warm seconds)."""
+    r["bp"] = bp
+    if "failed" not in r and n_motifs:
+        r["window_scores_per_s"] = bp * 2 * n_motifs / (r["warm"]["seconds"] if r["tool"] == "motifgrid" else r["seconds"])
+    return r
 
 
 def main(argv=None) -> int:
@@ -111,15 +130,16 @@ def main(argv=None) -> int:
     for name, fasta in sets:
         bp = bases(fasta)
         rows = [motifgrid(fasta, a, work, name)]
-        rows += [peer(t, fasta, a, work, name) for t in a.peers.split(",") if t]
-        for r in rows:
-            r["bp"] = bp
-            secs = r["warm"]["seconds"] if r["tool"] == "motifgrid" else r["seconds"]
-            if n_motifs:
-                r["window_scores_per_s"] = bp * 2 * n_motifs / secs
-            print(json.dumps(r), flush=True)
+        print(json.dumps(_rate(rows[0], bp, n_motifs)), flush=True)
+        for t in a.peers.split(","):
+            if t:
+                rows.append(peer(t, fasta, a, work, name))
+                print(json.dumps(_rate(rows[-1], bp, n_motifs)), flush=True)
         mg = rows[0]
         for r in rows[1:]:
+            if "failed" in r:
+                print(f"{name}: motifgrid {mg['cold']['seconds']:.1f} s cold vs {r['tool']}: {r['failed']}", flush=True)
+                continue
             print(f"{name}: motifgrid {mg['cold']['seconds']:.1f} s cold / {mg['warm']['seconds']:.1f} s warm "
                   f"({mg['warm']['peak_rss_mb']:.0f} MB) vs {r['tool']} {r['seconds']:.1f} s ({r['peak_rss_mb']:.0f} MB): "
                   f"{r['seconds'] / mg['cold']['seconds']:.2f}x cold, {r['seconds'] / mg['warm']['seconds']:.2f}x warm",

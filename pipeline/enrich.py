@@ -8,11 +8,13 @@ the project's scan engine.
 2. **One scan** of targets and controls together: one genome store of both (``DIR/_sequences.zarr``, records
    ``t<i>`` then ``c<j>``) scanned by :func:`pipeline.scan.execute_scan` into ``DIR/_hits`` on the command's one
    Dask cluster — thresholds fanned out per matrix and cached as for every scan, one task per block, on the GPU
-   where the workers have one; no q-values (enrichment does not use them).
+   where the workers have one; no q-values (enrichment does not use them), and no hits files either (only the
+   blocks' counts) unless ``--centrality`` needs every motif's sites.  The CLI makes the controls and the store
+   while its cluster starts (:func:`read_inputs` first, then :func:`prepare_enrich`).
 3. **Counts**: the scan's per-block counts (``_counts/``) have one row per (record, motif) with at least one hit,
    either strand, at the motif's threshold for ``--pvalue``; its distinct rows per motif, split into target and
-   control records, are ``pos_seqs`` and ``neg_seqs`` (:func:`sequences_with_hits`).  The totals are every target and every control: like SEA, a sequence shorter
-   than a motif, or whose windows all hold an N, counts as a sequence without a site.
+   control records, are ``pos_seqs`` and ``neg_seqs`` (:func:`sequences_with_hits`).  The totals are every target and every
+   control: like SEA, a sequence shorter than a motif, or whose windows all hold an N, counts as a sequence without a site.
 4. **Table** (:mod:`pipeline.enrich_stats`): one-sided Fisher in log space, odds ratio, E (p × motifs), BH q; with
    ``--centrality`` CentriMo's columns (:mod:`pipeline.centrality`) from the best sites in the targets.
 5. **Clusters** (on by default; ``cluster_motifs`` on Tomtom's identification statistic): the ``cluster_top``
@@ -20,9 +22,11 @@ the project's scan engine.
    numbered by and represented by its best-ranked member; motifs ranked lower are not clustered (null).
    Identifying all 2,346 JASPAR CORE matrices against each other costs ~10x the whole enrichment of 10,000 peaks
    on 2 cores, while the family structure matters only near the top.
-6. **Sites** of the ``--top`` motifs in the targets (``sites.parquet``, from the scan's hits) and the pictures
-   (:mod:`pipeline.enrich_report`; skipped with a note without the ``report`` extra).  The scan's store and hits are
-   then removed; ``_summary.json`` is written last (its presence marks a finished run).
+6. **Sites** of the ``--top`` motifs in the targets (``sites.parquet``): from the scan's hits with
+   ``--centrality``, else from a second scan of the store with only those motifs (``DIR/_sites_hits``; ~1 % of
+   the first's work, where writing and reading every motif's hits cost half of an enrichment's time); and the
+   pictures (:mod:`pipeline.enrich_report`; skipped with a note without the ``report`` extra).  The scans' store
+   and hits are then removed; ``_summary.json`` is written last (its presence marks a finished run).
 
 Output folder::
 
@@ -49,13 +53,14 @@ import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow, storage
 from pipeline.enrich_inputs import Sequences
+from pipeline.enrich_outputs import SITES_HITS
 
 FORMAT = 1
 RUN_FILE, SUMMARY_FILE = "_run.json", "_summary.json"
-STORE_DIR, HITS_DIR = "_sequences.zarr", "_hits"
+STORE_DIR, HITS_DIR, SITES_DIR = "_sequences.zarr", "_hits", SITES_HITS
 #: everything a run may write (``--overwrite`` removes these and refuses a folder holding anything else)
 OUTPUTS = ("enrichment.tsv", "enrichment.parquet", "enrichment_clusters.tsv", "sites.parquet", "control.fa",
-           "control.bed", "enrichment.png", "enrichment.html", STORE_DIR, HITS_DIR, RUN_FILE)
+           "control.bed", "enrichment.png", "enrichment.html", STORE_DIR, HITS_DIR, SITES_DIR, RUN_FILE)
 
 
 class EnrichRunError(MotifgridError, RuntimeError):
@@ -111,6 +116,7 @@ class EnrichJob:
     t_planned: float = 0.0
     report: str | None = None          # why the pictures were not drawn (None: drawn)
     centrality: dict | None = None     # --centrality: the target length tested and how many targets have it
+    motifs_path: str = ""              # the motifs as given (a file or a named release): the sites scan reads them
 
 
 # ------------------------------------------------------------------------------------ output folder
@@ -123,25 +129,33 @@ def _json(path: str) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
-def claim_output(out: str, overwrite: bool) -> bool:
+def check_output(out: str, overwrite: bool) -> None:
     """Refuse an output that is a file, a non-empty folder other than an enrichment folder, or (without
-    ``overwrite``) an enrichment folder; empty it with ``overwrite``; create it.  Returns whether it was created."""
+    ``overwrite``) an enrichment folder; with ``overwrite``, one holding files a run does not write.  Reads only."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise EnrichRunError(f"{out}: exists and is not a directory")
     names = os.listdir(out) if os.path.isdir(out) else []
-    if names:
-        run = _json(os.path.join(out, RUN_FILE))
-        if run is None or "enrich_format" not in run:
-            only = "; --overwrite replaces only a motifgrid enrichment folder" if overwrite else ""
-            raise EnrichRunError(f"{out}: exists, is not empty and is not a motifgrid enrichment folder{only}")
-        if not overwrite:
-            state = "a finished" if os.path.exists(os.path.join(out, SUMMARY_FILE)) else "an unfinished (interrupted)"
-            raise EnrichRunError(f"{out}: holds {state} enrichment; pass --overwrite to replace it, or choose "
-                                 "another output")
-        other = [n for n in names if n not in OUTPUTS + (SUMMARY_FILE,) and not n.startswith(".")]
-        if other:
-            raise EnrichRunError(f"{out}: --overwrite would remove files that are not part of the enrichment "
-                                 f"({', '.join(sorted(other)[:3])}{' ...' if len(other) > 3 else ''}); move them out first")
+    if not names:
+        return
+    run = _json(os.path.join(out, RUN_FILE))
+    if run is None or "enrich_format" not in run:
+        only = "; --overwrite replaces only a motifgrid enrichment folder" if overwrite else ""
+        raise EnrichRunError(f"{out}: exists, is not empty and is not a motifgrid enrichment folder{only}")
+    if not overwrite:
+        state = "a finished" if os.path.exists(os.path.join(out, SUMMARY_FILE)) else "an unfinished (interrupted)"
+        raise EnrichRunError(f"{out}: holds {state} enrichment; pass --overwrite to replace it, or choose "
+                             "another output")
+    other = [n for n in names if n not in OUTPUTS + (SUMMARY_FILE,) and not n.startswith(".")]
+    if other:
+        raise EnrichRunError(f"{out}: --overwrite would remove files that are not part of the enrichment "
+                             f"({', '.join(sorted(other)[:3])}{' ...' if len(other) > 3 else ''}); move them out first")
+
+
+def claim_output(out: str, overwrite: bool) -> bool:
+    """:func:`check_output`, then empty an enrichment folder (``overwrite``) and create the folder.  Returns
+    whether it was created."""
+    check_output(out, overwrite)
+    if os.path.isdir(out) and os.listdir(out):
         remove_outputs(out)
     created = not os.path.isdir(out)
     try:
@@ -171,30 +185,65 @@ def remove_outputs(out: str, folder: bool = False) -> None:
 
 
 # ------------------------------------------------------------------------------------ plan
-def plan_enrich(sequences: str, motifs: str, out: str, settings: EnrichSettings, command: str = "") -> EnrichJob:
-    """Read and check every input (nothing is written before), claim ``out``, write the controls made and the
-    store of targets and controls, and plan its scan."""
-    from pipeline.enrich_inputs import make_controls, read_sequences  # noqa: PLC0415
+@dataclass
+class EnrichInputs:
+    """What :func:`read_inputs` read and checked: the motifs, the targets, the genome store; nothing written."""
+    sequences: str
+    motifs_path: str
+    out: str
+    settings: EnrichSettings
+    store: object                      # pipeline.genome.GenomeStore of --genome, or None
+    motifs: list
+    targets: Sequences
+    command: str
+    seconds: dict
+    t0: float
+
+    def positions(self) -> int:
+        """The window starts the scan will have, about (controls of a file not yet read count as the targets)."""
+        return int(self.targets.offsets[-1]) * (1 + self.settings.shuffles)
+
+
+def read_inputs(sequences: str, motifs: str, out: str, settings: EnrichSettings, command: str = "") -> EnrichInputs:
+    """Check the settings and the output folder, read the motifs, the targets (and ``--genome``): the inputs a
+    user most often gets wrong, reported before any cluster starts.  Writes nothing."""
+    from pipeline.enrich_inputs import read_sequences  # noqa: PLC0415
 
     st = settings
     st.check()
     t0 = time.perf_counter()
-    seconds = {}
+    check_output(out, st.overwrite)
     store = _genome(st.genome)
     motif_list = _read_motifs(motifs, st)
-    seconds["motifs"] = time.perf_counter() - t0
+    seconds = {"motifs": time.perf_counter() - t0}
     t = time.perf_counter()
     targets = read_sequences(sequences, store, "targets")
     seconds["targets"] = time.perf_counter() - t
+    return EnrichInputs(sequences, motifs, out, st, store, motif_list, targets, command, seconds, t0)
+
+
+def prepare_enrich(inputs: EnrichInputs) -> EnrichJob:
+    """Make (or read) the controls, claim the output folder, write the controls made and the store of targets and
+    controls, and plan its scan.  The CLI runs this while its cluster starts."""
+    from pipeline.enrich_inputs import make_controls  # noqa: PLC0415
+
+    st, seconds = inputs.settings, inputs.seconds
     t = time.perf_counter()
-    controls, info = make_controls(targets, st.control, st.shuffles, st.seed, store)
+    controls, info = make_controls(inputs.targets, st.control, st.shuffles, st.seed, inputs.store)
     seconds["controls"] = time.perf_counter() - t
-    created = claim_output(out, st.overwrite)
+    created = claim_output(inputs.out, st.overwrite)
     try:
-        return _prepare(out, st, motifs, targets, controls, info, motif_list, store, created, command, seconds, t0)
+        return _prepare(inputs.out, st, inputs.motifs_path, inputs.targets, controls, info, inputs.motifs,
+                        inputs.store, created, inputs.command, seconds, inputs.t0)
     except BaseException:
-        remove_outputs(out, folder=created)
+        remove_outputs(inputs.out, folder=created)
         raise
+
+
+def plan_enrich(sequences: str, motifs: str, out: str, settings: EnrichSettings, command: str = "") -> EnrichJob:
+    """Read and check every input (nothing is written before), claim ``out``, write the controls made and the
+    store of targets and controls, and plan its scan: :func:`read_inputs` then :func:`prepare_enrich`."""
+    return prepare_enrich(read_inputs(sequences, motifs, out, settings, command))
 
 
 def _genome(path: str | None):
@@ -234,10 +283,10 @@ def _prepare(out, st, motifs, targets, controls, info, motif_list, store, create
     t = time.perf_counter()
     scan = plan_scan(os.path.join(out, STORE_DIR), motifs, os.path.join(out, HITS_DIR), pvalue=st.pvalue,
                      background=st.background, pseudocount=st.pseudocount, select=st.select,
-                     motif_format=st.motif_format, qvalues=False, region_counts=False)
+                     motif_format=st.motif_format, qvalues=False, region_counts=False, hits=st.centrality)
     seconds["scan_plan"] = time.perf_counter() - t
     return EnrichJob(os.path.abspath(out), st, targets, controls, info, motif_list, scan, created, seconds, t0,
-                     t_planned=time.perf_counter())
+                     t_planned=time.perf_counter(), motifs_path=str(motifs))
 
 
 def run_parameters(st: EnrichSettings, motifs, targets: Sequences, controls: Sequences, info: dict,
@@ -272,19 +321,20 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
 
     sec = job.seconds
     t = time.perf_counter()
-    sec["cluster_start"] = t - job.t_planned
+    sec["cluster_start"] = max(t - job.t_planned, 0.0)    # the wait for the cluster once the inputs were ready
     res = execute_scan(job.scan, client, device=device, progress=progress, command=command, console=console)
     scan_summary = json.loads(storage.read_bytes(os.path.join(job.scan.out, "_summary.json")))
     sec["thresholds"] = scan_summary["seconds_thresholds"]
     sec["scan"] = scan_summary["seconds_tasks_wall"]
     sec["scan_summaries"] = time.perf_counter() - t - sec["thresholds"] - sec["scan"]   # region counts, files
+    scan_steps = {k: round(v, 3) for k, v in scan_summary.get("task_seconds_by_step", {}).items()}
     t = time.perf_counter()
     pos, neg = sequences_with_hits(job.scan.out, job.scan.store, len(job.targets), len(job.motifs))
     sec["counts"] = time.perf_counter() - t
     table, clusters = write_outputs(job, pos, neg, client, device)
     t = time.perf_counter()
-    shutil.rmtree(os.path.join(job.out, HITS_DIR), ignore_errors=True)
-    shutil.rmtree(os.path.join(job.out, STORE_DIR), ignore_errors=True)
+    for temporary in (HITS_DIR, SITES_DIR, STORE_DIR):
+        shutil.rmtree(os.path.join(job.out, temporary), ignore_errors=True)
     sec["cleanup"] = time.perf_counter() - t
     summary = {"targets": len(job.targets), "controls": len(job.controls), "motifs": len(job.motifs),
                "unreachable_motifs": res.unreachable, "hits": res.hits, "device": device,
@@ -292,7 +342,8 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
                "centrality": job.centrality, "pictures": job.report or "drawn",
                "top": table.slice(0, 5).select(["rank", "motif_id", "motif_name", "pos_seqs", "pos_total", "neg_seqs",
                                                 "neg_total", "log10_pvalue", "evalue"]).to_pylist(),
-               "seconds": time.perf_counter() - job.t0, "seconds_steps": sec}
+               "seconds": time.perf_counter() - job.t0, "seconds_steps": sec,
+               "scan_thread_seconds": {"scan": round(scan_summary.get("task_seconds_scan", 0.0), 3), **scan_steps}}
     storage.atomic_write_bytes(os.path.join(job.out, SUMMARY_FILE), json.dumps(summary, indent=1).encode())
     return summary
 

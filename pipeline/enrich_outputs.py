@@ -1,7 +1,8 @@
 """What ``motifgrid enrich`` writes from its counts and the scan's hits: the enrichment table (with clusters and
 CentriMo's columns), the best row per cluster, the sites of the top motifs, the pictures.
 
-Reads only the scan's dataset (``DIR/_hits``: ``read_hits`` with filters) and the job (:mod:`pipeline.enrich`).
+Reads only the scans' datasets (``DIR/_hits``, ``DIR/_sites_hits``: ``read_hits`` with filters) and the job
+(:mod:`pipeline.enrich`).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pyarrow as pa
 from pipeline import arrow, storage
 
 TABLE, CLUSTERS_TSV, SITES = "enrichment", "enrichment_clusters.tsv", "sites.parquet"
+SITES_HITS = "_sites_hits"          # the sites scan's hits (temporary)
 _HIT_COLUMNS = ["chrom", "start", "end", "strand", "motif_id", "motif_name", "score", "pvalue"]
 
 
@@ -21,6 +23,8 @@ def write_outputs(job, pos: np.ndarray, neg: np.ndarray, client, device: str) ->
     """Write ``enrichment.tsv/.parquet``, ``enrichment_clusters.tsv``, ``sites.parquet`` and the pictures;
     return the table and the number of clusters (None without clustering).  Seconds per step into
     ``job.seconds``."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
     from pipeline.dataset import table_tsv  # noqa: PLC0415
 
     sec = job.seconds
@@ -30,27 +34,39 @@ def write_outputs(job, pos: np.ndarray, neg: np.ndarray, client, device: str) ->
     params = _table_params(job)
     first = _table(ids, names, pos, n1, neg, n2, params)
     sec["statistics"] = time.perf_counter() - t
-    t = time.perf_counter()
-    clusters, reps, n_clusters = cluster_columns(job, first.column("motif_id").to_pylist(), client, device)
-    sec["clustering"] = time.perf_counter() - t
-    t = time.perf_counter()
-    extra = centrality_columns(job) if job.settings.centrality else None
-    sec["centrality"] = time.perf_counter() - t
-    t = time.perf_counter()
-    table = _table(ids, names, pos, n1, neg, n2, params, clusters=clusters, representatives=reps, extra=extra)
-    storage.write_parquet(table, os.path.join(job.out, f"{TABLE}.parquet"))
-    storage.atomic_write_bytes(os.path.join(job.out, f"{TABLE}.tsv"), table_tsv(table))
-    best = best_per_cluster(table) if clusters is not None else None
-    if best is not None:
-        storage.atomic_write_bytes(os.path.join(job.out, CLUSTERS_TSV), table_tsv(best))
-    sec["tables"] = time.perf_counter() - t
-    t = time.perf_counter()
-    storage.write_parquet(sites_table(job, table), os.path.join(job.out, SITES))
-    sec["sites"] = time.perf_counter() - t
-    t = time.perf_counter()
-    job.report = write_pictures(job, table if best is None else best)
-    sec["report"] = time.perf_counter() - t
+    # the top motifs' sites are scanned on the workers and written while this process clusters and draws: both
+    # need only the ranking
+    with ThreadPoolExecutor(1, thread_name_prefix="enrich-sites") as pool:
+        sites = pool.submit(_timed, write_sites, job, first, client, device)
+        t = time.perf_counter()
+        clusters, reps, n_clusters = cluster_columns(job, first.column("motif_id").to_pylist())
+        sec["clustering"] = time.perf_counter() - t
+        t = time.perf_counter()
+        extra = centrality_columns(job) if job.settings.centrality else None
+        sec["centrality"] = time.perf_counter() - t
+        t = time.perf_counter()
+        table = _table(ids, names, pos, n1, neg, n2, params, clusters=clusters, representatives=reps, extra=extra)
+        storage.write_parquet(table, os.path.join(job.out, f"{TABLE}.parquet"))
+        storage.atomic_write_bytes(os.path.join(job.out, f"{TABLE}.tsv"), table_tsv(table))
+        best = best_per_cluster(table) if clusters is not None else None
+        if best is not None:
+            storage.atomic_write_bytes(os.path.join(job.out, CLUSTERS_TSV), table_tsv(best))
+        sec["tables"] = time.perf_counter() - t
+        t = time.perf_counter()
+        job.report = write_pictures(job, table if best is None else best)
+        sec["report"] = time.perf_counter() - t
+        sec["sites"] = sites.result()[1]          # (its own seconds: it ran beside the steps above)
     return table, n_clusters
+
+
+def write_sites(job, ranked: pa.Table, client, device: str) -> None:
+    """``sites.parquet``: the sites of the ``--top`` motifs of ``ranked`` (the table's rows, best first)."""
+    storage.write_parquet(sites_table(job, ranked, client, device), os.path.join(job.out, SITES))
+
+
+def _timed(fn, *args):
+    t = time.perf_counter()
+    return fn(*args), time.perf_counter() - t
 
 
 def _table(ids, names, pos, n1, neg, n2, params, **kw) -> pa.Table:
@@ -77,10 +93,13 @@ def cluster_top(settings) -> int:
     return int(n)
 
 
-def cluster_columns(job, ranked_ids: list, client, device: str):
+def cluster_columns(job, ranked_ids: list):
     """``(cluster, representative, n_clusters)``: per motif (motif order) its cluster number and the cluster's
     best-ranked member's id, for the ``cluster_top`` best-ranked motifs (None for the others); clusters are
-    numbered 0, 1, … by their best member's rank.  ``(None, None, None)`` without clustering."""
+    numbered 0, 1, … by their best member's rank.  ``(None, None, None)`` without clustering.
+
+    Computed in this process on the CPU: the 300² pairs of the default take ~1 s of one core, less than the
+    same sent to the workers as tasks (2.7 s on one H100's worker), while the workers scan the sites."""
     st = job.settings
     if st.cluster is None:
         return None, None, None
@@ -88,7 +107,7 @@ def cluster_columns(job, ranked_ids: list, client, device: str):
 
     index = {m.id: i for i, m in enumerate(job.motifs)}
     idx = [index[x] for x in ranked_ids[:cluster_top(st)]]
-    labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, client=client, device=device)[0]
+    labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, client=None, device="cpu")[0]
               if len(idx) > 1 else np.zeros(len(idx), np.int64))
     M = len(job.motifs)
     cluster, rep = [None] * M, [None] * M
@@ -115,14 +134,15 @@ def best_per_cluster(table: pa.Table) -> pa.Table:
 
 
 # ------------------------------------------------------------------------------------ centrality, sites
-def _target_hits(job, columns: list, filter=None) -> tuple[pa.Table, np.ndarray]:
-    """Hits in the targets (``columns`` + chrom), and each one's target number."""
+def _target_hits(job, columns: list, filter=None, hits: str | None = None) -> tuple[pa.Table, np.ndarray]:
+    """Hits in the targets (``columns`` + chrom) of the dataset ``hits`` (default the enrichment's scan), and each
+    one's target number."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
     from pipeline.enrich_inputs import record_names  # noqa: PLC0415
     from pipeline.scan import read_hits  # noqa: PLC0415
 
-    t = read_hits(job.scan.out, columns=list(dict.fromkeys(["chrom"] + columns)), filter=filter)
+    t = read_hits(hits or job.scan.out, columns=list(dict.fromkeys(["chrom"] + columns)), filter=filter)
     chrom = t.column("chrom").cast(pa.string()) if t.num_rows else pa.array([], pa.string())
     rec = pc.index_in(chrom, value_set=arrow.strings(record_names(len(job.targets), 0)))
     keep = pc.is_valid(rec)
@@ -150,7 +170,24 @@ def centrality_columns(job) -> pa.Table:
                               n_motifs_tested=len(ids))
 
 
-def sites_table(job, table: pa.Table) -> pa.Table:
+def top_hits(job, ids: list, client, device: str) -> str:
+    """The hits dataset holding the sites of motifs ``ids``: the enrichment's scan when it kept its hits
+    (``--centrality``), else a scan of its store with only those motifs (``DIR/_sites_hits``, thresholds from
+    the cache the first scan filled)."""
+    if job.scan.hits:
+        return job.scan.out
+    from pipeline.scan import execute_scan, plan_scan  # noqa: PLC0415
+
+    st = job.settings
+    out = os.path.join(job.out, SITES_HITS)
+    sites = plan_scan(job.scan.store.path, job.motifs_path, out, pvalue=st.pvalue,
+                      background=st.background, pseudocount=st.pseudocount, select=ids, motif_format=st.motif_format,
+                      qvalues=False, region_counts=False)
+    execute_scan(sites, client, device=device, progress=False, command="motifgrid enrich: the top motifs' sites")
+    return out
+
+
+def sites_table(job, table: pa.Table, client, device: str) -> pa.Table:
     """Every site of the ``--top`` motifs in the targets, by motif rank, target, start, strand."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
@@ -159,7 +196,7 @@ def sites_table(job, table: pa.Table) -> pa.Table:
     top = table.slice(0, job.settings.top)
     ids = top.column("motif_id").to_pylist()
     rank_of = dict(zip(ids, top.column("rank").to_pylist()))
-    t, rec = _target_hits(job, _HIT_COLUMNS, pc.field("motif_id").isin(ids))
+    t, rec = _target_hits(job, _HIT_COLUMNS, pc.field("motif_id").isin(ids), top_hits(job, ids, client, device))
     mid = t.column("motif_id").cast(pa.string()).to_pylist()
     rank = np.array([rank_of[x] for x in mid], dtype=np.int32)
     start, end = arrow.to_numpy(t.column("start")), arrow.to_numpy(t.column("end"))

@@ -260,6 +260,7 @@ class ScanJob:
     regions: Regions | None = None       # --regions: only windows wholly inside these are scanned
     ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
     region_counts: bool = True           # _region_counts.parquet at the end (enrich reduces _counts/ itself)
+    hits: bool = True                    # False: no hits files, only the blocks' _counts/ (enrich's counting scan)
 
     @property
     def positions(self) -> int:
@@ -304,7 +305,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
               strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
               qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None,
-              region_counts: bool = True) -> ScanJob:
+              region_counts: bool = True, hits: bool = True) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
 
     ``source``: a genome store, or a FASTA file (plain, gzip, bgzip), ingested into ``OUT/_genome.zarr`` (kept
@@ -314,9 +315,12 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     ``strands``: "both", "+" or "-".  ``select``: motif ids or names to keep (:func:`pipeline.motifs.select_motifs`);
     ``overwrite`` replaces the hits dataset in ``out``, once everything else is checked.  ``qvalues``: the
     end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are
-    read.  ``region_counts=False``: no ``_region_counts.parquet`` (a caller that reads the blocks' ``_counts/``)."""
+    read.  ``region_counts=False``: no ``_region_counts.parquet`` (a caller that reads the blocks' ``_counts/``).
+    ``hits=False``: no hits files, only the counts (needs ``qvalues=False``: the q-values read the hits)."""
     t_start = time.perf_counter()
     _check_settings(pvalue, like, strands, qvalues, max_qvalue)
+    if qvalues and not hits:
+        raise ScanError("a scan without hits files has no q-values: pass qvalues=False")
     if background is None:
         background = default_background(like)
     store, staged = _open_source(source, out, resume, overwrite)
@@ -333,7 +337,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
 
             shutil.rmtree(staged.parent, ignore_errors=True)
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
-                   regions=bed, ingested=_is_fasta(source), region_counts=region_counts)
+                   regions=bed, ingested=_is_fasta(source), region_counts=region_counts, hits=hits)
 
 
 def _check_settings(pvalue, like, strands, qvalues, max_qvalue) -> None:
@@ -494,7 +498,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
                       device=device, compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths),
-                      regions=job.regions)
+                      regions=job.regions, write_hits=job.hits)
 
     all_units = job.units()
     todo = [u for u in all_units if store.block(u[0]).block_id not in done]

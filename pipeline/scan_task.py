@@ -41,6 +41,7 @@ class ScanContext:
     window_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # every motif length,
                                    # sorted: valid windows are counted per length (the q-values' tests)
     regions: Regions | None = None  # --regions: the BED regions (hits carry the name of one holding them)
+    write_hits: bool = True        # False: only the blocks' counts and manifest entries (enrich's counting scan)
 
     @functools.cached_property
     def columns(self) -> dict:
@@ -169,19 +170,9 @@ def hits_table(ctx: ScanContext, block: int, hits: BlockHits) -> tuple[pa.Table,
     rows = hits.row
     rec = ctx.store.records
     one = ctx.store.block_records(block)
-    if one[1] - one[0] == 1:                     # a block of one record (a chromosome's): no search per hit
-        r = np.full(hits.pos.size, one[0], np.int64)
-        start = hits.pos - rec.offsets[one[0]]
-    else:
-        r = rec.locate(hits.pos)
-        start = hits.pos - rec.offsets[r]
+    r, start = record_positions(ctx.store, block, hits.pos)
     end = start + c["lengths"][rows]
-    pvals = ctx.plan.pvalues.lookup(rows, hits.score, seg=hits.seg)
-    score = hits.score
-    if ctx.lattice is not None:
-        from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
-
-        score = snap_scores(score, ctx.lattice[0][rows], ctx.lattice[1][rows])
+    score, pvals = _scores(ctx, hits)
     recs, r_local = (np.array([one[0]]), np.zeros(r.size, np.int32)) if one[1] - one[0] == 1 else _present(r)
     cols = {
         "chrom": arrow.dictionary(r_local.astype(np.int32), arrow.strings([rec.names[i] for i in recs.tolist()])),
@@ -193,13 +184,38 @@ def hits_table(ctx: ScanContext, block: int, hits: BlockHits) -> tuple[pa.Table,
         "score": score,
         "pvalue": pvals,
     }
-    key = r
+    key = r if ctx.regions is None else _region_keys(ctx, hits)
     if ctx.regions is not None:
-        key = ctx.regions.name_of(hits.pos, hits.pos + c["lengths"][rows])
         keys, k_local = _present(key)
         cols["region"] = arrow.dictionary(k_local.astype(np.int32),
                                           arrow.strings([ctx.regions.names[i] for i in keys.tolist()]))
     return arrow.table(cols, schema=REGION_HITS_SCHEMA if ctx.regions is not None else HITS_SCHEMA), key
+
+
+def _scores(ctx: ScanContext, hits: BlockHits) -> tuple[np.ndarray, np.ndarray]:
+    """The hits' scores (on FIMO's lattice with ``--like fimo``) and p-values, (n,) float64 each."""
+    pvals = ctx.plan.pvalues.lookup(hits.row, hits.score, seg=hits.seg)
+    if ctx.lattice is None:
+        return hits.score, pvals
+    from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
+
+    return snap_scores(hits.score, ctx.lattice[0][hits.row], ctx.lattice[1][hits.row]), pvals
+
+
+def _region_keys(ctx: ScanContext, hits: BlockHits) -> np.ndarray:
+    """The number of a ``--regions`` region holding each hit, (n,) int64."""
+    return ctx.regions.name_of(hits.pos, hits.pos + ctx.columns["lengths"][hits.row])
+
+
+def record_positions(store: GenomeStore, block: int, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each hit's record number and start in it, from packed window starts ``pos`` of block ``block``; (n,) int64
+    each."""
+    rec = store.records
+    one = store.block_records(block)
+    if one[1] - one[0] == 1:                     # a block of one record (a chromosome's): no search per hit
+        return np.full(pos.size, one[0], np.int64), pos - rec.offsets[one[0]]
+    r = rec.locate(pos)
+    return r, pos - rec.offsets[r]
 
 
 def _present(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +239,13 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     rel = counts_rel = None
     row_hits = []
     st = stats["stages"]
-    if len(hits):
+    if len(hits) and not ctx.write_hits:          # counts only: no hits table, no file
+        t0 = t1 = t2 = time.perf_counter()
+        key = (record_positions(ctx.store, index, hits.pos)[0] if ctx.regions is None else _region_keys(ctx, hits))
+        score, pvals = _scores(ctx, hits)
+        counts_rel = write_block_counts(ctx.out, blk.block_id, block_counts(
+            key, ctx.columns["row_motif"][hits.row], hits.row, score, pvals, len(ctx.motif_ids)))
+    elif len(hits):
         t0 = time.perf_counter()
         table, key = hits_table(ctx, index, hits)
         meta = dict(ctx.metadata)
@@ -233,6 +255,7 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
                          _STATS_COLUMNS, compression=ctx.compression, column_encoding=_ENCODINGS)
         t2 = time.perf_counter()
         counts_rel = _write_counts(ctx, blk.block_id, key, ctx.columns["row_motif"][hits.row], hits.row, table)
+    if len(hits):
         st["table"] += t1 - t0
         st["parquet"] += t2 - t1
         st["counts"] += time.perf_counter() - t2
@@ -240,7 +263,8 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
         stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
         nz = np.flatnonzero(counts)
         row_hits = np.column_stack((nz, counts[nz])).tolist()       # Python ints, in C (5x the comprehension)
-        stats["files"].append([rel, len(hits)])
+        if rel is not None:
+            stats["files"].append([rel, len(hits)])
     tm = time.perf_counter()
     entry = {"block": blk.block_id, "index": index, "start": blk.start, "end": blk.core_end, "positions": n,
              "hits": len(hits), "file": rel, "counts": counts_rel, "row_hits": row_hits,

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.enrich import EnrichRunError, EnrichSettings, run_enrich
 from tests.conftest import DATA, SHARED, needs_shared
-from tests.reference import has_site
+from tests.reference import has_site, naive_scan
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
 
@@ -102,6 +102,17 @@ def test_counts_equal_an_independent_scorer(tmp_path, client):
         assert r["neg_seqs"] == sum(site(s) for s in controls.values()), m.id
     assert rows["MA0139.2"]["pos_seqs"] > 80
     assert res["targets"] == len(recs) and res["controls"] == 3 * len(recs)
+    # the best motif's sites (the second scan, of the top motifs only): every target window at its thresholds
+    best = next(r for r in rows.values() if r["rank"] == 1)
+    k = next(i for i, m in enumerate(motifs) if m.id == best["motif_id"])
+    w = pwm_from_motif(motifs[k], bg, 0.1)
+    want = sorted((name, pos, "+-"[row], round(score, 6)) for name, seq in recs.items()
+                  for pos, row, score in naive_scan(seq, [w, reverse_complement(w)],
+                                                    [thr[2 * k].threshold, thr[2 * k + 1].threshold]))
+    got = sorted((s["sequence"], s["start"], s["strand"], round(s["score"], 6))
+                 for s in pq.read_table(out / "sites.parquet").to_pylist() if s["rank"] == 1)
+    assert len(want) > 80 and got == want
+    assert not (out / "_sites_hits").exists() and not (out / "_hits").exists()
 
 
 def _check_statistics(table: list, n_tests: int) -> None:
