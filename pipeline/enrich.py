@@ -17,16 +17,17 @@ the project's scan engine.
    control: like SEA, a sequence shorter than a motif, or whose windows all hold an N, counts as a sequence without a site.
 4. **Table** (:mod:`pipeline.enrich_stats`): one-sided Fisher in log space, odds ratio, E (p × motifs), BH q; with
    ``--centrality`` CentriMo's columns (:mod:`pipeline.centrality`) from the best sites in the targets.
-5. **Clusters** (on by default; ``cluster_motifs`` on Tomtom's identification statistic): the ``cluster_top``
+5. **Clusters** (on by default; ``cluster_motifs`` on Tomtom's identification statistic, in this process): the ``cluster_top``
    best-ranked motifs (``motifgrid.enrich.cluster-top``, 300) are grouped at E <= ``--cluster``; a cluster is
    numbered by and represented by its best-ranked member; motifs ranked lower are not clustered (null).
    Identifying all 2,346 JASPAR CORE matrices against each other costs ~10x the whole enrichment of 10,000 peaks
    on 2 cores, while the family structure matters only near the top.
 6. **Sites** of the ``--top`` motifs in the targets (``sites.parquet``): from the scan's hits with
-   ``--centrality``, else from a second scan of the store with only those motifs (``DIR/_sites_hits``; ~1 % of
-   the first's work, where writing and reading every motif's hits cost half of an enrichment's time); and the
-   pictures (:mod:`pipeline.enrich_report`; skipped with a note without the ``report`` extra).  The scans' store
-   and hits are then removed; ``_summary.json`` is written last (its presence marks a finished run).
+   ``--centrality``, else scanned in this process from the targets in memory with only those motifs (~1 % of the
+   first scan's work; writing and reading every motif's hits cost half of an enrichment's time), beside the
+   clustering; and the pictures (:mod:`pipeline.enrich_report`; skipped with a note without the ``report``
+   extra).  The scan's store and hits are then removed; ``_summary.json`` is written last (its presence marks a
+   finished run).
 
 Output folder::
 
@@ -53,14 +54,13 @@ import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow, storage
 from pipeline.enrich_inputs import Sequences
-from pipeline.enrich_outputs import SITES_HITS
 
 FORMAT = 1
 RUN_FILE, SUMMARY_FILE = "_run.json", "_summary.json"
-STORE_DIR, HITS_DIR, SITES_DIR = "_sequences.zarr", "_hits", SITES_HITS
+STORE_DIR, HITS_DIR = "_sequences.zarr", "_hits"
 #: everything a run may write (``--overwrite`` removes these and refuses a folder holding anything else)
 OUTPUTS = ("enrichment.tsv", "enrichment.parquet", "enrichment_clusters.tsv", "sites.parquet", "control.fa",
-           "control.bed", "enrichment.png", "enrichment.html", STORE_DIR, HITS_DIR, SITES_DIR, RUN_FILE)
+           "control.bed", "enrichment.png", "enrichment.html", STORE_DIR, HITS_DIR, RUN_FILE)
 
 
 class EnrichRunError(MotifgridError, RuntimeError):
@@ -116,7 +116,6 @@ class EnrichJob:
     t_planned: float = 0.0
     report: str | None = None          # why the pictures were not drawn (None: drawn)
     centrality: dict | None = None     # --centrality: the target length tested and how many targets have it
-    motifs_path: str = ""              # the motifs as given (a file or a named release): the sites scan reads them
 
 
 # ------------------------------------------------------------------------------------ output folder
@@ -286,7 +285,7 @@ def _prepare(out, st, motifs, targets, controls, info, motif_list, store, create
                      motif_format=st.motif_format, qvalues=False, region_counts=False, hits=st.centrality)
     seconds["scan_plan"] = time.perf_counter() - t
     return EnrichJob(os.path.abspath(out), st, targets, controls, info, motif_list, scan, created, seconds, t0,
-                     t_planned=time.perf_counter(), motifs_path=str(motifs))
+                     t_planned=time.perf_counter())
 
 
 def run_parameters(st: EnrichSettings, motifs, targets: Sequences, controls: Sequences, info: dict,
@@ -331,9 +330,9 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     t = time.perf_counter()
     pos, neg = sequences_with_hits(job.scan.out, job.scan.store, len(job.targets), len(job.motifs))
     sec["counts"] = time.perf_counter() - t
-    table, clusters = write_outputs(job, pos, neg, client, device)
+    table, clusters = write_outputs(job, pos, neg)
     t = time.perf_counter()
-    for temporary in (HITS_DIR, SITES_DIR, STORE_DIR):
+    for temporary in (HITS_DIR, STORE_DIR):
         shutil.rmtree(os.path.join(job.out, temporary), ignore_errors=True)
     sec["cleanup"] = time.perf_counter() - t
     summary = {"targets": len(job.targets), "controls": len(job.controls), "motifs": len(job.motifs),

@@ -21,6 +21,7 @@ tomtom warns below 50).
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import warnings
@@ -327,20 +328,28 @@ def run_identify(queries, targets, client=None, *, top: int = 5, device: str | N
                           params={**params, "targets": len(tp)}, top=int(top), device=device,
                           selves=self_index(queries, targets) if exclude_self else np.full(len(qp), -1, np.int64),
                           keep_pvalues=keep_pvalues, chunk_bytes=chunk_bytes)
-    n_workers = len(client.scheduler_info().get("workers", {})) if client is not None else 1
+    threads = min(os.cpu_count() or 1, 8)          # in this process: tasks on threads (numpy releases the GIL)
+    n_workers = len(client.scheduler_info().get("workers", {})) if client is not None else threads
     parts = query_tasks(np.array([p.shape[0] for p in qp]), n_workers, queries_per_task)
     t0 = time.perf_counter()
     results, done = [], 0
     if client is None:
-        stream = (identify_task(ctx, k, rows) for k, rows in enumerate(parts))
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="identify")
+        stream = pool.map(lambda kr: identify_task(ctx, *kr), list(enumerate(parts)))
     else:
         run = TaskRun(client, identify_task, ctx, list(enumerate(parts)), name="identify", key=lambda k, r: k)
         stream = run.results(lambda exc: IdentifyError(f"an identification task failed: {type(exc).__name__}: {exc}"))
-    for res in stream:
-        results.append(res)
-        done += len(res["rows"])
-        if progress is not None:
-            progress(done, len(qp))
+    try:
+        for res in stream:
+            results.append(res)
+            done += len(res["rows"])
+            if progress is not None:
+                progress(done, len(qp))
+    finally:
+        if client is None:
+            pool.shutdown(cancel_futures=True)
     wall = time.perf_counter() - t0
     results.sort(key=lambda r: r["part"])
     rows = np.concatenate([r["rows"] for r in results])

@@ -17,6 +17,7 @@ from pipeline import arrow, storage
 COUNTS_DIR = "_counts"
 REGION_COUNTS_FILE = "_region_counts.parquet"
 _COLUMNS = ("key", "motif", "hits", "best_score", "best_pvalue")
+_PRESENCE_CELLS = 1 << 26       # block_presence's table of marks: at most 64 MB, else it sorts
 
 
 def block_counts(key: np.ndarray, motif: np.ndarray, row: np.ndarray, score: np.ndarray, pvalue: np.ndarray,
@@ -49,6 +50,34 @@ def block_counts(key: np.ndarray, motif: np.ndarray, row: np.ndarray, score: np.
             "hits": np.diff(np.append(first, n)).astype(np.int64),
             "best_score": np.maximum.reduceat(score, first), "best_pvalue": np.minimum.reduceat(pvalue, first)}
     return arrow.table(_reduce(runs, n_motifs))
+
+
+def block_presence(key: np.ndarray, motif: np.ndarray, n_motifs: int) -> pa.Table:
+    """The distinct (key, motif) pairs of a block's hits, sorted: a scan without hits files (``motifgrid enrich``
+    counts sequences with a site), ~20x cheaper than :func:`block_counts` (no p-values, no sort: a mark per pair
+    in a (keys in the block) x motifs table).
+
+    Parameters
+    ----------
+    key, motif : ndarray, shape (n,), int
+        Each hit's record (or region) number and motif number, any order.
+    n_motifs : int
+
+    Returns
+    -------
+    pyarrow.Table
+        ``key`` int64, ``motif`` int32; one row per (key, motif) with hits, sorted by (key, motif).
+    """
+    if key.size == 0:
+        return arrow.table({"key": np.zeros(0, np.int64), "motif": np.zeros(0, np.int32)})
+    lo, hi = int(key.min()), int(key.max())
+    if (hi - lo + 1) * n_motifs > _PRESENCE_CELLS:         # keys far apart (overlapping regions): a sort
+        pair = np.unique(key.astype(np.int64) * n_motifs + motif)
+        return arrow.table({"key": pair // n_motifs, "motif": (pair % n_motifs).astype(np.int32)})
+    seen = np.zeros((hi - lo + 1, n_motifs), bool)
+    seen[key - lo, motif] = True
+    k, m = np.nonzero(seen)
+    return arrow.table({"key": k.astype(np.int64) + lo, "motif": m.astype(np.int32)})
 
 
 def write_block_counts(out: str, block_id: str, table: pa.Table) -> str:

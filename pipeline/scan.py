@@ -131,6 +131,20 @@ class MotifSet:
                 for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
 
 
+def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False):
+    """``(plan, tables, kept rows, unreachable motif ids)``: the scan plan of ``mset``'s rows at their thresholds
+    for ``pvalue`` (rows that cannot reach it left out), with the kept rows' score -> p-value tables
+    (``plan.pvalues``); ``tables`` the ScoreThreshold of every row (:func:`row_thresholds`)."""
+    tables = row_thresholds(mset, pvalue, client=client, store_later=store_later)
+    pwms, row_motif, row_strand = mset.rows()
+    thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
+    plan = make_plan(pwms, thr, row_motif, row_strand)
+    keep = np.flatnonzero(np.isfinite(thr))
+    unreachable = sorted({mset.ids[row_motif[i]] for i in range(len(thr)) if not np.isfinite(thr[i])})
+    plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
+    return plan, tables, keep, unreachable
+
+
 def row_thresholds(mset: MotifSet, pvalue: float, client=None, store_later: bool = False):
     """Per-row ScoreThreshold: forward matrices, and the reverse-complement ones under the same background
     (the complemented background for the motif); computed once when the background is strand-symmetric.
@@ -260,7 +274,7 @@ class ScanJob:
     regions: Regions | None = None       # --regions: only windows wholly inside these are scanned
     ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
     region_counts: bool = True           # _region_counts.parquet at the end (enrich reduces _counts/ itself)
-    hits: bool = True                    # False: no hits files, only the blocks' _counts/ (enrich's counting scan)
+    hits: bool = True                    # False: no hits files, only the blocks' (record, motif) pairs in _counts/
 
     @property
     def positions(self) -> int:
@@ -316,11 +330,13 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     ``overwrite`` replaces the hits dataset in ``out``, once everything else is checked.  ``qvalues``: the
     end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are
     read.  ``region_counts=False``: no ``_region_counts.parquet`` (a caller that reads the blocks' ``_counts/``).
-    ``hits=False``: no hits files, only the counts (needs ``qvalues=False``: the q-values read the hits)."""
+    ``hits=False``: no hits files, only each block's distinct (record, motif) pairs with hits in ``_counts/``
+    (:func:`pipeline.region_counts.block_presence`; needs ``qvalues=False`` and ``region_counts=False``)."""
     t_start = time.perf_counter()
     _check_settings(pvalue, like, strands, qvalues, max_qvalue)
-    if qvalues and not hits:
-        raise ScanError("a scan without hits files has no q-values: pass qvalues=False")
+    if not hits and (qvalues or region_counts):
+        raise ScanError("a scan without hits files has no q-values and no region counts: pass qvalues=False, "
+                        "region_counts=False")
     if background is None:
         background = default_background(like)
     store, staged = _open_source(source, out, resume, overwrite)
@@ -484,13 +500,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
 
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
     t_thr0 = time.perf_counter()
-    tables = row_thresholds(mset, pvalue, client=client, store_later=True)   # cache written while blocks scan
-    pwms, row_motif, row_strand = mset.rows()
-    thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
-    plan = make_plan(pwms, thr, row_motif, row_strand)
-    keep = np.flatnonzero(np.isfinite(thr))
-    unreachable = sorted({mset.ids[row_motif[i]] for i in range(len(thr)) if not np.isfinite(thr[i])})
-    plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
+    plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True)  # cache: written later
+    row_strand = mset.rows()[2]
     lats = mset.row_lattices()
     lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),
                                          np.array([lats[i].base for i in keep], np.float64))

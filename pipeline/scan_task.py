@@ -21,7 +21,7 @@ from pipeline import arrow
 from pipeline.dataset import write_manifest_entry, write_part
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
-from pipeline.region_counts import block_counts, write_block_counts
+from pipeline.region_counts import block_counts, block_presence, write_block_counts
 from pipeline.schema import HITS_SCHEMA, REGION_HITS_SCHEMA
 from workers.scan import ScanPlan, scan_blocks, valid_windows
 
@@ -41,7 +41,8 @@ class ScanContext:
     window_lengths: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # every motif length,
                                    # sorted: valid windows are counted per length (the q-values' tests)
     regions: Regions | None = None  # --regions: the BED regions (hits carry the name of one holding them)
-    write_hits: bool = True        # False: only the blocks' counts and manifest entries (enrich's counting scan)
+    write_hits: bool = True        # False: only the blocks' (record, motif) pairs with hits and manifest entries
+                                   # (enrich's counting scan)
 
     @functools.cached_property
     def columns(self) -> dict:
@@ -239,12 +240,11 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     rel = counts_rel = None
     row_hits = []
     st = stats["stages"]
-    if len(hits) and not ctx.write_hits:          # counts only: no hits table, no file
+    if len(hits) and not ctx.write_hits:          # no hits file: the distinct (record, motif) pairs only
         t0 = t1 = t2 = time.perf_counter()
         key = (record_positions(ctx.store, index, hits.pos)[0] if ctx.regions is None else _region_keys(ctx, hits))
-        score, pvals = _scores(ctx, hits)
-        counts_rel = write_block_counts(ctx.out, blk.block_id, block_counts(
-            key, ctx.columns["row_motif"][hits.row], hits.row, score, pvals, len(ctx.motif_ids)))
+        counts_rel = write_block_counts(ctx.out, blk.block_id, block_presence(
+            key, ctx.columns["row_motif"][hits.row], len(ctx.motif_ids)))
     elif len(hits):
         t0 = time.perf_counter()
         table, key = hits_table(ctx, index, hits)

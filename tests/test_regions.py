@@ -11,6 +11,7 @@ import json
 import os
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -258,3 +259,18 @@ def test_region_counts_merge_equals_a_direct_reduction(tmp_path, interleaved):
     got = pq.read_table(tmp_path / "_region_counts.parquet").to_pylist()
     assert {(r["region"], r["motif_id"]): (r["hits"], r["best_score"], r["best_pvalue"]) for r in got} == want
     assert len(got) == len(want) and all(r["end"] == 90 and r["chrom"] == r["region"] for r in got)
+
+
+@pytest.mark.parametrize("cells", [None, 1])
+def test_block_presence_is_the_distinct_pairs(monkeypatch, cells):
+    """A block's distinct (key, motif) pairs, sorted, by the table of marks and by the sort it falls back to."""
+    from pipeline import region_counts
+
+    if cells is not None:
+        monkeypatch.setattr(region_counts, "_PRESENCE_CELLS", cells)
+    rng = np.random.default_rng(4)
+    key, motif = rng.integers(40, 90, 5000), rng.integers(0, 7, 5000)
+    t = region_counts.block_presence(key, motif, 7)
+    want = sorted(set(zip(key.tolist(), motif.tolist())))
+    assert list(zip(t.column("key").to_pylist(), t.column("motif").to_pylist())) == want
+    assert t.column("key").type == pa.int64() and region_counts.block_presence(key[:0], motif[:0], 7).num_rows == 0
