@@ -17,7 +17,7 @@ the project's scan engine.
    control: like SEA, a sequence shorter than a motif, or whose windows all hold an N, counts as a sequence without a site.
 4. **Table** (:mod:`pipeline.enrich_stats`): one-sided Fisher in log space, odds ratio, E (p × motifs), BH q; with
    ``--centrality`` CentriMo's columns (:mod:`pipeline.centrality`) from the best sites in the targets.
-5. **Clusters** (on by default; ``cluster_motifs`` on Tomtom's identification statistic, in this process): the ``cluster_top``
+5. **Clusters** (on by default; ``cluster_motifs`` on Tomtom's identification statistic, on the CPU): the ``cluster_top``
    best-ranked motifs (``motifgrid.enrich.cluster-top``, 300) are grouped at E <= ``--cluster``; a cluster is
    numbered by and represented by its best-ranked member; motifs ranked lower are not clustered (null).
    Identifying all 2,346 JASPAR CORE matrices against each other costs ~10x the whole enrichment of 10,000 peaks
@@ -330,7 +330,7 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     t = time.perf_counter()
     pos, neg = sequences_with_hits(job.scan.out, job.scan.store, len(job.targets), len(job.motifs))
     sec["counts"] = time.perf_counter() - t
-    table, clusters = write_outputs(job, pos, neg)
+    table, clusters = write_outputs(job, pos, neg, client, device)
     t = time.perf_counter()
     for temporary in (HITS_DIR, STORE_DIR):
         shutil.rmtree(os.path.join(job.out, temporary), ignore_errors=True)
@@ -362,10 +362,13 @@ def sequences_with_hits(hits: str, store, n_targets: int, n_motifs: int) -> tupl
 
     The scan's own reduction, ``_region_counts.parquet``, names every (record, motif) row with strings: 1.7 s of a
     10-s enrichment of 10⁴ peaks, ten times that for 10⁵; this reads two integer columns."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
     folder = os.path.join(hits, "_counts")
-    parts = [storage.read_parquet(os.path.join(folder, f), columns=["key", "motif"])
-             for f in sorted(os.listdir(folder)) if f.endswith(".parquet") and not f.startswith(".")] \
-        if os.path.isdir(folder) else []
+    files = [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".parquet")
+             and not f.startswith(".")] if os.path.isdir(folder) else []
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:      # Parquet decoding releases the GIL
+        parts = list(pool.map(lambda f: storage.read_parquet(f, columns=["key", "motif"]), files))
     key = np.concatenate([arrow.to_numpy(t.column("key")).astype(np.int64) for t in parts] or [np.zeros(0, np.int64)])
     motif = np.concatenate([arrow.to_numpy(t.column("motif")).astype(np.int64) for t in parts]
                            or [np.zeros(0, np.int64)])
