@@ -24,6 +24,7 @@ genome too small for the controls asked is an error, not a silent shortfall.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -285,9 +286,26 @@ def shuffled_controls(names, codes: np.ndarray, offsets: np.ndarray, copies: int
     """Dinucleotide shuffles of the targets: ``(names, codes, offsets)`` of the control records, named
     ``<id>|shuf<k>`` (k from 1), each target's copies together.  ``index``: the targets' numbers in the whole
     set when this is one batch of it (:func:`workers.enrich.shuffle.shuffle_dinucleotides`)."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
     from workers.enrich.shuffle import shuffle_dinucleotides  # noqa: PLC0415
 
-    out, oo = shuffle_dinucleotides(codes, offsets, copies, seed, index)
+    offsets = np.asarray(offsets, np.int64)
+    n = offsets.size - 1
+    index = np.arange(n, dtype=np.int64) if index is None else np.asarray(index, np.int64)
+    # a record's shuffles depend on its number only, never on the batch: batches on threads (the kernel runs
+    # without the GIL) give the same controls, ~1 s sooner for 10^5 peaks
+    cuts = np.unique(np.linspace(0, n, min(8, os.cpu_count() or 1, max(n // 1000, 1)) + 1).astype(np.int64))
+
+    def batch(a: int, b: int):
+        return shuffle_dinucleotides(codes[offsets[a]:offsets[b]], offsets[a:b + 1] - offsets[a], copies, seed,
+                                     index[a:b])[0]
+
+    with ThreadPoolExecutor(max(len(cuts) - 1, 1)) as pool:
+        parts = list(pool.map(batch, cuts[:-1].tolist(), cuts[1:].tolist()))
+    out = np.concatenate(parts) if parts else np.zeros(0, np.uint8)
+    oo = np.zeros(n * copies + 1, np.int64)
+    np.cumsum(np.repeat(np.diff(offsets), copies), out=oo[1:])
     return [f"{n}|shuf{k}" for n in names for k in range(1, copies + 1)], out, oo
 
 

@@ -329,7 +329,11 @@ def run_identify(queries, targets, client=None, *, top: int = 5, device: str | N
                           selves=self_index(queries, targets) if exclude_self else np.full(len(qp), -1, np.int64),
                           keep_pvalues=keep_pvalues, chunk_bytes=chunk_bytes)
     threads = min(os.cpu_count() or 1, 8)          # in this process: tasks on threads (numpy releases the GIL)
-    n_workers = len(client.scheduler_info().get("workers", {})) if client is not None else threads
+    if client is None:
+        n_workers = threads
+    else:       # CPU tasks: a few per thread (a GPU worker has a thread per core); GPU tasks: a few per GPU
+        workers = client.scheduler_info().get("workers", {}).values()
+        n_workers = sum(w.get("nthreads", 1) for w in workers) if device == "cpu" else len(workers)
     parts = query_tasks(np.array([p.shape[0] for p in qp]), n_workers, queries_per_task)
     t0 = time.perf_counter()
     results, done = [], 0

@@ -154,3 +154,15 @@ def test_shuffled_controls_fasta(tmp_path):
     assert back.names == names
     for i in range(6):
         assert np.array_equal(back.codes[i, :back.lengths[i]], out[oo[i]:oo[i + 1]])
+
+
+def test_shuffled_controls_in_batches_equal_one_call():
+    """The shuffles made on threads, in batches of records, are those of one call over every record."""
+    from workers.enrich.shuffle import shuffle_dinucleotides
+
+    rng = np.random.default_rng(8)
+    off = np.r_[0, np.cumsum(rng.integers(0, 60, 5000))]
+    codes = rng.integers(0, 5, off[-1]).astype(np.uint8)
+    _, out, oo = shuffled_controls([str(i) for i in range(5000)], codes, off, copies=2, seed=11)
+    one, one_off = shuffle_dinucleotides(codes, off, 2, 11)
+    assert np.array_equal(out, one) and np.array_equal(oo, one_off)
