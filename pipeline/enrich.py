@@ -17,7 +17,7 @@ the project's scan engine.
    control: like SEA, a sequence shorter than a motif, or whose windows all hold an N, counts as a sequence without a site.
 4. **Table** (:mod:`pipeline.enrich_stats`): one-sided Fisher in log space, odds ratio, E (p × motifs), BH q; with
    ``--centrality`` CentriMo's columns (:mod:`pipeline.centrality`) from the best sites in the targets.
-5. **Clusters** (on by default; ``cluster_motifs`` on Tomtom's identification statistic, on the CPU): the ``cluster_top``
+5. **Clusters** (on by default; ``cluster_motifs`` on Tomtom's identification statistic, in this process): the ``cluster_top``
    best-ranked motifs (``motifgrid.enrich.cluster-top``, 300) are grouped at E <= ``--cluster``; a cluster is
    numbered by and represented by its best-ranked member; motifs ranked lower are not clustered (null).
    Identifying all 2,346 JASPAR CORE matrices against each other costs ~10x the whole enrichment of 10,000 peaks
@@ -330,7 +330,7 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     t = time.perf_counter()
     pos, neg = sequences_with_hits(job.scan.out, job.scan.store, len(job.targets), len(job.motifs))
     sec["counts"] = time.perf_counter() - t
-    table, clusters = write_outputs(job, pos, neg, client, device)
+    table, clusters = write_outputs(job, pos, neg)
     t = time.perf_counter()
     for temporary in (HITS_DIR, STORE_DIR):
         shutil.rmtree(os.path.join(job.out, temporary), ignore_errors=True)

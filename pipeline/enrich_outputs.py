@@ -18,7 +18,7 @@ TABLE, CLUSTERS_TSV, SITES = "enrichment", "enrichment_clusters.tsv", "sites.par
 _HIT_COLUMNS = ["chrom", "start", "end", "strand", "motif_id", "motif_name", "score", "pvalue"]
 
 
-def write_outputs(job, pos: np.ndarray, neg: np.ndarray, client, device: str) -> tuple[pa.Table, int | None]:
+def write_outputs(job, pos: np.ndarray, neg: np.ndarray) -> tuple[pa.Table, int | None]:
     """Write ``enrichment.tsv/.parquet``, ``enrichment_clusters.tsv``, ``sites.parquet`` and the pictures;
     return the table and the number of clusters (None without clustering).  Seconds per step into
     ``job.seconds``."""
@@ -38,7 +38,7 @@ def write_outputs(job, pos: np.ndarray, neg: np.ndarray, client, device: str) ->
     with ThreadPoolExecutor(1, thread_name_prefix="enrich-sites") as pool:
         sites = pool.submit(_timed, write_sites, job, first)
         t = time.perf_counter()
-        clusters, reps, n_clusters = cluster_columns(job, first.column("motif_id").to_pylist(), client, device)
+        clusters, reps, n_clusters = cluster_columns(job, first.column("motif_id").to_pylist())
         sec["clustering"] = time.perf_counter() - t
         t = time.perf_counter()
         extra = centrality_columns(job) if job.settings.centrality else None
@@ -92,14 +92,14 @@ def cluster_top(settings) -> int:
     return int(n)
 
 
-def cluster_columns(job, ranked_ids: list, client, device: str):
+def cluster_columns(job, ranked_ids: list):
     """``(cluster, representative, n_clusters)``: per motif (motif order) its cluster number and the cluster's
     best-ranked member's id, for the ``cluster_top`` best-ranked motifs (None for the others); clusters are
     numbered 0, 1, … by their best member's rank.  ``(None, None, None)`` without clustering.
 
-    On the CPU (the 300² pairs of the default take ~1.5 s of one core; as GPU tasks 2.7 s on one H100): as
-    tasks of the GPU workers' processes, away from this one, which scans the sites meanwhile; here, on threads,
-    beside CPU workers (threads of this process too)."""
+    Computed in this process, on threads (:func:`pipeline.identify.run_identify` without a client): the 300²
+    pairs of the default take ~1.5 s of one core.  On one H100 machine this took 2.0-3.9 s, as GPU tasks 2.7 s and
+    as CPU tasks of the GPU worker 2.8-4.8 s (docs/benchmarks.md)."""
     st = job.settings
     if st.cluster is None:
         return None, None, None
@@ -107,8 +107,7 @@ def cluster_columns(job, ranked_ids: list, client, device: str):
 
     index = {m.id: i for i, m in enumerate(job.motifs)}
     idx = [index[x] for x in ranked_ids[:cluster_top(st)]]
-    labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, device="cpu",
-                             client=client if device == "gpu" else None)[0]
+    labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, client=None, device="cpu")[0]
               if len(idx) > 1 else np.zeros(len(idx), np.int64))
     M = len(job.motifs)
     cluster, rep = [None] * M, [None] * M
