@@ -182,6 +182,7 @@ def top_sites(job, ids: list) -> tuple[pa.Table, np.ndarray]:
     6 s of a 100,000-peak enrichment on one H100 (every block of targets and controls read again), and writing
     and reading every motif's hits in the first scan half of the whole."""
     import dataclasses  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     from pipeline.scan import threshold_plan  # noqa: PLC0415
     from workers.scan import scan_blocks  # noqa: PLC0415
@@ -196,12 +197,15 @@ def top_sites(job, ids: list) -> tuple[pa.Table, np.ndarray]:
     tail = np.full(max(plan.max_length - 1, 0), 4, np.uint8)
     cuts = np.unique(np.searchsorted(off, np.arange(0, int(off[-1]), _SITES_PIECE), side="right") - 1)
     cuts = np.r_[cuts, len(tg)]
-    parts = []
-    for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):           # whole records per call
+
+    def piece(a: int, b: int):                      # whole records per call; the kernels run without the GIL
         lo, hi = int(off[a]), int(off[b])
-        if hi > lo and plan.n_rows:
-            h = scan_blocks([np.concatenate([tg.codes[lo:hi], tail])], [hi - lo], plan, device="cpu")[0]
-            parts.append((h.pos.astype(np.int64) + lo, h.row, h.score, plan.pvalues.lookup(h.row, h.score, seg=h.seg)))
+        h = scan_blocks([np.concatenate([tg.codes[lo:hi], tail])], [hi - lo], plan, device="cpu")[0]
+        return h.pos.astype(np.int64) + lo, h.row, h.score, plan.pvalues.lookup(h.row, h.score, seg=h.seg)
+
+    spans = [(a, b) for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()) if off[b] > off[a]] if plan.n_rows else []
+    with ThreadPoolExecutor(min(8, os.cpu_count() or 1, max(len(spans), 1))) as pool:
+        parts = list(pool.map(lambda ab: piece(*ab), spans))
     pos, row, score, pvalue = (np.concatenate(c) for c in zip(*parts)) if parts else \
         (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
     rec = np.searchsorted(off, pos, side="right") - 1
