@@ -328,7 +328,8 @@ def run_identify(queries, targets, client=None, *, top: int = 5, device: str | N
                           params={**params, "targets": len(tp)}, top=int(top), device=device,
                           selves=self_index(queries, targets) if exclude_self else np.full(len(qp), -1, np.int64),
                           keep_pvalues=keep_pvalues, chunk_bytes=chunk_bytes)
-    threads = min(os.cpu_count() or 1, 8)          # in this process: tasks on threads (numpy releases the GIL)
+    # in this process: CPU tasks on threads (NumPy releases the GIL); GPU tasks one after another (one device)
+    threads = min(os.cpu_count() or 1, 8) if device == "cpu" else 1
     if client is None:
         n_workers = threads
     else:       # CPU tasks: a few per thread (a GPU worker has a thread per core); GPU tasks: a few per GPU
