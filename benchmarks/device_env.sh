@@ -1,10 +1,11 @@
 # Sourced by every benchmarks/device_*.sh on the lent GPU machine: the carried wheels (.whl, from
 # ../shared/tools/device-wheels.sh) installed once into /tmp/site, the environment, and the card named in $OUT.
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-if [ ! -f /tmp/site/.motifgrid-installed ]; then
+WHEELS=$(ls .whl | md5sum | cut -c1-12)        # installed again when the carried wheels change
+if [ "$(cat /tmp/site/.motifgrid-installed 2>/dev/null)" != "$WHEELS" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || exit 1
-  touch /tmp/site/.motifgrid-installed
+  echo "$WHEELS" > /tmp/site/.motifgrid-installed
 fi
 export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH MOTIFGRID_SHARED_DATA=$PWD/.devdata/shared PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"

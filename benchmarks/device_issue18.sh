@@ -2,20 +2,27 @@
 # Issue 18 on the lent GPU machine, one call: the 3.1 Gb human-sized store x 879 JASPAR vertebrates to Parquet
 # (`motifgrid bench --parts e2e`, cold thresholds) at the p-values of PVALUES, with the thread-seconds of every step
 # of the tasks and of the end of the run, for each setting of RUNS (one line of VAR=value each, e.g.
-# "DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=2"); WORKERS GPUs (default 1).  Then, with PEAKS=1, the promoter set
+# "DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=2"; SRC=DIR runs that line with the code of DIR, e.g. an earlier commit
+# unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the same call);
+# WORKERS GPUs (default 1).  Then, with PEAKS=1, the promoter set
 # through the whole `scan` command on the GPU and on the CPU of the same machine.  Carry: .whl .devdata
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
 nproc
 # numba and CuPy compile (or load) their kernels here, out of the timed runs (a fresh machine compiles ~10 s)
-timeout 200 python3 -m pipeline.cli bench --parts kernel,cpu --motifs $J --cpu-positions 65536 2>&1 | grep '"part"' | cut -c1-200
+timeout 200 python3 -m pipeline.cli bench --parts kernel,cpu --motifs $J --cpu-positions 65536 2>&1 | grep -E '"part"|Error' | cut -c1-200
+ROOT=$PWD
 while read -r settings; do
   echo "== ${settings:-defaults}"
-  env $settings timeout ${E2E_TIMEOUT:-300} python3 -m pipeline.cli bench --parts e2e --motifs $J --genome-size ${SIZE:-3.1e9} \
-    --pvalues ${PVALUES:-1e-4 1e-5} --work /tmp/e2e --workers ${WORKERS:-1} --json "$OUT/e2e.jsonl" 2>&1 | grep '"part"' \
+  src=$ROOT; [[ " $settings " =~ \ SRC=([^ ]+) ]] && src=$ROOT/${BASH_REMATCH[1]}   # SRC=DIR: that source tree's code
+  (cd "$src" && env $settings PYTHONPATH=/tmp/site:$src timeout ${E2E_TIMEOUT:-300} python3 -m pipeline.cli bench --parts e2e \
+    --motifs $ROOT/$J --genome-size ${SIZE:-3.1e9} \
+    --pvalues ${PVALUES:-1e-4 1e-5} --work /tmp/e2e --workers ${WORKERS:-1} --json "$OUT/e2e.jsonl" 2>&1) | grep -E '"part"|Error' \
     | python3 -c "import sys, json
 for l in sys.stdin:
+    if not l.startswith('{'):
+        print(l.rstrip()); continue
     r = json.loads(l)
     if r.get('part') != 'e2e':
         print(r); continue
@@ -24,6 +31,7 @@ for l in sys.stdin:
           r['hits'], 'hits', round(r['bytes_written'] / 1e9, 2), 'GB; thresholds', round(r['seconds_thresholds'], 2),
           'tasks', round(r['seconds_tasks_wall'], 2), 'qvalues', r.get('seconds_qvalues') and round(r['seconds_qvalues'], 2),
           'region counts', r.get('seconds_region_counts') and round(r['seconds_region_counts'], 2),
+          '| q-value tasks', r.get('qvalues_tasks'), {k: round(v, 1) for k, v in (r.get('qvalues_task_seconds_by_step') or {}).items()},
           '| thread-s: scan', round(r['task_seconds_scan'], 1), 'io', round(r['task_seconds_io'], 1), st,
           '| first task', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'))"
 done <<< "${RUNS:-}"

@@ -236,7 +236,9 @@ def part_e2e(args, sink):
                    **{k: summ[k] for k in ("seconds_thresholds", "seconds_tasks_wall", "task_seconds_scan",
                                            "task_seconds_io", "task_seconds_total", "task_seconds_by_step",
                                            "seconds_region_counts")},
-                   "seconds_qvalues": (summ.get("qvalues") or {}).get("seconds")}, sink)
+                   "seconds_qvalues": (summ.get("qvalues") or {}).get("seconds"),
+                   "qvalues_task_seconds_by_step": (summ.get("qvalues") or {}).get("task_seconds_by_step"),
+                   "qvalues_tasks": (summ.get("qvalues") or {}).get("tasks")}, sink)
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)
     if not args.keep and not args.work:

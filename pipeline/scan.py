@@ -569,7 +569,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
 
     with ThreadPoolExecutor(1, thread_name_prefix="region-counts") as pool:
         counted = pool.submit(_region_counts_step, job, out, store, mset) if job.region_counts else None
-        qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all)
+        qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all, device)
         t_region_counts = counted.result() if counted is not None else 0.0
     seconds = time.perf_counter() - t_start
     positions = sum(bases.values())
@@ -648,9 +648,10 @@ def _motif_windows(entries: list, lengths: np.ndarray, windows: np.ndarray, moti
     return np.array([total.get(m, 0) for m in motif_lengths.tolist()], dtype=np.int64)
 
 
-def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np.ndarray, plan, row_hits):
-    """The end-of-run q-value reduction over every finished block file (:mod:`pipeline.qvalues`); its summary,
-    or None with ``--no-qvalue`` (an older map is removed then)."""
+def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np.ndarray, plan, row_hits,
+                 device: str = "cpu"):
+    """The end-of-run q-value reduction over every finished block file (:mod:`pipeline.qvalues`; its sorts on
+    ``device``, the scan's); its summary, or None with ``--no-qvalue`` (an older map is removed then)."""
     from pipeline.qvalues import QVALUES_FILE, compute_qvalues  # noqa: PLC0415
 
     if not job.qvalues:
@@ -660,7 +661,8 @@ def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np
     hits = np.zeros(len(job.mset.ids), np.int64)
     np.add.at(hits, plan.row_motif, row_hits)
     try:
-        return compute_qvalues(client, job.out, files, job.mset.ids, tests, hits, max_qvalue=job.max_qvalue)
+        return compute_qvalues(client, job.out, files, job.mset.ids, tests, hits, max_qvalue=job.max_qvalue,
+                               device=device)
     except OSError as e:
         raise ScanError(_failure_message(e, job.out)) from None
     except Exception as e:  # noqa: BLE001 - a task's error, re-raised on the client

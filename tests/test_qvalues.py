@@ -164,6 +164,26 @@ def finished(genome, client, tmp_path_factory):
     return out, res
 
 
+@pytest.mark.parametrize("sorted_families", [True, False])
+def test_distinct_pieces_against_counting(sorted_families):
+    """_distinct's (family, p-value, count) of raw hits and of merged pieces = counting every pair in a dict."""
+    from collections import Counter
+
+    from pipeline.qvalues import _distinct
+
+    rng = np.random.default_rng(3)
+    fam = np.repeat(rng.permutation(40) if not sorted_families else np.arange(40), rng.integers(0, 300, 40))
+    p = rng.choice(10 ** rng.uniform(-9, -4, 500), fam.size)          # many ties, as a motif's discrete scores
+    want = Counter(zip(fam.tolist(), p.tolist()))
+    got = _distinct(fam.astype(np.int64), p)
+    assert [(int(f), float(q)) for f, q in got[["family", "pvalue"]].tolist()] == sorted(want)
+    assert got["count"].tolist() == [want[k] for k in sorted(want)]
+    halves = [_distinct(fam[s].astype(np.int64), p[s]) for s in (slice(0, fam.size // 2), slice(fam.size // 2, None))]
+    cat = np.concatenate(halves)
+    merged = _distinct(cat["family"].astype(np.int64), cat["pvalue"], cat["count"])
+    assert np.array_equal(merged, got)
+
+
 def test_scan_qvalues_equal_direct_bh(genome, finished):
     """Every hit's q-value (read_hits) = scipy's BH over the motif's tests: its hits' p-values and p = 1 for each
     other window without N on either strand (windows counted here by brute force)."""
@@ -198,18 +218,40 @@ def test_scan_qvalues_equal_direct_bh(genome, finished):
     assert qm.num_rows < t.num_rows and qm.schema.names == ["motif_id", "pvalue", "qvalue", "hits"]
 
 
-def test_many_reduction_tasks_same_map(genome, finished, client, tmp_path):
+@pytest.mark.parametrize("pieces", ["files", "memory"])
+def test_many_reduction_tasks_same_map(genome, finished, client, tmp_path, monkeypatch, pieces):
     """Reduction tasks of a few hits each (collect tasks over block files, reduce tasks over motif groups,
-    parts on disk) write the same map as the single task, and leave no parts behind."""
+    parts on disk between two worker processes, or in the workers' memory) write the same map as the single
+    task, and leave no parts behind."""
     import dask.config
+
+    import pipeline.qvalues
 
     store, _ = genome
     out, res = finished
+    assert not pipeline.qvalues._pieces_fit(client, 1)           # two worker processes: through files
+    if pieces == "memory":
+        monkeypatch.setattr(pipeline.qvalues, "_pieces_fit", lambda client, hits: True)
     with dask.config.set({"motifgrid.qvalues.task-hits": 150}):
         small = run_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, client=client, progress=False)
     assert small.qvalues["tasks"] > 4 and res.qvalues["tasks"] == 2          # one collect, one reduce task
     assert pq.read_table(tmp_path / "h" / "_qvalues.parquet").equals(pq.read_table(out / "_qvalues.parquet"))
     assert not (tmp_path / "h" / "_qvalues.parts").exists()
+
+
+def test_pieces_kept_in_memory_only_on_one_worker_with_room():
+    """The reduction's pieces skip the part files only for one worker process whose memory limit holds 4x them."""
+    from pipeline.qvalues import _pieces_fit
+
+    class Client:
+        def __init__(self, *limits):
+            self.info = {"workers": {f"w{i}": {"memory_limit": m} for i, m in enumerate(limits)}}
+
+        def scheduler_info(self):
+            return self.info
+
+    assert _pieces_fit(Client(8e9), 100_000_000) and not _pieces_fit(Client(8e9), 100_000_001)
+    assert not _pieces_fit(Client(8e9, 8e9), 10) and not _pieces_fit(Client(None), 10) and not _pieces_fit(Client(), 10)
 
 
 def test_resume_gives_the_same_qvalues(genome, finished, client, tmp_path):

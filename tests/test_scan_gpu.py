@@ -173,3 +173,27 @@ def test_n_windows_are_never_candidates(chrx_slice):
     hits = compare(plan, codes, n)
     pos, _ = candidates(cp.asarray(codes), n, plan)
     assert pos.size < 20 * hits + 1000, f"{pos.size} candidates for {hits} hits"
+
+
+@pytest.mark.parametrize("with_counts", [False, True])
+def test_qvalue_pairs_on_gpu_equal_cpu(with_counts):
+    """The q-values' distinct (family, p-value, count) pairs sorted by CuPy equal the numba kernel's, on families
+    out of order, heavy ties and merged counts; and equal counting every pair in Python."""
+    from collections import Counter
+
+    from workers.scan.distinct import distinct_pairs
+
+    rng = np.random.default_rng(11)
+    fam = np.repeat(rng.permutation(300), rng.integers(0, 4000, 300))
+    p = rng.choice(10 ** rng.uniform(-12, -4, 20_000), fam.size)
+    count = rng.integers(1, 5, fam.size) if with_counts else None
+    g = distinct_pairs(fam, p, count, device="gpu")
+    c = distinct_pairs(fam, p, count, device="cpu")
+    for a, b in zip(g, c):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    want = Counter()
+    for f, q, n in zip(fam.tolist(), p.tolist(), (count if with_counts else np.ones(fam.size, int)).tolist()):
+        want[(f, q)] += n
+    keys = sorted(want)
+    assert list(zip(g[0].tolist(), g[1].tolist())) == keys and g[2].tolist() == [want[k] for k in keys]
+    print("q-value pairs GPU == CPU:", fam.size, "items,", g[0].size, "pairs")

@@ -1,0 +1,73 @@
+"""Distinct (family, p-value) pairs of hits, counted, on the CPU (numba) or the GPU (CuPy): the q-values' sort.
+
+:mod:`pipeline.qvalues` reduces every hit's p-value to one sorted, counted pair per distinct (motif family,
+p-value) before Benjamini-Hochberg.  It is a sort of every hit: 516 M p-values for a human genome at p = 1e-4,
+68 thread-seconds of the 16 host threads of a GPU machine (docs/benchmarks.md, session 8), while its GPU sat idle;
+on a GPU worker the sort goes to the device (CUB's radix sorts), on a CPU worker to one compiled call a file
+(:mod:`workers.scan.distinct_numba`: no GIL).  Both give the same arrays.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def distinct_pairs(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None = None, device: str = "cpu"):
+    """The distinct (fam, p) pairs, sorted by family then p-value, and the summed counts of each.
+
+    Parameters
+    ----------
+    fam : ndarray of int, shape (n,)
+        Family (motif id) index of each item, >= 0.
+    p : ndarray of float64, shape (n,)
+        P-values, not NaN.
+    count : ndarray of int64, shape (n,), optional
+        How many hits each item stands for (merging earlier pairs); default one each.
+    device : {"cpu", "gpu"}
+
+    Returns
+    -------
+    fam, p, count : ndarray, shape (k,) each
+        int64, float64, int64.
+    """
+    fam = np.asarray(fam, np.int64)
+    p = np.ascontiguousarray(p, np.float64)
+    if device == "gpu" and fam.size:
+        return _distinct_gpu(fam, p, count)
+    from workers.scan.distinct_numba import distinct_runs  # noqa: PLC0415
+
+    if fam.size > 1 and not (fam[1:] >= fam[:-1]).all():
+        o = np.argsort(fam, kind="stable")
+        fam, p, count = fam[o], p[o], None if count is None else count[o]
+    n = fam.size
+    of, op, oc = np.empty(n, np.int64), np.empty(n, np.float64), np.empty(n, np.int64)
+    k = distinct_runs(fam, p, np.zeros(0, np.int64) if count is None else np.ascontiguousarray(count, np.int64),
+                      of, op, oc)
+    return of[:k], op[:k], oc[:k]
+
+
+def _distinct_gpu(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None):
+    """:func:`distinct_pairs` on the current CUDA device, on a stream of its own (the worker's other threads
+    keep theirs).  (fam, p) order from two stable radix argsorts: by p, then by family."""
+    import cupy as cp  # noqa: PLC0415
+
+    n = fam.size
+    with cp.cuda.Stream(non_blocking=True) as stream:
+        f = cp.asarray(fam.astype(np.int32) if fam.max(initial=0) < 2**31 else fam)
+        q = cp.asarray(p)
+        o = cp.argsort(q)
+        o = o[cp.argsort(f[o])]                 # CUB's radix sort is stable: p stays ascending within a family
+        f, q = f[o], q[o]
+        new = cp.empty(n, dtype=bool)
+        new[0] = True
+        new[1:] = (f[1:] != f[:-1]) | (q[1:] != q[:-1])
+        first = cp.flatnonzero(new)
+        if count is None:
+            c = cp.diff(cp.concatenate([first, cp.array([n], first.dtype)]))
+        else:
+            cs = cp.cumsum(cp.asarray(np.ascontiguousarray(count, np.int64))[o])
+            tot = cs[cp.concatenate([first[1:], cp.array([n], first.dtype)]) - 1]
+            c = cp.diff(cp.concatenate([cp.zeros(1, tot.dtype), tot]))
+        out = (f[first].astype(np.int64).get(stream=stream), q[first].get(stream=stream),
+               c.astype(np.int64).get(stream=stream))
+        stream.synchronize()
+    return out
