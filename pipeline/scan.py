@@ -197,12 +197,19 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
 _CODECS = ("zstd", "lz4", "snappy", "gzip", "brotli", "none")
 
 
-def _compression() -> str:
+def _compression(device: str = "cpu") -> str:
+    """The hits files' Parquet codec (``motifgrid.scan.compression``).  ``auto``: lz4 on GPU workers, whose tasks
+    are bound by the host's Parquet encoding (a human-sized scan at p = 1e-4 on one H100: tasks 15.6-20 s with
+    zstd, 12.9 s with lz4, for 20 % more bytes; docs/benchmarks.md, session 8), zstd (the smallest files) on CPU
+    workers, whose tasks are bound by the scan itself."""
     import dask.config  # noqa: PLC0415
 
-    c = str(dask.config.get("motifgrid.scan.compression", default="zstd")).lower()
+    c = str(dask.config.get("motifgrid.scan.compression", default="auto")).lower()
+    if c == "auto":
+        return "lz4" if device == "gpu" else "zstd"
     if c not in _CODECS:
-        raise ScanError(f"motifgrid.scan.compression: unknown Parquet codec {c!r}; choose one of {', '.join(_CODECS)}")
+        raise ScanError(f"motifgrid.scan.compression: unknown Parquet codec {c!r}; choose auto or one of "
+                        f"{', '.join(_CODECS)}")
     return c
 
 
@@ -518,7 +525,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     lengths = np.array([w.shape[0] for w in mset.pwms], dtype=np.int64)
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
-                      device=device, compression=_compression(), lattice=lattice, window_lengths=np.unique(lengths),
+                      device=device, compression=_compression(device), lattice=lattice, window_lengths=np.unique(lengths),
                       regions=job.regions, write_hits=job.hits)
 
     all_units = job.units()
