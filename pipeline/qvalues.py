@@ -326,19 +326,11 @@ def _rmtree(path: str) -> None:
 
 
 def _pieces_fit(client, hits: int) -> bool:
-    """The workers' memory holds the pieces of ``hits`` hits four times over (at most one (family, p-value,
-    count) each, ``_PIECE.itemsize`` bytes), each worker its share: every worker has a memory limit."""
-    limits = [w.get("memory_limit") for w in client.scheduler_info().get("workers", {}).values()]
-    return bool(limits) and all(limits) and 4 * hits * _PIECE.itemsize <= min(limits) * len(limits)
-
-
-def group_piece(collected: dict, group: int) -> dict:
-    """One group's piece of a collect task's result (and the task's seconds): what a reduce task on another
-    worker needs of it, and no more."""
-    out = {"seconds": collected["seconds"]}
-    if group in collected:
-        out[group] = collected[group]
-    return out
+    """One worker process, whose memory limit holds the pieces of ``hits`` hits four times over (at most one
+    (family, p-value, count) each, ``_PIECE.itemsize`` bytes)."""
+    workers = list(client.scheduler_info().get("workers", {}).values())
+    limit = workers[0].get("memory_limit") if len(workers) == 1 else None
+    return bool(limit) and 4 * hits * _PIECE.itemsize <= limit
 
 
 def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.ndarray, hits: np.ndarray,
@@ -367,29 +359,23 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     parts = storage.join(out, PARTS_DIR)
     _rmtree(parts)                               # left by a reduction that was interrupted
     # the collect tasks' pieces go to the reduce tasks through Dask when there is one group of motifs (at most
-    # ``budget`` p-values in all), or when the workers have the memory to hold them all (writing and reading
-    # ~1,000 part files cost a genome's reduction 37 of 116 thread-s on a GPU machine); otherwise through
-    # files, so that no process holds more than one group's
+    # ``budget`` p-values in all), or one worker process with the memory to hold them all (its reduce tasks
+    # then read them where they are: writing and reading ~1,000 part files cost a genome's reduction 37 of
+    # 116 thread-s on a GPU machine); otherwise through files, so that no process holds more than one group's
     where = parts if len(fam_groups) > 1 and not _pieces_fit(client, total) else None
     collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
                                pure=False,
                                key=f"qvalues-collect-{k}-{tag}") for k, g in enumerate(file_groups)]
-    inputs = {g: collected for g in range(len(fam_groups))}
-    if where is None and len(fam_groups) > 1 and len(client.scheduler_info().get("workers", {})) > 1:
-        # several worker processes: each reduce task fetches only its group's slices (cut where the collect
-        # results are), not every collect task's whole result
-        inputs = {g: [client.submit(group_piece, c, g, pure=False, key=f"qvalues-slice-{k}-{g}-{tag}")
-                      for k, c in enumerate(collected)] for g in inputs}
-    reduced = [client.submit(reduce_task, g, inputs[g], tests_f, device, pure=False,
-                             key=f"qvalues-reduce-{g}-{tag}") for g in range(len(fam_groups))]
+    reduced = [client.submit(reduce_task, g, collected, tests_f, device, pure=False, key=f"qvalues-reduce-{g}-{tag}")
+               for g in range(len(fam_groups))]
     results = client.gather(reduced)
     t_reduced = time.perf_counter()
     steps_s: dict = {}
     for r in results:
         for k, v in r.pop("seconds").items():
             steps_s[k] = steps_s.get(k, 0.0) + v
-    n_tasks = len(collected) + len(reduced) + (sum(map(len, inputs.values())) if inputs[0] is not collected else 0)
-    del collected, reduced, inputs
+    n_tasks = len(collected) + len(reduced)
+    del collected, reduced
     _rmtree(parts)
     cat = {k: np.concatenate([r[k] for r in results]) for k in ("family", "pvalue", "qvalue", "hits")}
     order = np.lexsort((cat["pvalue"], cat["family"]))
