@@ -325,12 +325,12 @@ def _rmtree(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _pieces_fit(client, hits: int) -> bool:
-    """One worker process, whose memory limit holds the pieces of ``hits`` hits four times over (at most one
-    (family, p-value, count) each, ``_PIECE.itemsize`` bytes)."""
-    workers = list(client.scheduler_info().get("workers", {}).values())
-    limit = workers[0].get("memory_limit") if len(workers) == 1 else None
-    return bool(limit) and 4 * hits * _PIECE.itemsize <= limit
+def _pieces_worker(client, hits: int) -> str | None:
+    """The worker (address) with the largest memory limit, if that limit holds the pieces of ``hits`` hits four
+    times over (at most one (family, p-value, count) each, ``_PIECE.itemsize`` bytes); else None."""
+    limits = {a: w.get("memory_limit") or 0 for a, w in client.scheduler_info().get("workers", {}).items()}
+    best = max(limits, key=limits.get, default=None)
+    return best if best is not None and 4 * hits * _PIECE.itemsize <= limits[best] else None
 
 
 def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.ndarray, hits: np.ndarray,
@@ -347,7 +347,15 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     np.add.at(hits_f, fam, np.asarray(hits, np.int64))
     index = {m: f for f, m in enumerate(ids)}
     total = sum(h for _, h in files)
-    threads = max(1, sum(client.nthreads().values()))
+    # the collect tasks' pieces go to the reduce tasks through Dask (in memory) when there is one group of
+    # motifs, or when one worker has the memory to hold them all: then every task of the reduction runs on that
+    # worker, its reduce tasks reading the pieces where they are (writing and reading ~1,000 part files cost a
+    # genome's reduction 37 of 116 thread-s on one H100; on 2x H200, 16 threads each, the reduction took
+    # 3.8 s on one worker in memory, 7.2 s on both through files and 11.6 s on both through Dask's transfers:
+    # docs/benchmarks.md, session 8); otherwise through files, so that no process holds more than one group's
+    pin = _pieces_worker(client, total)
+    nthreads = client.nthreads()
+    threads = max(1, nthreads.get(pin, 0) if pin else sum(nthreads.values()))
     # two tasks per worker thread, each within [_MIN_SPLIT, task-hits] hits: collect tasks x motif groups part
     # files go through the shuffle, so they stay ~(2 threads)^2 (2 M-hit tasks made 258^2 = 66 k files for the
     # 516 M hits of a human genome at 1e-4), and no two tasks per thread hold more than 2 x task-hits p-values
@@ -358,16 +366,12 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     tag = uuid.uuid4().hex[:6]
     parts = storage.join(out, PARTS_DIR)
     _rmtree(parts)                               # left by a reduction that was interrupted
-    # the collect tasks' pieces go to the reduce tasks through Dask when there is one group of motifs (at most
-    # ``budget`` p-values in all), or one worker process with the memory to hold them all (its reduce tasks
-    # then read them where they are: writing and reading ~1,000 part files cost a genome's reduction 37 of
-    # 116 thread-s on a GPU machine); otherwise through files, so that no process holds more than one group's
-    where = parts if len(fam_groups) > 1 and not _pieces_fit(client, total) else None
+    where = parts if len(fam_groups) > 1 and pin is None else None
+    on = {"workers": [pin], "allow_other_workers": False} if pin and len(nthreads) > 1 else {}
     collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
-                               pure=False,
-                               key=f"qvalues-collect-{k}-{tag}") for k, g in enumerate(file_groups)]
-    reduced = [client.submit(reduce_task, g, collected, tests_f, device, pure=False, key=f"qvalues-reduce-{g}-{tag}")
-               for g in range(len(fam_groups))]
+                               pure=False, key=f"qvalues-collect-{k}-{tag}", **on) for k, g in enumerate(file_groups)]
+    reduced = [client.submit(reduce_task, g, collected, tests_f, device, pure=False, key=f"qvalues-reduce-{g}-{tag}",
+                             **on) for g in range(len(fam_groups))]
     results = client.gather(reduced)
     t_reduced = time.perf_counter()
     steps_s: dict = {}

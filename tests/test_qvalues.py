@@ -220,28 +220,31 @@ def test_scan_qvalues_equal_direct_bh(genome, finished):
 
 @pytest.mark.parametrize("pieces", ["files", "memory"])
 def test_many_reduction_tasks_same_map(genome, finished, client, tmp_path, monkeypatch, pieces):
-    """Reduction tasks of a few hits each (collect tasks over block files, reduce tasks over motif groups,
-    parts on disk between two worker processes, or in the workers' memory) write the same map as the single
-    task, and leave no parts behind."""
+    """Reduction tasks of a few hits each (collect tasks over block files, reduce tasks over motif groups; the
+    pieces as part files on disk between the two worker processes, or in the memory of the one worker that runs
+    every task of the reduction) write the same map as the single task, and leave no parts behind."""
     import dask.config
+    from distributed import get_task_stream
 
     import pipeline.qvalues
 
     store, _ = genome
     out, res = finished
-    assert not pipeline.qvalues._pieces_fit(client, 1)           # two worker processes: through files
-    if pieces == "memory":
-        monkeypatch.setattr(pipeline.qvalues, "_pieces_fit", lambda client, hits: True)
-    with dask.config.set({"motifgrid.qvalues.task-hits": 150}):
+    assert pipeline.qvalues._pieces_worker(client, 1000) in client.nthreads()
+    if pieces == "files":
+        monkeypatch.setattr(pipeline.qvalues, "_pieces_worker", lambda client, hits: None)
+    with dask.config.set({"motifgrid.qvalues.task-hits": 150}), get_task_stream(client) as ts:
         small = run_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, client=client, progress=False)
     assert small.qvalues["tasks"] > 4 and res.qvalues["tasks"] == 2          # one collect, one reduce task
     assert pq.read_table(tmp_path / "h" / "_qvalues.parquet").equals(pq.read_table(out / "_qvalues.parquet"))
     assert not (tmp_path / "h" / "_qvalues.parts").exists()
+    where = {t["worker"] for t in ts.data if t["key"].startswith("qvalues-")}
+    assert len(where) == 1 or pieces == "files"
 
 
-def test_pieces_kept_in_memory_only_on_one_worker_with_room():
-    """The reduction's pieces skip the part files only for one worker process whose memory limit holds 4x them."""
-    from pipeline.qvalues import _pieces_fit
+def test_pieces_kept_in_memory_on_the_worker_with_room():
+    """The reduction's pieces skip the part files where one worker's memory limit holds 4x them: that worker."""
+    from pipeline.qvalues import _pieces_worker
 
     class Client:
         def __init__(self, *limits):
@@ -250,8 +253,10 @@ def test_pieces_kept_in_memory_only_on_one_worker_with_room():
         def scheduler_info(self):
             return self.info
 
-    assert _pieces_fit(Client(8e9), 100_000_000) and not _pieces_fit(Client(8e9), 100_000_001)
-    assert not _pieces_fit(Client(8e9, 8e9), 10) and not _pieces_fit(Client(None), 10) and not _pieces_fit(Client(), 10)
+    assert _pieces_worker(Client(8e9), 100_000_000) == "w0" and _pieces_worker(Client(8e9), 100_000_001) is None
+    assert _pieces_worker(Client(2e9, 8e9, None), 100_000_000) == "w1"
+    assert _pieces_worker(Client(4e9, 4e9), 100_000_000) is None
+    assert _pieces_worker(Client(None), 10) is None and _pieces_worker(Client(), 10) is None
 
 
 def test_resume_gives_the_same_qvalues(genome, finished, client, tmp_path):
