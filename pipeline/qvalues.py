@@ -391,7 +391,10 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
                          "hits": cat["hits"].astype(np.int64)}, schema=QVALUES_SCHEMA)
     table = table.replace_schema_metadata({_META_KEY: json.dumps(info).encode()})
     storage.write_parquet(table, storage.join(out, QVALUES_FILE))
-    qmap = QvalueMap.read(out)
+    fam_ = cat["family"].astype(np.int64)        # the map as read back, from what was just written
+    start = np.flatnonzero(np.r_[True, fam_[1:] != fam_[:-1]]) if fam_.size else np.zeros(0, np.int64)
+    qmap = QvalueMap(ids=[ids[f] for f in fam_[start].tolist()], offsets=np.r_[start, fam_.size].astype(np.int64),
+                     pvalue=cat["pvalue"], qvalue=cat["qvalue"], hits=cat["hits"], max_qvalue=max_qvalue, info=info)
     at = max_qvalue if max_qvalue is not None else level
     return {"level": at, "hits_at_level": qmap.hits_at(at), "max_qvalue": max_qvalue, "steps": table.num_rows,
             "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks,
