@@ -176,5 +176,11 @@ def write_region_counts(out: str, records, regions, motif_ids: list, motif_names
     # row-group statistics for every column but the motifs' (every row group holds every motif: they prune
     # nothing, and their string min/max cost a fifth of the write)
     stats = [f.name for f in REGION_COUNTS_SCHEMA if f.name not in ("motif_id", "motif_name")]
+    # dictionary pages for the names only: tried on the numbers, a dictionary is built and dropped for each
+    # column chunk (1.12 -> 0.85 s for the 6.1 M rows of 100,000 peaks, the file 27 % larger).  Every row group
+    # keeps the whole name list: dictionaries sliced to each row group's keys wrote in 0.46 s, but readers then
+    # meet differing dictionaries (pyarrow's group_by refuses them)
+    strings = [f.name for f in REGION_COUNTS_SCHEMA if pa.types.is_dictionary(f.type)]
     storage.write_parquet_chunks((table(m) for m in _merged(out, len(motif_ids))), REGION_COUNTS_SCHEMA,
-                                 storage.join(out, REGION_COUNTS_FILE), empty=table(empty), write_statistics=stats)
+                                 storage.join(out, REGION_COUNTS_FILE), empty=table(empty), write_statistics=stats,
+                                 use_dictionary=strings)
