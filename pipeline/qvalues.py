@@ -111,16 +111,19 @@ class QvalueMap:
         if not storage.exists(path):
             return None
         t = storage.read_parquet(path)
-        info = json.loads((t.schema.metadata or {}).get(_META_KEY, b"{}"))
         codes = t.column("motif_id").combine_chunks().dictionary_encode()      # rows come grouped by motif
-        idx = arrow.to_numpy(codes.indices)
-        start = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]]) if idx.size else np.zeros(0, np.int64)
-        offsets = np.r_[start, idx.size].astype(np.int64)
-        names = codes.dictionary.to_pylist()
-        return cls(ids=[names[i] for i in idx[start].tolist()], offsets=offsets,
-                   pvalue=arrow.to_numpy(t.column("pvalue")), qvalue=arrow.to_numpy(t.column("qvalue")),
-                   hits=arrow.to_numpy(t.column("hits")),
-                   max_qvalue=info.get("max_qvalue"), info=info)
+        return cls.from_rows(arrow.to_numpy(codes.indices), codes.dictionary.to_pylist(),
+                             arrow.to_numpy(t.column("pvalue")), arrow.to_numpy(t.column("qvalue")),
+                             arrow.to_numpy(t.column("hits")),
+                             json.loads((t.schema.metadata or {}).get(_META_KEY, b"{}")))
+
+    @classmethod
+    def from_rows(cls, codes: np.ndarray, names: list, pvalue, qvalue, hits, info: dict) -> "QvalueMap":
+        """The map of the file's rows: ``codes`` (n,) each row's index into ``names`` (the motif ids), rows grouped
+        by motif and ascending in p-value within each; ``info`` the file's metadata."""
+        start = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if codes.size else np.zeros(0, np.int64)
+        return cls(ids=[names[i] for i in codes[start].tolist()], offsets=np.r_[start, codes.size].astype(np.int64),
+                   pvalue=pvalue, qvalue=qvalue, hits=hits, max_qvalue=info.get("max_qvalue"), info=info)
 
     @property
     def index(self) -> dict:
@@ -196,9 +199,12 @@ def _distinct(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None = None, d
     (:func:`workers.scan.distinct.distinct_pairs`: numba on a CPU worker, CuPy's radix sorts on a GPU worker)."""
     from workers.scan.distinct import distinct_pairs  # noqa: PLC0415
 
-    f, q, c = distinct_pairs(fam, p, count, device=device)
-    out = np.empty(f.size, _PIECE)
-    out["family"], out["pvalue"], out["count"] = f, q, c
+    return _as_piece(*distinct_pairs(fam, p, count, device=device))
+
+
+def _as_piece(fam: np.ndarray, p: np.ndarray, count: np.ndarray) -> np.ndarray:
+    out = np.empty(fam.size, _PIECE)
+    out["family"], out["pvalue"], out["count"] = fam, p, count
     return out
 
 
@@ -208,30 +214,26 @@ def collect_task(out: str, files: list, index: dict, group_starts: np.ndarray, p
     of each group), their distinct (family, p-value, count) (sorted on ``device``).  Written to
     ``parts/g<group>/c<task>.npy`` and the paths returned, or returned as arrays when ``parts`` is None:
     ``{group: path or array}``, with the task's thread-seconds by step under ``"seconds"``."""
+    from workers.scan.distinct import distinct_pairs_of  # noqa: PLC0415
+
     t0 = time.perf_counter()
-    t_read, fams, ps, pieces = 0.0, [], [], []
-    for rel in files:
-        tr = time.perf_counter()
-        # one thread a file: the task is one of many running side by side (Arrow's pool only queued them:
-        # 95 -> 24 thread-s reading 516 M hits' p-values on a 16-thread GPU worker)
-        t = storage.read_parquet(storage.join(out, rel), columns=["motif_id", "pvalue"], use_threads=False)
-        f = family_codes(t.column("motif_id"), index)
-        if f.size and f.min() < 0:
-            raise ValueError(f"{storage.join(out, rel)}: a motif id that is not in the run's motif set")
-        p = arrow.to_numpy(t.column("pvalue"))
-        t_read += time.perf_counter() - tr
-        if device == "gpu":                  # one sort of them all on the device
-            fams.append(f)
-            ps.append(p)
-        else:                                # each file's pairs (its hits come grouped by motif), then a merge
-            pieces.append(_distinct(f, p))
-    if device == "gpu":
-        piece = _distinct(np.concatenate(fams or [np.zeros(0, np.int64)]), np.concatenate(ps or [np.zeros(0)]),
-                          device="gpu")
-    else:
-        cat = np.concatenate(pieces) if pieces else np.zeros(0, _PIECE)
-        piece = cat if len(pieces) < 2 else _distinct(cat["family"], cat["pvalue"], cat["count"])
-    del fams, ps, pieces
+    t_read = 0.0
+
+    def columns():
+        nonlocal t_read
+        for rel in files:
+            tr = time.perf_counter()
+            # one thread a file: the task is one of many running side by side (Arrow's pool only queued them:
+            # 95 -> 24 thread-s reading 516 M hits' p-values on a 16-thread GPU worker)
+            t = storage.read_parquet(storage.join(out, rel), columns=["motif_id", "pvalue"], use_threads=False)
+            f = family_codes(t.column("motif_id"), index)
+            if f.size and f.min() < 0:
+                raise ValueError(f"{storage.join(out, rel)}: a motif id that is not in the run's motif set")
+            p = arrow.to_numpy(t.column("pvalue"))
+            t_read += time.perf_counter() - tr
+            yield f, p
+
+    piece = _as_piece(*distinct_pairs_of(columns(), device=device))
     t2 = time.perf_counter()
     t1 = t0 + t_read
     cut = np.searchsorted(piece["family"], np.r_[group_starts, np.iinfo(np.int64).max])
@@ -245,7 +247,7 @@ def collect_task(out: str, files: list, index: dict, group_starts: np.ndarray, p
         np.save(buf, arr, allow_pickle=False)
         path = storage.join(parts, f"g{g:06d}", f"c{task:06d}.npy")
         storage.makedirs(storage.join(parts, f"g{g:06d}"))
-        storage.write_scratch_bytes(path, buf.getvalue())
+        storage.atomic_write_bytes(path, buf.getvalue(), durable=False)  # scratch of one run
         result[g] = path
     result["seconds"] = {"collect_read": t1 - t0, "collect_distinct": t2 - t1,
                          "collect_write": time.perf_counter() - t2}
@@ -391,10 +393,8 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
                          "hits": cat["hits"].astype(np.int64)}, schema=QVALUES_SCHEMA)
     table = table.replace_schema_metadata({_META_KEY: json.dumps(info).encode()})
     storage.write_parquet(table, storage.join(out, QVALUES_FILE))
-    fam_ = cat["family"].astype(np.int64)        # the map as read back, from what was just written
-    start = np.flatnonzero(np.r_[True, fam_[1:] != fam_[:-1]]) if fam_.size else np.zeros(0, np.int64)
-    qmap = QvalueMap(ids=[ids[f] for f in fam_[start].tolist()], offsets=np.r_[start, fam_.size].astype(np.int64),
-                     pvalue=cat["pvalue"], qvalue=cat["qvalue"], hits=cat["hits"], max_qvalue=max_qvalue, info=info)
+    qmap = QvalueMap.from_rows(cat["family"].astype(np.int64), ids, cat["pvalue"], cat["qvalue"], cat["hits"],
+                               info)                 # what was just written, not read back
     at = max_qvalue if max_qvalue is not None else level
     return {"level": at, "hits_at_level": qmap.hits_at(at), "max_qvalue": max_qvalue, "steps": table.num_rows,
             "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks,

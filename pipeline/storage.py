@@ -178,12 +178,13 @@ def _through_devices(path: str) -> bool:
 
 
 @contextlib.contextmanager
-def open_output(path, mode: str = "w"):
+def open_output(path, mode: str = "w", durable: bool = True):
     """A file object to write a command's output to (``mode`` ``"w"`` or ``"wb"``), see :func:`output_target`.
 
     A regular file (or the target of a link to one) is written under a hidden temporary name beside it,
-    flushed, given the old file's permissions and renamed onto it when the block ends without an error:
-    readers see the old file or the whole new one.  Standard output and streams get the data as written."""
+    flushed (to the disk too unless ``durable`` is False), given the old file's permissions and renamed onto it
+    when the block ends without an error: readers see the old file or the whole new one.  Standard output and
+    streams get the data as written."""
     kind, target = output_target(path)
     if kind == "stdout":
         if "b" in mode:
@@ -201,7 +202,8 @@ def open_output(path, mode: str = "w"):
         with open(tmp, mode) as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         try:
             os.chmod(tmp, stat.S_IMODE(os.stat(target).st_mode))
         except FileNotFoundError:
@@ -212,35 +214,18 @@ def open_output(path, mode: str = "w"):
         raise
 
 
-def atomic_write_bytes(path, data: bytes) -> None:
-    """Write ``data`` so that readers see the old file, or the whole new one (:func:`open_output` locally)."""
+def atomic_write_bytes(path, data: bytes, durable: bool = True) -> None:
+    """Write ``data`` so that readers see the old file, or the whole new one (:func:`open_output` locally).
+    ``durable=False`` skips the fsync: for files that live only within one run (a reduction's parts), where an
+    fsync each queued them behind the hits' write-back (13 -> 30 thread-s for a genome's q-value parts,
+    docs/benchmarks.md, session 8)."""
     s = os.fspath(path)
     if not is_url(s):
-        with open_output(s, "wb") as f:
+        with open_output(s, "wb", durable=durable) as f:
             f.write(data)
         return
     fs, p = url_to_fs(s)
     fs.pipe_file(p, data)
-
-
-def write_scratch_bytes(path, data: bytes) -> None:
-    """Write a file that lives only within one run (a reduction's intermediate parts): whole or not at all to
-    its readers (temporary name, then rename), but not flushed to the disk (:func:`atomic_write_bytes` is):
-    a crash loses the run's parts anyway, and an fsync each queued them behind the hits' write-back (13 -> 30
-    thread-s for a genome's q-value parts, docs/benchmarks.md, session 8)."""
-    s = os.fspath(path)
-    if is_url(s):
-        fs, p = url_to_fs(s)
-        fs.pipe_file(p, data)
-        return
-    tmp = f"{os.path.dirname(s)}/.{os.path.basename(s)}.tmp-{uuid.uuid4().hex}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, s)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
 
 
 def write_parquet(table, path, **kwargs) -> None:

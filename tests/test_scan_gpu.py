@@ -196,4 +196,10 @@ def test_qvalue_pairs_on_gpu_equal_cpu(with_counts):
         want[(f, q)] += n
     keys = sorted(want)
     assert list(zip(g[0].tolist(), g[1].tolist())) == keys and g[2].tolist() == [want[k] for k in keys]
+    if not with_counts:                     # several block files' columns at once (a collect task)
+        from workers.scan.distinct import distinct_pairs_of
+
+        cols = [(fam[a:b], p[a:b]) for a, b in ((0, 1000), (1000, 50_000), (50_000, fam.size))]
+        for a, b in zip(distinct_pairs_of(cols, device="gpu"), distinct_pairs_of(iter(cols), device="cpu")):
+            assert np.array_equal(a, b)
     print("q-value pairs GPU == CPU:", fam.size, "items,", g[0].size, "pairs")

@@ -19,7 +19,6 @@ from workers.backend import limit_blas_threads, set_gc_threshold
 from workers.distribution import pvalue_to_score
 from workers.scan import make_plan, scan_block
 from workers.scan.distinct import distinct_pairs
-from workers.scan.distinct_numba import distinct_runs
 
 _done: dict = {}
 _lock = threading.Lock()
@@ -45,7 +44,7 @@ def warm(device: str = "cpu") -> None:
         codes = rng.integers(0, 4, 4096 + 16).astype(np.uint8)
         scan_block(codes, 4096, plan, device="cpu")                  # slices kernels, float64 rescoring
         z = np.zeros(2, np.int64)
-        distinct_runs(z, np.ones(2), z[:0], z.copy(), np.ones(2), z.copy())     # the q-values' kernel
+        distinct_pairs(z, np.ones(2))                                 # the q-values' sort (numba)
         if device == "gpu":
             # CUDA context, the rescoring and p-value segment kernels; each tile width's scan kernel is loaded
             # by the first block that needs it (compiling all 16 widths ahead would hold the compile lock)

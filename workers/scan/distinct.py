@@ -45,6 +45,28 @@ def distinct_pairs(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None = No
     return of[:k], op[:k], oc[:k]
 
 
+def distinct_pairs_of(columns, device: str = "cpu"):
+    """:func:`distinct_pairs` of the items of several ``(fam, p)`` arrays (an iterable: a task's block files).
+
+    On the GPU they are sorted at once (one transfer, one pair of radix sorts); on the CPU each array is reduced
+    as it comes (a block file's hits come grouped by motif: no family sort) and the sorted runs merged after,
+    so that memory holds the pairs, not every p-value."""
+    if device == "gpu":
+        items = list(columns)
+        if not items:
+            return _empty()
+        return distinct_pairs(np.concatenate([f for f, _ in items]), np.concatenate([p for _, p in items]),
+                              device="gpu")
+    runs = [distinct_pairs(f, p) for f, p in columns]
+    if len(runs) < 2:
+        return runs[0] if runs else _empty()
+    return distinct_pairs(*(np.concatenate(x) for x in zip(*runs)))
+
+
+def _empty():
+    return np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64)
+
+
 def _distinct_gpu(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None):
     """:func:`distinct_pairs` on the current CUDA device, on a stream of its own (the worker's other threads
     keep theirs).  (fam, p) order from two stable radix argsorts: by p, then by family."""
