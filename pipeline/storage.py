@@ -246,9 +246,10 @@ def write_parquet(table, path, **kwargs) -> None:
     pq.write_table(table, p, filesystem=fs, **kwargs)
 
 
-def write_parquet_chunks(tables, schema, path, empty=None, **kwargs) -> None:
+def write_parquet_chunks(tables, schema, path, empty=None, row_group_size: int | None = None, **kwargs) -> None:
     """Write the tables of an iterator as the row groups of one Parquet file (bounded memory: one chunk at a
-    time), atomically as :func:`write_parquet`; ``empty`` (a table of ``schema``) is written when there is none."""
+    time), atomically as :func:`write_parquet`; ``empty`` (a table of ``schema``) is written when there is none.
+    A table longer than ``row_group_size`` rows (default: pyarrow's, 1 Mi) is split into several row groups."""
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     s = os.fspath(path)
@@ -260,7 +261,7 @@ def write_parquet_chunks(tables, schema, path, empty=None, **kwargs) -> None:
             written = False
             for t in tables:
                 if t.num_rows:
-                    w.write_table(t)
+                    w.write_table(t, row_group_size=row_group_size)
                     written = True
             if not written and empty is not None:
                 w.write_table(empty)

@@ -127,6 +127,30 @@ def test_ragged_lines_and_blank_lines_are_read(tmp_path, chrx_slice):
     check_rows(g, [("a", seq), ("b", "ACGT")])
 
 
+@pytest.mark.parametrize("chunk", [7, 100, 1 << 20])
+def test_any_layout_cut_anywhere_reads_back(tmp_path, monkeypatch, chrx_slice, chunk):
+    """Records of every size (empty ones too) with random line widths, CR LF and blank lines, the reader's
+    chunks cut after any line: the vectorised chunk parse gives every record's name and bases, and the store
+    lays them out as one ``add`` per record would (the packed reference)."""
+    from pipeline import fasta as fasta_module
+
+    monkeypatch.setattr(fasta_module, "_CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    recs, text, at = [], [], 0
+    for i in range(150):
+        n = int(rng.choice([0, 1, 5, 40, 300, 2500]))
+        seq, at = chrx_slice[at:at + n], at + n
+        recs.append((f"r{i}", seq))
+        eol = "\r\n" if rng.random() < 0.3 else "\n"
+        width = int(rng.integers(1, 90))
+        text.append(f">r{i} {'desc ' * int(rng.integers(0, 3))}{eol}")
+        text += [seq[k:k + width] + eol + ("\n" if rng.random() < 0.05 else "") for k in range(0, n, width)]
+    fa = write(tmp_path / "layout.fa", "".join(text).rstrip("\n"))
+    g = ingest(fa, tmp_path / "l.zarr", block_size=2048, halo=20)
+    assert list(g.records.names) == [r for r, _ in recs]
+    check_rows(g, recs)
+
+
 def test_many_small_records_share_blocks(tmp_path, chrx_slice):
     recs = [(f"p{i}", chrx_slice[i * 37:i * 37 + 20 + i % 50]) for i in range(3000)]
     g = ingest(write(tmp_path / "many.fa", fasta(recs)), tmp_path / "m.zarr", block_size=4096, halo=20)

@@ -234,11 +234,18 @@ def test_bad_bed(tmp_path, chrx_2mb, line, msg):
 
 
 @pytest.mark.parametrize("interleaved", [False, True])
-def test_region_counts_merge_equals_a_direct_reduction(tmp_path, interleaved):
-    """Blocks' counts merged (a key spanning two blocks, and keys of two blocks interleaving as overlapping regions
-    make them) equal one reduction of all the hits."""
+@pytest.mark.parametrize("reduce", ["count", "sort"])
+def test_region_counts_merge_equals_a_direct_reduction(tmp_path, monkeypatch, interleaved, reduce):
+    """Blocks' counts (numba's counting sort, or NumPy's sort where keys span too wide a range) merged (a key
+    spanning two blocks, and keys of two blocks interleaving as overlapping regions make them) and regrouped into
+    row groups equal one reduction of all the hits."""
+    from pipeline import region_counts
     from pipeline.genome import Records
     from pipeline.region_counts import block_counts, write_block_counts, write_region_counts
+
+    if reduce == "sort":
+        monkeypatch.setattr(region_counts, "_COUNT_SORT_SPAN", -1)
+    monkeypatch.setattr(region_counts, "_ROW_GROUP", 40)
 
     rng = np.random.default_rng(3)
     n_motifs, hits = 5, []
@@ -246,7 +253,8 @@ def test_region_counts_merge_equals_a_direct_reduction(tmp_path, interleaved):
         lo = 10 * b - (5 if interleaved and b else 0)             # keys of a block overlap the previous block's
         row = np.sort(rng.integers(0, 2 * n_motifs, 300))          # hits in (row, position) order:
         key = np.concatenate([np.sort(rng.integers(lo, lo + 12, int((row == r).sum()))) for r in range(2 * n_motifs)])
-        motif = row // 2                                           # keys ascend within a row
+        motif = np.array([3, 0, 4, 2, 1])[row // 2]                # keys ascend within a row; rows not in
+                                                                   # motif order (plans order rows by length)
         score, p = rng.normal(10, 2, 300), rng.uniform(1e-6, 1e-4, 300)
         write_block_counts(str(tmp_path), f"b{b:07d}", block_counts(key, motif, row, score, p, n_motifs))
         hits += list(zip(key.tolist(), motif.tolist(), score.tolist(), p.tolist()))
@@ -259,6 +267,7 @@ def test_region_counts_merge_equals_a_direct_reduction(tmp_path, interleaved):
     got = pq.read_table(tmp_path / "_region_counts.parquet").to_pylist()
     assert {(r["region"], r["motif_id"]): (r["hits"], r["best_score"], r["best_pvalue"]) for r in got} == want
     assert len(got) == len(want) and all(r["end"] == 90 and r["chrom"] == r["region"] for r in got)
+    assert pq.ParquetFile(tmp_path / "_region_counts.parquet").metadata.num_row_groups > 1
 
 
 @pytest.mark.parametrize("cells", [None, 1])

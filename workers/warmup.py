@@ -18,6 +18,7 @@ import numpy as np
 from workers.backend import limit_blas_threads, set_gc_threshold
 from workers.distribution import pvalue_to_score
 from workers.scan import make_plan, scan_block
+from workers.scan.counts_numba import reduce_block
 from workers.scan.distinct import distinct_pairs
 
 _done: dict = {}
@@ -45,6 +46,7 @@ def warm(device: str = "cpu") -> None:
         scan_block(codes, 4096, plan, device="cpu")                  # slices kernels, float64 rescoring
         z = np.zeros(2, np.int64)
         distinct_pairs(z, np.ones(2))                                 # the q-values' sort (numba)
+        reduce_block(z, z.astype(np.int32), z.astype(np.int32), np.ones(2), np.ones(2), 1)   # region counts
         if device == "gpu":
             # CUDA context, the rescoring and p-value segment kernels; each tile width's scan kernel is loaded
             # by the first block that needs it (compiling all 16 widths ahead would hold the compile lock)
