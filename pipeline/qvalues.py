@@ -236,6 +236,30 @@ def collect_task(out: str, files: list, index: dict, group_starts: np.ndarray, p
     piece = _as_piece(*distinct_pairs_of(columns(), device=device))
     t2 = time.perf_counter()
     t1 = t0 + t_read
+    result = _by_group(piece, group_starts, parts, task)
+    result["seconds"] = {"collect_read": t1 - t0, "collect_distinct": t2 - t1,
+                         "collect_write": time.perf_counter() - t2}
+    return result
+
+
+def kept_collect_task(run: str, files: list, group_starts: np.ndarray, device: str = "cpu"):
+    """:func:`collect_task` from the (family, p-value) pairs that the scan tasks of run ``run`` kept in this worker
+    for its block ``files`` (:mod:`workers.scan.kept_pairs`: no file read; on a GPU worker one sort on the device),
+    or None when the worker does not hold exactly those files' pairs (then the files are read)."""
+    from workers.scan import kept_pairs  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    got = kept_pairs.collect(run, files, device)
+    if got is None:
+        return None
+    result = _by_group(_as_piece(*got), group_starts, None, 0)
+    result["seconds"] = {"kept_distinct": time.perf_counter() - t0}
+    return result
+
+
+def _by_group(piece: np.ndarray, group_starts: np.ndarray, parts: str | None, task: int) -> dict:
+    """``{group: the piece's rows of that group of families}``, as arrays, or as ``parts/g<group>/c<task>.npy``
+    files (their paths) when ``parts`` is set."""
     cut = np.searchsorted(piece["family"], np.r_[group_starts, np.iinfo(np.int64).max])
     result = {}
     for g in np.flatnonzero(np.diff(cut)).tolist():
@@ -249,9 +273,27 @@ def collect_task(out: str, files: list, index: dict, group_starts: np.ndarray, p
         storage.makedirs(storage.join(parts, f"g{g:06d}"))
         storage.atomic_write_bytes(path, buf.getvalue(), durable=False)  # scratch of one run
         result[g] = path
-    result["seconds"] = {"collect_read": t1 - t0, "collect_distinct": t2 - t1,
-                         "collect_write": time.perf_counter() - t2}
     return result
+
+
+def _kept_collected(client, kept: dict | None, run: str | None, files: list, starts: np.ndarray, device: str,
+                    tag: str):
+    """The kept-pairs collect tasks (one per worker, on it) when the workers kept the pairs of every file of
+    ``files`` (``kept``: worker address -> its block files), else None (nothing submitted, or their futures
+    dropped)."""
+    if not kept or run is None or sorted(r for rels in kept.values() for r in rels) != sorted(r for r, _ in files):
+        return None
+    futures = [client.submit(kept_collect_task, run, rels, starts, device, pure=False, workers=[w],
+                             allow_other_workers=False, key=f"qvalues-kept-{k}-{tag}")
+               for k, (w, rels) in enumerate(sorted(kept.items()))]
+    held = client.gather([client.submit(_is_piece, f, pure=False, workers=[w], allow_other_workers=False,
+                                        key=f"qvalues-kept-ok-{k}-{tag}")
+                          for k, (f, w) in enumerate(zip(futures, sorted(kept)))])
+    return futures if all(held) else None
+
+
+def _is_piece(result) -> bool:
+    return result is not None
 
 
 def reduce_task(group: int, collected: list, tests: np.ndarray, device: str = "cpu") -> dict:
@@ -336,11 +378,15 @@ def _pieces_worker(client, hits: int) -> str | None:
 
 
 def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.ndarray, hits: np.ndarray,
-                    max_qvalue: float | None = None, level: float = 0.05, device: str = "cpu") -> dict:
+                    max_qvalue: float | None = None, level: float = 0.05, device: str = "cpu",
+                    kept: dict | None = None, run: str | None = None) -> dict:
     """Write ``out/_qvalues.parquet`` for the finished block ``files`` (``[(relative path, hits), ...]``).
 
-    ``motif_ids``, ``tests``, ``hits``: per motif of the run (tests = windows without N × 2 strands).  Returns
-    a small summary: hits with q <= ``max_qvalue`` (or ``level``), tasks, seconds."""
+    ``motif_ids``, ``tests``, ``hits``: per motif of the run (tests = windows without N × 2 strands).  ``kept``
+    (worker address -> block files) and ``run``: the scan tasks kept the files' (family, p-value) pairs in their
+    workers under this run key (:mod:`workers.scan.kept_pairs`): collected there, not read from the files, when
+    every file's pairs are held.  Returns a small summary: hits with q <= ``max_qvalue`` (or ``level``), tasks,
+    whether the kept pairs were used, seconds."""
     t0 = time.perf_counter()
     ids, fam = families(motif_ids)
     tests_f = np.zeros(len(ids), np.int64)
@@ -370,8 +416,11 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     _rmtree(parts)                               # left by a reduction that was interrupted
     where = parts if len(fam_groups) > 1 and pin is None else None
     on = {"workers": [pin], "allow_other_workers": False} if pin and len(nthreads) > 1 else {}
-    collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
-                               pure=False, key=f"qvalues-collect-{k}-{tag}", **on) for k, g in enumerate(file_groups)]
+    collected = _kept_collected(client, kept, run, files, starts, device, tag)
+    if collected is None:
+        collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
+                                   pure=False, key=f"qvalues-collect-{k}-{tag}", **on)
+                     for k, g in enumerate(file_groups)]
     reduced = [client.submit(reduce_task, g, collected, tests_f, device, pure=False, key=f"qvalues-reduce-{g}-{tag}",
                              **on) for g in range(len(fam_groups))]
     results = client.gather(reduced)
@@ -381,6 +430,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
         for k, v in r.pop("seconds").items():
             steps_s[k] = steps_s.get(k, 0.0) + v
     n_tasks = len(collected) + len(reduced)
+    used_kept = bool(collected) and collected[0].key.startswith("qvalues-kept-")
     del collected, reduced
     _rmtree(parts)
     cat = {k: np.concatenate([r[k] for r in results]) for k in ("family", "pvalue", "qvalue", "hits")}
@@ -397,6 +447,6 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
                                info)                 # what was just written, not read back
     at = max_qvalue if max_qvalue is not None else level
     return {"level": at, "hits_at_level": qmap.hits_at(at), "max_qvalue": max_qvalue, "steps": table.num_rows,
-            "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks,
+            "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks, "kept_pairs": used_kept,
             "seconds": time.perf_counter() - t0, "seconds_tasks_wall": t_reduced - t0,
             "task_seconds_by_step": steps_s}

@@ -27,6 +27,7 @@ import os
 import shlex
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 
 import numpy as np
@@ -526,7 +527,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
                       device=device, compression=_compression(device), lattice=lattice, window_lengths=np.unique(lengths),
-                      regions=job.regions, write_hits=job.hits)
+                      regions=job.regions, write_hits=job.hits, **_kept_pairs_settings(job, client, plan, pub.scan_id))
 
     all_units = job.units()
     todo = [u for u in all_units if store.block(u[0]).block_id not in done]
@@ -549,18 +550,26 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier, bases)
     row_hits_run = np.zeros(plan.n_rows, np.int64)
     windows_run, files_run = np.zeros(len(ctx.window_lengths), np.int64), []      # for the q-values
-    with Progress(console, len(todo), progress and len(run) > 0) as bar:
-        for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
-            for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
-                stats[k] += res[k]
-            for k, v in res["stages"].items():
-                stages[k] = stages.get(k, 0.0) + v
-            if res["row_hits"] is not None:
-                row_hits_run += res["row_hits"]
-            windows_run += res["windows"]
-            files_run += res["files"]
-            bar.update(res["blocks"], stats["hits"])
-            pub.task_done(res)
+    kept, kept_ok = {}, True       # worker -> block files whose (family, p-value) pairs it kept
+    try:
+        with Progress(console, len(todo), progress and len(run) > 0) as bar:
+            for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
+                for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
+                    stats[k] += res[k]
+                for k, v in res["stages"].items():
+                    stages[k] = stages.get(k, 0.0) + v
+                if res["row_hits"] is not None:
+                    row_hits_run += res["row_hits"]
+                windows_run += res["windows"]
+                files_run += res["files"]
+                if ctx.pairs_run is not None:
+                    kept_ok = kept_ok and res.get("kept", True) and res.get("worker") is not None
+                    kept.setdefault(res.get("worker"), []).extend(rel for rel, _ in res["files"])
+                bar.update(res["blocks"], stats["hits"])
+                pub.task_done(res)
+    except BaseException:
+        _drop_kept_pairs(client, ctx.pairs_run)     # the pairs of a failed run: freed now
+        raise
     from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
 
     wait_for_cache_writes()
@@ -576,7 +585,11 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
 
     with ThreadPoolExecutor(1, thread_name_prefix="region-counts") as pool:
         counted = pool.submit(_region_counts_step, job, out, store, mset) if job.region_counts else None
-        qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all, device)
+        try:
+            qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all, device,
+                                kept if ctx.pairs_run is not None and kept_ok else None, ctx.pairs_run)
+        finally:
+            _drop_kept_pairs(client, ctx.pairs_run)
         t_region_counts = counted.result() if counted is not None else 0.0
     seconds = time.perf_counter() - t_start
     positions = sum(bases.values())
@@ -655,8 +668,37 @@ def _motif_windows(entries: list, lengths: np.ndarray, windows: np.ndarray, moti
     return np.array([total.get(m, 0) for m in motif_lengths.tolist()], dtype=np.int64)
 
 
+def _kept_pairs_settings(job: ScanJob, client, plan, run: str) -> dict:
+    """ScanContext settings for keeping the hits' (family, p-value) pairs in the workers for the q-values
+    (:mod:`workers.scan.kept_pairs`): on when the run computes q-values over its own blocks only (not a
+    ``--resume``) and ``motifgrid.qvalues.keep-pairs`` is true; a CPU worker keeps at most
+    ``keep-pairs-memory-fraction`` of the smallest worker memory limit."""
+    import dask.config  # noqa: PLC0415
+
+    from pipeline.qvalues import families  # noqa: PLC0415
+
+    if not (job.qvalues and job.hits and not job.done and dask.config.get("motifgrid.qvalues.keep-pairs", default=True)):
+        return {}
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info().get("workers", {}).values()]
+    fraction = float(dask.config.get("motifgrid.qvalues.keep-pairs-memory-fraction", default=0.1))
+    return {"pairs_run": f"{run}-{uuid.uuid4().hex[:8]}", "pairs_budget": int(min(limits, default=0) * fraction),
+            "row_family": families(job.mset.ids)[1][plan.row_motif].astype(np.int32)}
+
+
+def _drop_kept_pairs(client, run: str | None) -> None:
+    """Free a run's kept pairs on every worker (those the reduction did not take: a fallback, a failure)."""
+    if run is None:
+        return
+    from workers.scan.kept_pairs import drop  # noqa: PLC0415
+
+    try:
+        client.run(drop, run)
+    except Exception:  # noqa: BLE001 - best effort: a worker gone frees its memory with it
+        pass
+
+
 def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np.ndarray, plan, row_hits,
-                 device: str = "cpu"):
+                 device: str = "cpu", kept: dict | None = None, run: str | None = None):
     """The end-of-run q-value reduction over every finished block file (:mod:`pipeline.qvalues`; its sorts on
     ``device``, the scan's); its summary, or None with ``--no-qvalue`` (an older map is removed then)."""
     from pipeline.qvalues import QVALUES_FILE, compute_qvalues  # noqa: PLC0415
@@ -669,7 +711,7 @@ def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np
     np.add.at(hits, plan.row_motif, row_hits)
     try:
         return compute_qvalues(client, job.out, files, job.mset.ids, tests, hits, max_qvalue=job.max_qvalue,
-                               device=device)
+                               device=device, kept=None if earlier else kept, run=run)
     except OSError as e:
         raise ScanError(_failure_message(e, job.out)) from None
     except Exception as e:  # noqa: BLE001 - a task's error, re-raised on the client

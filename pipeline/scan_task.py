@@ -43,6 +43,10 @@ class ScanContext:
     regions: Regions | None = None  # --regions: the BED regions (hits carry the name of one holding them)
     write_hits: bool = True        # False: only the blocks' (record, motif) pairs with hits and manifest entries
                                    # (enrich's counting scan)
+    pairs_run: str | None = None   # keep each block file's (family, p-value) pairs in the worker under this run key
+                                   # for the q-values (workers.scan.kept_pairs); None: they are read back from files
+    row_family: np.ndarray | None = None   # (R,) int32 q-value family (motif id) of each plan row
+    pairs_budget: int = 0          # bytes of pairs a worker may keep
 
     @functools.cached_property
     def columns(self) -> dict:
@@ -72,7 +76,7 @@ class BlockHits:
 
 
 _STRANDS = arrow.strings(["+", "-"])
-_STAGES = ("read", "windows", "table", "parquet", "counts", "manifest")
+_STAGES = ("read", "windows", "table", "parquet", "counts", "pairs", "manifest")
 _DICT_COLUMNS = ["chrom", "strand", "motif_id", "motif_name", "region"]   # dictionary pages where values repeat
 _STATS_COLUMNS = ["start", "end", "score", "pvalue"]     # row-group statistics for range / p-value filters
 #: coordinates ascend within each motif row's run (hits format 2): delta encoding stores them in a few bits and
@@ -143,7 +147,18 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
         _write_block(ctx, b, n, _merge(per_block[b]), stats, windows[b])
         stats["seconds_io"] += time.perf_counter() - t2
     stats["seconds_task"] = time.perf_counter() - t_task
+    stats["worker"] = _worker_address()
     return stats
+
+
+def _worker_address() -> str | None:
+    """The address of the Dask worker running this task (where its kept pairs are), or None outside one."""
+    try:
+        from distributed import get_worker  # noqa: PLC0415
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return None
 
 
 def _positions(units) -> list:
@@ -245,6 +260,7 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
         key = (record_positions(ctx.store, index, hits.pos)[0] if ctx.regions is None else _region_keys(ctx, hits))
         counts_rel = write_block_counts(ctx.out, blk.block_id, block_presence(
             key, ctx.columns["row_motif"][hits.row], len(ctx.motif_ids)))
+        t3 = time.perf_counter()
     elif len(hits):
         t0 = time.perf_counter()
         table, key = hits_table(ctx, index, hits)
@@ -255,10 +271,14 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
                          _STATS_COLUMNS, compression=ctx.compression, column_encoding=_ENCODINGS)
         t2 = time.perf_counter()
         counts_rel = _write_counts(ctx, blk.block_id, key, ctx.columns["row_motif"][hits.row], hits.row, table)
+        t3 = time.perf_counter()
+        if ctx.pairs_run is not None:
+            stats["kept"] = _keep_pairs(ctx, rel, hits.row, table) and stats.get("kept", True)
+        st["pairs"] += time.perf_counter() - t3
     if len(hits):
         st["table"] += t1 - t0
         st["parquet"] += t2 - t1
-        st["counts"] += time.perf_counter() - t2
+        st["counts"] += t3 - t2
         counts = np.bincount(hits.row, minlength=ctx.plan.n_rows)
         stats["row_hits"] = counts if stats["row_hits"] is None else stats["row_hits"] + counts
         nz = np.flatnonzero(counts)
@@ -276,6 +296,15 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     stats["hits"] += len(hits)
     stats["positions"] += n
     stats["block_hits"].append([blk.block_id, len(hits)])
+
+
+def _keep_pairs(ctx: ScanContext, rel: str, rows: np.ndarray, table: pa.Table) -> bool:
+    """The block file's (family, p-value) pairs kept in this worker for the run's q-values; False once they no
+    longer fit (:mod:`workers.scan.kept_pairs`)."""
+    from workers.scan import kept_pairs  # noqa: PLC0415
+
+    return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[rows], arrow.to_numpy(table.column("pvalue")),
+                           ctx.device, ctx.pairs_budget)
 
 
 def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.ndarray, row: np.ndarray,

@@ -233,13 +233,66 @@ def test_many_reduction_tasks_same_map(genome, finished, client, tmp_path, monke
     assert pipeline.qvalues._pieces_worker(client, 1000) in client.nthreads()
     if pieces == "files":
         monkeypatch.setattr(pipeline.qvalues, "_pieces_worker", lambda client, hits: None)
-    with dask.config.set({"motifgrid.qvalues.task-hits": 150}), get_task_stream(client) as ts:
+    with dask.config.set({"motifgrid.qvalues.task-hits": 150, "motifgrid.qvalues.keep-pairs": False}), \
+            get_task_stream(client) as ts:
         small = run_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, client=client, progress=False)
-    assert small.qvalues["tasks"] > 4 and res.qvalues["tasks"] == 2          # one collect, one reduce task
+    assert small.qvalues["tasks"] > 4 and not small.qvalues["kept_pairs"]
     assert pq.read_table(tmp_path / "h" / "_qvalues.parquet").equals(pq.read_table(out / "_qvalues.parquet"))
     assert not (tmp_path / "h" / "_qvalues.parts").exists()
     where = {t["worker"] for t in ts.data if t["key"].startswith("qvalues-")}
     assert len(where) == 1 or pieces == "files"
+
+
+@pytest.mark.parametrize("fraction", [0.1, 1e-12])
+def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client, tmp_path, fraction):
+    """The hits' (family, p-value) pairs kept in the two worker processes that scanned them (one collect task on
+    each, nothing read back) give the map of the files read back; past the memory budget the workers drop them
+    and the files are read; no worker holds any pairs after the run."""
+    import dask.config
+
+    from workers.scan import kept_pairs
+
+    store, _ = genome
+    out, res = finished
+    with dask.config.set({"motifgrid.qvalues.keep-pairs": False}):
+        read = run_scan(store.path, MOTIFS, str(tmp_path / "read"), pvalue=1e-3, client=client, progress=False)
+    with dask.config.set({"motifgrid.qvalues.keep-pairs-memory-fraction": fraction}):
+        kept = run_scan(store.path, MOTIFS, str(tmp_path / "kept"), pvalue=1e-3, client=client, progress=False)
+    assert not read.qvalues["kept_pairs"] and res.qvalues["kept_pairs"]
+    assert kept.qvalues["kept_pairs"] == (fraction > 1e-6)
+    want = pq.read_table(tmp_path / "read" / "_qvalues.parquet")
+    assert want.num_rows > 100 and pq.read_table(tmp_path / "kept" / "_qvalues.parquet").equals(want)
+    assert pq.read_table(out / "_qvalues.parquet").equals(want)
+    assert set(client.run(lambda: len(kept_pairs._runs)).values()) == {0}
+
+
+def test_kept_pairs_bookkeeping():
+    """A worker's kept pairs: a block file kept again replaces its pairs; collect answers only for exactly the
+    files held (then frees them), with the distinct counted pairs of all of them; past the budget nothing is
+    kept; drop frees a run."""
+    from collections import Counter
+
+    from workers.scan import kept_pairs
+
+    rng = np.random.default_rng(5)
+    files = {f"b{i}": (rng.integers(0, 6, 400), rng.choice([1e-5, 2e-5, 3e-5, 1e-4], 400)) for i in range(3)}
+    for rel, (f, p) in files.items():
+        assert kept_pairs.keep("r1", rel, f, p, "cpu", 10**6)
+    assert kept_pairs.keep("r1", "b0", *files["b0"], "cpu", 10**6)            # a task run again
+    assert kept_pairs.held("r1") == (3, False)
+    assert kept_pairs.collect("r1", ["b0", "b1"], "cpu") is None              # not what it holds: files are read
+    for rel, (f, p) in files.items():
+        kept_pairs.keep("r1", rel, f, p, "cpu", 10**6)
+    fam, pv, cnt = kept_pairs.collect("r1", sorted(files), "cpu")
+    want = Counter((int(a), float(b)) for f, p in files.values() for a, b in zip(f, p))
+    assert list(zip(fam.tolist(), pv.tolist())) == sorted(want) and cnt.tolist() == [want[k] for k in sorted(want)]
+    assert kept_pairs.held("r1") == (0, False)
+    assert kept_pairs.keep("r2", "b0", *files["b0"], "cpu", 400 * 12 + 100)
+    assert not kept_pairs.keep("r2", "b1", *files["b1"], "cpu", 400 * 12 + 100)   # over the budget
+    assert kept_pairs.held("r2") == (0, True) and kept_pairs.collect("r2", ["b0"], "cpu") is None
+    kept_pairs.keep("r3", "b0", *files["b0"], "cpu", 10**6)
+    kept_pairs.drop("r3")
+    assert kept_pairs.held("r3") == (0, False) and not kept_pairs._runs
 
 
 def test_pieces_kept_in_memory_on_the_worker_with_room():

@@ -203,3 +203,22 @@ def test_qvalue_pairs_on_gpu_equal_cpu(with_counts):
         for a, b in zip(distinct_pairs_of(cols, device="gpu"), distinct_pairs_of(iter(cols), device="cpu")):
             assert np.array_equal(a, b)
     print("q-value pairs GPU == CPU:", fam.size, "items,", g[0].size, "pairs")
+
+
+def test_kept_pairs_on_the_device_equal_the_host():
+    """A GPU worker's kept (family, p-value) pairs (uploaded together, one sort on the device) collect to the CPU
+    worker's (numba)."""
+    from workers.scan import kept_pairs
+
+    rng = np.random.default_rng(12)
+    files = {f"b{i}": (rng.integers(0, 50, 30_000), rng.choice(10 ** rng.uniform(-9, -4, 3000), 30_000))
+             for i in range(4)}
+    for dev in ("gpu", "cpu"):
+        for rel, (f, p) in files.items():
+            assert kept_pairs.keep(f"run-{dev}", rel, f, p, dev, 10**9)
+    g = kept_pairs.collect("run-gpu", sorted(files), "gpu")
+    c = kept_pairs.collect("run-cpu", sorted(files), "cpu")
+    for a, b in zip(g, c):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert kept_pairs.held("run-gpu") == (0, False) and c[2].sum() == 120_000
+    print("kept pairs on the device == host:", g[0].size, "pairs")

@@ -68,14 +68,37 @@ def _empty():
 
 
 def _distinct_gpu(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None):
-    """:func:`distinct_pairs` on the current CUDA device, on a stream of its own (the worker's other threads
-    keep theirs).  (fam, p) order from two stable radix argsorts: by p, then by family."""
+    """:func:`distinct_pairs` on the current CUDA device: the arrays copied there, then
+    :func:`distinct_pairs_on_device`."""
     import cupy as cp  # noqa: PLC0415
 
-    n = fam.size
+    f = cp.asarray(fam.astype(np.int32) if fam.max(initial=0) < 2**31 else fam)
+    c = None if count is None else cp.asarray(np.ascontiguousarray(count, np.int64))
+    return distinct_pairs_on_device(f, cp.asarray(p), c)
+
+
+def distinct_pairs_on_device(f, q, count=None):
+    """:func:`distinct_pairs` of arrays already on the current CUDA device, on a stream of its own (the worker's
+    other threads keep theirs).  (fam, p) order from two stable radix argsorts: by p, then by family.
+
+    Parameters
+    ----------
+    f : cupy.ndarray of int, shape (n,)
+    q : cupy.ndarray of float64, shape (n,)
+    count : cupy.ndarray of int64, shape (n,), optional
+
+    Returns
+    -------
+    fam, p, count : ndarray (host), shape (k,) each
+        int64, float64, int64.
+    """
+    import cupy as cp  # noqa: PLC0415
+
+    n = int(f.size)
+    if n == 0:
+        return _empty()
+    cp.cuda.get_current_stream().synchronize()          # the arrays were made on the caller's stream
     with cp.cuda.Stream(non_blocking=True) as stream:
-        f = cp.asarray(fam.astype(np.int32) if fam.max(initial=0) < 2**31 else fam)
-        q = cp.asarray(p)
         o = cp.argsort(q)
         o = o[cp.argsort(f[o])]                 # CUB's radix sort is stable: p stays ascending within a family
         f, q = f[o], q[o]
@@ -86,7 +109,7 @@ def _distinct_gpu(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None):
         if count is None:
             c = cp.diff(cp.concatenate([first, cp.array([n], first.dtype)]))
         else:
-            cs = cp.cumsum(cp.asarray(np.ascontiguousarray(count, np.int64))[o])
+            cs = cp.cumsum(count[o])
             tot = cs[cp.concatenate([first[1:], cp.array([n], first.dtype)]) - 1]
             c = cp.diff(cp.concatenate([cp.zeros(1, tot.dtype), tot]))
         out = (f[first].astype(np.int64).get(stream=stream), q[first].get(stream=stream),

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Issue 19 on the lent GPU machine, one call: `motifgrid enrich` of 100,000 peak-like records (150-600 bp cut from
+# human chrX 1-70 Mb, benchmarks/peaks.py's set) x 2,346 JASPAR 2024 CORE matrices on the GPU, the whole command timed
+# from outside: cold thresholds, then warm twice, for each source tree of SRCS (default "."; e.g. ".base ." runs an
+# earlier commit unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the
+# same call).  CPU=1 adds the warm run on the CPU workers of the same machine.
+# Carry: .whl .devdata (.devdata/shared/motifs, .devdata/genomes/hs37_chrX_1-70Mb.fa.gz) [.base]
+set -uo pipefail
+source "$(dirname "$0")/device_env.sh"
+ROOT=$PWD
+CORE=$ROOT/.devdata/shared/motifs/JASPAR2024_CORE_non-redundant.jaspar
+python3 -c "from benchmarks.peaks import peak_set; from pathlib import Path; print(peak_set(Path('.devdata/genomes'), 100000, Path('/tmp')))"
+runs="gpu:cold gpu:warm gpu:warm"; [ "${CPU:-0}" = 1 ] && runs="$runs cpu:warm"
+for src in ${SRCS:-.}; do
+  for run in $runs; do
+    d=${run%%:*}; phase=${run##*:}
+    [ $phase = cold ] && rm -rf ~/.cache/motifgrid
+    rm -rf /tmp/enr
+    (cd "$ROOT/$src" && PYTHONPATH=/tmp/site:$ROOT/$src /usr/bin/time -f "enrich [$src] 100k peaks x 2,346 CORE on $d ($phase thresholds): %e s, %M KB" \
+      python3 -m pipeline.cli enrich /tmp/peaks100000.fa --motifs $CORE --out /tmp/enr --device $d 2>&1) | tail -1 \
+      | tee -a "$OUT/enrich.txt"
+    python3 -c "import json; s = json.load(open('/tmp/enr/_summary.json')); st = s.get('seconds_steps') or {}
+print('  steps', {k: round(v, 2) for k, v in st.items()})" | tee -a "$OUT/enrich.txt"
+  done
+done
