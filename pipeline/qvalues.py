@@ -283,12 +283,15 @@ def _kept_collected(client, kept: dict | None, run: str | None, files: list, sta
     dropped)."""
     if not kept or run is None or sorted(r for rels in kept.values() for r in rels) != sorted(r for r, _ in files):
         return None
+    if not set(kept) <= set(client.scheduler_info().get("workers", {})):
+        return None                                # a worker that scanned has gone, and its pairs with it
+    # loose restrictions: a worker that dies now does not leave its task waiting forever; run elsewhere, the
+    # task finds no pairs there (None) and the files are read
     futures = [client.submit(kept_collect_task, run, rels, starts, device, pure=False, workers=[w],
-                             allow_other_workers=False, key=f"qvalues-kept-{k}-{tag}")
+                             allow_other_workers=True, key=f"qvalues-kept-{k}-{tag}")
                for k, (w, rels) in enumerate(sorted(kept.items()))]
-    held = client.gather([client.submit(_is_piece, f, pure=False, workers=[w], allow_other_workers=False,
-                                        key=f"qvalues-kept-ok-{k}-{tag}")
-                          for k, (f, w) in enumerate(zip(futures, sorted(kept)))])
+    held = client.gather([client.submit(_is_piece, f, pure=False, key=f"qvalues-kept-ok-{k}-{tag}")
+                          for k, f in enumerate(futures)])
     return futures if all(held) else None
 
 
