@@ -91,14 +91,14 @@ def _assert_partial_usable(out: Path, ref: dict) -> int:
     return len(done)
 
 
-def _scan(genome, out: Path, scheduler: str | None, *extra, preexec_fn=None) -> subprocess.Popen:
+def _scan(genome, out: Path, scheduler: str | None, *extra, preexec_fn=None, env=None) -> subprocess.Popen:
     """``motifgrid scan`` in its own process group, output to a temporary log."""
     args = [sys.executable, "-m", "pipeline.cli", "scan", genome.path, MOTIFS, "--pvalue", PVALUE,
             "--out", str(out), "--no-progress", *extra]
     if scheduler:
         args += ["--scheduler", scheduler]
     log = tempfile.TemporaryFile("w+")
-    p = subprocess.Popen(args, env=ENV, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    p = subprocess.Popen(args, env={**ENV, **(env or {})}, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                          preexec_fn=preexec_fn, cwd=ROOT)
     p.log = log
     return p
@@ -142,12 +142,13 @@ def _one_line(text: str) -> str:
 @pytest.mark.parametrize("rep", range(3))
 def test_worker_killed_mid_run(genome, cluster, reference, tmp_path, rep):
     """SIGKILL of a worker process that is running a block: the scheduler reruns its tasks elsewhere and
-    the dataset is identical to an undisturbed run."""
+    the dataset is identical to an undisturbed run.  Rep 1 keeps the hits' (motif, p-value) pairs in the workers
+    (as GPU workers do): the dead worker's pairs are gone, and the q-values come from the files."""
     addr, client = cluster
     client.wait_for_workers(2, timeout=60)
     pids = client.run(os.getpid)
     out = tmp_path / "hits"
-    p = _scan(genome, out, addr)
+    p = _scan(genome, out, addr, env={"DASK_MOTIFGRID__QVALUES__KEEP_PAIRS": "true"} if rep == 1 else None)
     _wait_blocks(out, 3 + 5 * rep, p)
     victim = None
     while victim is None:

@@ -246,8 +246,9 @@ def test_many_reduction_tasks_same_map(genome, finished, client, tmp_path, monke
 @pytest.mark.parametrize("fraction", [0.1, 1e-12])
 def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client, tmp_path, fraction):
     """The hits' (family, p-value) pairs kept in the two worker processes that scanned them (one collect task on
-    each, nothing read back) give the map of the files read back; past the memory budget the workers drop them
-    and the files are read; no worker holds any pairs after the run."""
+    each, nothing read back; ``keep-pairs: true``, as GPU workers do by default) give the map of the files read
+    back; past the memory budget the workers drop them and the files are read; no worker holds any pairs after the
+    run."""
     import dask.config
 
     from workers.scan import kept_pairs
@@ -256,9 +257,9 @@ def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client
     out, res = finished
     with dask.config.set({"motifgrid.qvalues.keep-pairs": False}):
         read = run_scan(store.path, MOTIFS, str(tmp_path / "read"), pvalue=1e-3, client=client, progress=False)
-    with dask.config.set({"motifgrid.qvalues.keep-pairs-memory-fraction": fraction}):
+    with dask.config.set({"motifgrid.qvalues.keep-pairs": True, "motifgrid.qvalues.keep-pairs-memory-fraction": fraction}):
         kept = run_scan(store.path, MOTIFS, str(tmp_path / "kept"), pvalue=1e-3, client=client, progress=False)
-    assert not read.qvalues["kept_pairs"] and res.qvalues["kept_pairs"]
+    assert not read.qvalues["kept_pairs"] and not res.qvalues["kept_pairs"]      # auto: GPU workers only
     assert kept.qvalues["kept_pairs"] == (fraction > 1e-6)
     want = pq.read_table(tmp_path / "read" / "_qvalues.parquet")
     assert want.num_rows > 100 and pq.read_table(tmp_path / "kept" / "_qvalues.parquet").equals(want)
