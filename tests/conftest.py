@@ -8,6 +8,7 @@ import pytest
 
 # the tests (and the CLI subprocesses they start) keep their threshold cache to themselves
 os.environ["DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR"] = tempfile.mkdtemp(prefix="motifgrid-test-cache-")
+os.environ["DASK_MOTIFGRID__MOTIFS__CACHE_DIR"] = tempfile.mkdtemp(prefix="motifgrid-test-motifs-")
 import dask.config  # noqa: E402
 
 dask.config.refresh()

@@ -382,6 +382,7 @@ def test_bio_parser_result_is_cross_checked(monkeypatch, name):
     """The Bio.motifs result must match the independent scan: a dropped or altered motif is an error."""
     import Bio.motifs
 
+    monkeypatch.setenv("MOTIFGRID_NO_CACHE", "1")          # parsed here, not the earlier tests' cached result
     real_parse = Bio.motifs.parse
 
     def drop_last(handle, fmt, *args, **kwargs):
@@ -579,3 +580,37 @@ def test_motifs_checksum():
     assert motifs_checksum("JASPAR2024") != motifs_checksum("JASPAR2024:CORE:vertebrates")
     with pytest.raises(MotifError, match="no such file"):
         motifs_checksum(FORMATS_DIR / "missing.jaspar")
+
+
+def test_parsed_files_cached_by_their_bytes(tmp_path, monkeypatch):
+    """A file read again comes from the cache (no parse), equal to the parse field by field with its source
+    the path now given; other bytes, another tolerance or a corrupt entry parse again; the cache can be off."""
+    import dask.config
+
+    from pipeline.motifs import cache, sniff
+
+    shared = Path(__file__).parents[1] / ".." / "shared" / "data" / "motifs"
+    src = next((p for p in [shared / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"] if p.exists()), None)
+    text = src.read_text() if src else ">MA0001.1 X\nA [ 1 2 3 ]\nC [ 4 5 6 ]\nG [ 7 8 9 ]\nT [ 1 1 1 ]\n"
+    a, b = tmp_path / "a.jaspar", tmp_path / "b.jaspar"
+    a.write_text(text)
+    b.write_text(text)
+    with dask.config.set({"motifgrid.motifs.cache-dir": str(tmp_path / "cache")}):
+        parsed = read_motifs(a)
+        calls = []
+        monkeypatch.setitem(sniff._PARSERS, "jaspar", lambda *args: calls.append(1) or [])
+        cached = read_motifs(b, select=[parsed[0].id])         # same bytes, another path
+        assert not calls and len(cached) == 1 and cached[0].source == str(b)
+        again = read_motifs(b)
+        assert [(m.id, m.name, m.kind, m.nsites, m.record) for m in again] == \
+            [(m.id, m.name, m.kind, m.nsites, m.record) for m in parsed]
+        assert all(np.array_equal(x.matrix, y.matrix) and not y.matrix.flags.writeable for x, y in zip(parsed, again))
+        read_motifs(b, prob_tolerance=0.05)                     # another key: parsed
+        assert calls == [1]
+        for entry in (tmp_path / "cache").glob("*.npz"):
+            entry.write_bytes(b"not an npz")
+        assert read_motifs(b) == [] and calls == [1, 1]        # a corrupt entry: parsed again
+    with dask.config.set({"motifgrid.motifs.cache-dir": ""}):
+        assert cache.cache_dir() is None
+    monkeypatch.setenv("MOTIFGRID_NO_CACHE", "1")
+    assert cache.cache_dir() is None

@@ -7,6 +7,7 @@ import os
 import re
 from pathlib import Path
 
+from pipeline.motifs import cache
 from pipeline.motifs.jaspar import JASPAR_ROW, read_jaspar
 from pipeline.motifs.meme import read_meme
 from pipeline.motifs.model import PROB_TOLERANCE, Motif, MotifError
@@ -168,11 +169,16 @@ def read_motifs(
             return select_motifs(motifs, select, src) if select else motifs
     if format is not None:
         _resolve_format(format, src, "")  # unknown format: fail before touching the file
-    text = decode(read_bytes(src), src)
+    data = read_bytes(src)
+    text = decode(data, src)
     if not text.strip():
         raise MotifError(src, "file is empty (0 motifs)")
     fmt = _resolve_format(format, src, text)
-    motifs = _PARSERS[fmt](text, src, prob_tolerance)
+    entry = cache.key(data, fmt, prob_tolerance)
+    motifs = cache.load(entry, src)         # the same bytes read before by these readers: no parse
+    if motifs is None:
+        motifs = _PARSERS[fmt](text, src, prob_tolerance)
+        cache.store(entry, motifs)
     return select_motifs(motifs, select, src) if select else motifs
 
 
