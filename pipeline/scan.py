@@ -536,8 +536,6 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     total_rows = plan.n_rows
     col_per_pos = int(plan.lengths.sum())
 
-    stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0, "seconds_task": 0.0}
-    stages: dict = {}
     t_thresholds = time.perf_counter() - t_thr0
     t_tasks0 = time.perf_counter()
     run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan",
@@ -548,23 +546,12 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     earlier = [e for e in iter_manifest(out, "block") if e["block"] in done] if done else []
     bases = {store.block(b).block_id: sum(store.records.bases(p.lo, p.hi) for p in pieces) for b, pieces in all_units}
     pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier, bases)
-    row_hits_run = np.zeros(plan.n_rows, np.int64)
-    windows_run, files_run = np.zeros(len(ctx.window_lengths), np.int64), []      # for the q-values
-    kept, kept_ok = {}, True       # worker -> block files whose (family, p-value) pairs it kept
+    tally = _Tally(plan.n_rows, len(ctx.window_lengths), keeps_pairs=ctx.pairs_run is not None)
+    stats, stages = tally.stats, tally.stages
     try:
         with Progress(console, len(todo), progress and len(run) > 0) as bar:
             for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
-                for k in ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task"):
-                    stats[k] += res[k]
-                for k, v in res["stages"].items():
-                    stages[k] = stages.get(k, 0.0) + v
-                if res["row_hits"] is not None:
-                    row_hits_run += res["row_hits"]
-                windows_run += res["windows"]
-                files_run += res["files"]
-                if ctx.pairs_run is not None:
-                    kept_ok = kept_ok and res.get("kept", True) and res.get("worker") is not None
-                    kept.setdefault(res.get("worker"), []).extend(rel for rel, _ in res["files"])
+                tally.add(res)
                 bar.update(res["blocks"], stats["hits"])
                 pub.task_done(res)
     except BaseException:
@@ -576,8 +563,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     t_tasks_wall = time.perf_counter() - t_tasks0
     # totals over every finished block: this run's from its tasks, earlier runs' from their manifest entries
     # (reading every entry back cost ~2 s for 26,454 promoter blocks)
-    total_hits, row_hits_all = _totals(earlier, row_hits_run, stats["hits"])
-    windows = _motif_windows(earlier, ctx.window_lengths, windows_run, lengths)
+    total_hits, row_hits_all = _totals(earlier, tally.row_hits, stats["hits"])
+    windows = _motif_windows(earlier, ctx.window_lengths, tally.windows, lengths)
     tests = windows * len(_STRAND_ROWS[mset.strands])        # each strand scanned tests every window
     # the two end-of-run reductions side by side: the q-values as tasks, the region counts here (Parquet
     # reading and writing, mostly without the GIL)
@@ -586,8 +573,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     with ThreadPoolExecutor(1, thread_name_prefix="region-counts") as pool:
         counted = pool.submit(_region_counts_step, job, out, store, mset) if job.region_counts else None
         try:
-            qsum = _qvalue_step(job, client, earlier, files_run, tests, plan, row_hits_all, device,
-                                kept if ctx.pairs_run is not None and kept_ok else None, ctx.pairs_run)
+            qsum = _qvalue_step(job, client, earlier, tally.files, tests, plan, row_hits_all, device,
+                                tally.kept_files(), ctx.pairs_run)
         finally:
             _drop_kept_pairs(client, ctx.pairs_run)
         t_region_counts = counted.result() if counted is not None else 0.0
@@ -666,6 +653,41 @@ def _motif_windows(entries: list, lengths: np.ndarray, windows: np.ndarray, moti
         for m, c in e["windows"]:
             total[m] = total.get(m, 0) + c
     return np.array([total.get(m, 0) for m in motif_lengths.tolist()], dtype=np.int64)
+
+
+class _Tally:
+    """The scan tasks' results summed on the client as they come: counts and thread-seconds, hits per plan row,
+    windows per motif length and the block files (the q-values' inputs), and which worker kept which files' pairs."""
+
+    _SUMMED = ("blocks", "hits", "positions", "seconds_scan", "seconds_io", "seconds_task")
+
+    def __init__(self, n_rows: int, n_lengths: int, keeps_pairs: bool):
+        self.stats = dict.fromkeys(self._SUMMED, 0)
+        self.stages: dict = {}
+        self.row_hits = np.zeros(n_rows, np.int64)
+        self.windows = np.zeros(n_lengths, np.int64)
+        self.files: list = []
+        self.kept: dict | None = {} if keeps_pairs else None     # worker -> block files whose pairs it kept
+
+    def add(self, res: dict) -> None:
+        for k in self._SUMMED:
+            self.stats[k] += res[k]
+        for k, v in res["stages"].items():
+            self.stages[k] = self.stages.get(k, 0.0) + v
+        if res["row_hits"] is not None:
+            self.row_hits += res["row_hits"]
+        self.windows += res["windows"]
+        self.files += res["files"]
+        if self.kept is not None:
+            if res.get("kept", True) and res.get("worker") is not None:
+                if res["files"]:                        # (a worker whose blocks had no hits holds nothing)
+                    self.kept.setdefault(res["worker"], []).extend(rel for rel, _ in res["files"])
+            else:                                       # a worker dropped its pairs: the files are read
+                self.kept = None
+
+    def kept_files(self) -> dict | None:
+        """Worker -> block files whose (family, p-value) pairs it holds, or None (read the files)."""
+        return self.kept
 
 
 def _kept_pairs_settings(job: ScanJob, client, plan, run: str, device: str) -> dict:
