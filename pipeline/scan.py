@@ -764,8 +764,14 @@ def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, win
 
 
 def rank_motifs(table: pa.Table) -> pa.Table:
-    """The per-motif table (``_motif_summary.parquet``) by hits, most first; ties keep the motif file's order."""
-    return table.take(arrow.by_descending(table, "hits"))
+    """The per-motif table (``_motif_summary.parquet``) by hits, most first; ties keep the motif file's order.
+    Reordered in Python (a row per motif): ``Table.take`` imports ``pyarrow.compute``, 0.09 s of a 300-peak scan."""
+    order = np.argsort(-arrow.to_numpy(table.column("hits")).astype(np.int64), kind="stable").tolist()
+    columns = {}
+    for name in table.column_names:
+        values = table.column(name).to_pylist()
+        columns[name] = [values[i] for i in order]
+    return arrow.table(columns, schema=table.schema)
 
 
 def motif_summary_tsv(table: pa.Table) -> bytes:

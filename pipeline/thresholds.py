@@ -295,7 +295,7 @@ def _unpack(v: np.ndarray) -> ScoreThreshold:
     sizes = [int(x) for x in v[i:i + len(_ARRAYS)]]
     i += len(_ARRAYS)
     for name, n in zip(_ARRAYS, sizes):
-        kw[name] = v[i:i + n].copy()
+        kw[name] = v[i:i + n]           # views of the entry read (a copy each was 0.08 s for 879 matrices)
         i += n
     if i != v.size:
         raise ValueError("cache entry of the wrong size")

