@@ -228,6 +228,18 @@ def atomic_write_bytes(path, data: bytes, durable: bool = True) -> None:
     fs.pipe_file(p, data)
 
 
+def cache_dir(key: str, default: str):
+    """A user cache folder (``pathlib.Path``) from dask config ``key`` (``default`` when unset; ``~`` expanded), or
+    None when caching is off: the key set to ``""``, or ``MOTIFGRID_NO_CACHE`` in the environment."""
+    import dask.config  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    if os.environ.get("MOTIFGRID_NO_CACHE"):
+        return None
+    d = dask.config.get(key, default=default)
+    return Path(os.path.expanduser(d)) if d else None
+
+
 def write_parquet(table, path, **kwargs) -> None:
     """``pyarrow.parquet.write_table`` to a local path (temporary name, then rename) or a URL."""
     import pyarrow.parquet as pq  # noqa: PLC0415

@@ -229,12 +229,9 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
 
 # ------------------------------------------------------------------------------------ disk cache
 def _cache_dir() -> Path | None:
-    import dask.config  # noqa: PLC0415
+    from pipeline.storage import cache_dir  # noqa: PLC0415
 
-    if os.environ.get("MOTIFGRID_NO_CACHE"):
-        return None
-    d = dask.config.get("motifgrid.thresholds.cache-dir", default="~/.cache/motifgrid/thresholds")
-    return Path(os.path.expanduser(d)) if d else None
+    return cache_dir("motifgrid.thresholds.cache-dir", "~/.cache/motifgrid/thresholds")
 
 
 @functools.lru_cache(maxsize=1)

@@ -25,12 +25,9 @@ from pipeline.motifs.model import Motif
 
 def cache_dir() -> Path | None:
     """The cache folder, or None when caching is off."""
-    import dask.config  # noqa: PLC0415
+    from pipeline.storage import cache_dir as user_cache_dir  # noqa: PLC0415
 
-    if os.environ.get("MOTIFGRID_NO_CACHE"):
-        return None
-    d = dask.config.get("motifgrid.motifs.cache-dir", default="~/.cache/motifgrid/motifs")
-    return Path(os.path.expanduser(d)) if d else None
+    return user_cache_dir("motifgrid.motifs.cache-dir", "~/.cache/motifgrid/motifs")
 
 
 @functools.lru_cache(maxsize=1)

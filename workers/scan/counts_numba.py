@@ -31,6 +31,31 @@ def _counting_order(values, lo, span, order_in):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _reduce_runs(order, a, b, weight, score, pvalue):  # pragma: no cover - compiled
+    """Items taken in ``order``, reduced over each run of equal (``a``, ``b``): the run's first item, summed
+    ``weight``, largest ``score`` and smallest ``pvalue``; shape (k,) each."""
+    n = order.size
+    first = np.empty(n, np.int64)
+    total = np.empty(n, np.int64)
+    best_s = np.empty(n, np.float64)
+    best_p = np.empty(n, np.float64)
+    k = -1
+    prev = 0
+    for i in order:
+        if k < 0 or a[i] != a[prev] or b[i] != b[prev]:
+            k += 1
+            first[k], total[k], best_s[k], best_p[k] = i, 0, score[i], pvalue[i]
+        total[k] += weight[i]
+        if score[i] > best_s[k]:
+            best_s[k] = score[i]
+        if pvalue[i] < best_p[k]:
+            best_p[k] = pvalue[i]
+        prev = i
+    k += 1
+    return first[:k], total[:k], best_s[:k], best_p[:k]
+
+
+@numba.njit(cache=True, nogil=True)
 def reduce_block(key, motif, row, score, pvalue, n_motifs):  # pragma: no cover - compiled
     """Hits ((n,) each: key int64, motif and row int32, score and p-value float64, in (row, position) order, so
     that a (row, key) pair is one run) reduced per (key, motif), sorted by (key, motif).
@@ -38,43 +63,10 @@ def reduce_block(key, motif, row, score, pvalue, n_motifs):  # pragma: no cover 
     Returns ``(key, motif, hits, best_score, best_pvalue)``, shape (k,) each: int64, int32, int64, float64,
     float64.  Keys must span a range that a count table holds (the caller sorts otherwise)."""
     n = key.size
-    # runs of equal (row, key)
-    rk = np.empty(n, np.int64)
-    rm = np.empty(n, np.int32)
-    rh = np.empty(n, np.int64)
-    rs = np.empty(n, np.float64)
-    rp = np.empty(n, np.float64)
-    r = -1
-    for i in range(n):
-        if i == 0 or row[i] != row[i - 1] or key[i] != key[i - 1]:
-            r += 1
-            rk[r], rm[r], rh[r], rs[r], rp[r] = key[i], motif[i], 0, score[i], pvalue[i]
-        rh[r] += 1
-        if score[i] > rs[r]:
-            rs[r] = score[i]
-        if pvalue[i] < rp[r]:
-            rp[r] = pvalue[i]
-    nr = r + 1
-    kmin, kmax = rk[0], rk[0]
-    for j in range(nr):
-        kmin = min(kmin, rk[j])
-        kmax = max(kmax, rk[j])
-    order = _counting_order(rm, 0, n_motifs, np.arange(nr))
-    order = _counting_order(rk, kmin, kmax - kmin + 1, order)      # stable: motifs stay ascending within a key
-    ok = np.empty(nr, np.int64)
-    om = np.empty(nr, np.int32)
-    oh = np.empty(nr, np.int64)
-    os_ = np.empty(nr, np.float64)
-    op = np.empty(nr, np.float64)
-    k = -1
-    for j in order:
-        if k < 0 or rk[j] != ok[k] or rm[j] != om[k]:
-            k += 1
-            ok[k], om[k], oh[k], os_[k], op[k] = rk[j], rm[j], 0, rs[j], rp[j]
-        oh[k] += rh[j]
-        if rs[j] > os_[k]:
-            os_[k] = rs[j]
-        if rp[j] < op[k]:
-            op[k] = rp[j]
-    k += 1
-    return ok[:k], om[:k], oh[:k], os_[:k], op[:k]
+    first, hits, best_s, best_p = _reduce_runs(np.arange(n), row, key, np.ones(n, np.int64), score, pvalue)
+    rk = key[first]
+    rm = motif[first]
+    order = _counting_order(rm, 0, n_motifs, np.arange(rk.size))
+    order = _counting_order(rk, rk.min(), rk.max() - rk.min() + 1, order)   # stable: motifs ascend within a key
+    first2, hits2, best_s2, best_p2 = _reduce_runs(order, rk, rm, hits, best_s, best_p)   # a motif's two strands
+    return rk[first2], rm[first2], hits2, best_s2, best_p2
