@@ -404,6 +404,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     # genome's reduction 37 of 116 thread-s on one H100; on 2x H200, 16 threads each, the reduction took
     # 3.8 s on one worker in memory, 7.2 s on both through files and 11.6 s on both through Dask's transfers:
     # docs/benchmarks.md, session 8); otherwise through files, so that no process holds more than one group's
+    # pieces
     pin = _pieces_worker(client, total)
     nthreads = client.nthreads()
     threads = max(1, nthreads.get(pin, 0) if pin else sum(nthreads.values()))
@@ -420,7 +421,8 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     where = parts if len(fam_groups) > 1 and pin is None else None
     on = {"workers": [pin], "allow_other_workers": False} if pin and len(nthreads) > 1 else {}
     collected = _kept_collected(client, kept, run, files, starts, device, tag)
-    if collected is None:
+    used_kept = collected is not None
+    if not used_kept:
         collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
                                    pure=False, key=f"qvalues-collect-{k}-{tag}", **on)
                      for k, g in enumerate(file_groups)]
@@ -433,7 +435,6 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
         for k, v in r.pop("seconds").items():
             steps_s[k] = steps_s.get(k, 0.0) + v
     n_tasks = len(collected) + len(reduced)
-    used_kept = bool(collected) and collected[0].key.startswith("qvalues-kept-")
     del collected, reduced
     _rmtree(parts)
     cat = {k: np.concatenate([r[k] for r in results]) for k in ("family", "pvalue", "qvalue", "hits")}

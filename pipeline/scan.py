@@ -574,7 +574,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         counted = pool.submit(_region_counts_step, job, out, store, mset) if job.region_counts else None
         try:
             qsum = _qvalue_step(job, client, earlier, tally.files, tests, plan, row_hits_all, device,
-                                tally.kept_files(), ctx.pairs_run)
+                                tally.kept, ctx.pairs_run)
         finally:
             _drop_kept_pairs(client, ctx.pairs_run)
         t_region_counts = counted.result() if counted is not None else 0.0
@@ -685,10 +685,6 @@ class _Tally:
             else:                                       # a worker dropped its pairs: the files are read
                 self.kept = None
 
-    def kept_files(self) -> dict | None:
-        """Worker -> block files whose (family, p-value) pairs it holds, or None (read the files)."""
-        return self.kept
-
 
 def _kept_pairs_settings(job: ScanJob, client, plan, run: str, device: str) -> dict:
     """ScanContext settings for keeping the hits' (family, p-value) pairs in the workers for the q-values
@@ -737,7 +733,7 @@ def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np
     np.add.at(hits, plan.row_motif, row_hits)
     try:
         return compute_qvalues(client, job.out, files, job.mset.ids, tests, hits, max_qvalue=job.max_qvalue,
-                               device=device, kept=None if earlier else kept, run=run)
+                               device=device, kept=kept, run=run)
     except OSError as e:
         raise ScanError(_failure_message(e, job.out)) from None
     except Exception as e:  # noqa: BLE001 - a task's error, re-raised on the client

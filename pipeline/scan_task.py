@@ -304,7 +304,7 @@ def _keep_pairs(ctx: ScanContext, rel: str, rows: np.ndarray, table: pa.Table) -
     from workers.scan import kept_pairs  # noqa: PLC0415
 
     return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[rows], arrow.to_numpy(table.column("pvalue")),
-                           ctx.device, ctx.pairs_budget)
+                           ctx.pairs_budget)
 
 
 def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.ndarray, row: np.ndarray,

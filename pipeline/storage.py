@@ -21,6 +21,7 @@ import re
 import stat
 import sys
 import uuid
+from pathlib import Path
 
 __all__ = ["is_url", "url_to_fs", "storage_options", "arrow_source", "read_parquet", "read_parquet_schema", "join",
            "atomic_write_bytes", "open_output", "output_target", "write_parquet", "exists", "isdir", "makedirs",
@@ -232,7 +233,6 @@ def cache_dir(key: str, default: str):
     """A user cache folder (``pathlib.Path``) from dask config ``key`` (``default`` when unset; ``~`` expanded), or
     None when caching is off: the key set to ``""``, or ``MOTIFGRID_NO_CACHE`` in the environment."""
     import dask.config  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
 
     if os.environ.get("MOTIFGRID_NO_CACHE"):
         return None

@@ -278,20 +278,20 @@ def test_kept_pairs_bookkeeping():
     rng = np.random.default_rng(5)
     files = {f"b{i}": (rng.integers(0, 6, 400), rng.choice([1e-5, 2e-5, 3e-5, 1e-4], 400)) for i in range(3)}
     for rel, (f, p) in files.items():
-        assert kept_pairs.keep("r1", rel, f, p, "cpu", 10**6)
-    assert kept_pairs.keep("r1", "b0", *files["b0"], "cpu", 10**6)            # a task run again
+        assert kept_pairs.keep("r1", rel, f, p, 10**6)
+    assert kept_pairs.keep("r1", "b0", *files["b0"], 10**6)            # a task run again
     assert kept_pairs.held("r1") == (3, False)
     assert kept_pairs.collect("r1", ["b0", "b1"], "cpu") is None              # not what it holds: files are read
     for rel, (f, p) in files.items():
-        kept_pairs.keep("r1", rel, f, p, "cpu", 10**6)
+        kept_pairs.keep("r1", rel, f, p, 10**6)
     fam, pv, cnt = kept_pairs.collect("r1", sorted(files), "cpu")
     want = Counter((int(a), float(b)) for f, p in files.values() for a, b in zip(f, p))
     assert list(zip(fam.tolist(), pv.tolist())) == sorted(want) and cnt.tolist() == [want[k] for k in sorted(want)]
     assert kept_pairs.held("r1") == (0, False)
-    assert kept_pairs.keep("r2", "b0", *files["b0"], "cpu", 400 * 12 + 100)
-    assert not kept_pairs.keep("r2", "b1", *files["b1"], "cpu", 400 * 12 + 100)   # over the budget
+    assert kept_pairs.keep("r2", "b0", *files["b0"], 400 * 12 + 100)
+    assert not kept_pairs.keep("r2", "b1", *files["b1"], 400 * 12 + 100)   # over the budget
     assert kept_pairs.held("r2") == (0, True) and kept_pairs.collect("r2", ["b0"], "cpu") is None
-    kept_pairs.keep("r3", "b0", *files["b0"], "cpu", 10**6)
+    kept_pairs.keep("r3", "b0", *files["b0"], 10**6)
     kept_pairs.drop("r3")
     assert kept_pairs.held("r3") == (0, False) and not kept_pairs._runs
 

@@ -215,7 +215,7 @@ def test_kept_pairs_on_the_device_equal_the_host():
              for i in range(4)}
     for dev in ("gpu", "cpu"):
         for rel, (f, p) in files.items():
-            assert kept_pairs.keep(f"run-{dev}", rel, f, p, dev, 10**9)
+            assert kept_pairs.keep(f"run-{dev}", rel, f, p, 10**9)
     g = kept_pairs.collect("run-gpu", sorted(files), "gpu")
     c = kept_pairs.collect("run-cpu", sorted(files), "cpu")
     for a, b in zip(g, c):

@@ -26,12 +26,12 @@ _runs: dict = {}                 # run key -> _Kept
 class _Kept:
     def __init__(self, budget: int):
         self.budget = budget
-        self.arrays: dict = {}       # block file -> (family, p-value), host or device arrays
+        self.arrays: dict = {}       # block file -> (family, p-value), host arrays
         self.nbytes = 0
         self.overflow = False
 
 
-def keep(run: str, rel: str, family: np.ndarray, pvalue: np.ndarray, device: str, budget: int) -> bool:
+def keep(run: str, rel: str, family: np.ndarray, pvalue: np.ndarray, budget: int) -> bool:
     """Keep block file ``rel``'s pairs for run ``run``; False when the run's pairs no longer fit ``budget`` bytes
     (then nothing of the run is kept).
 
@@ -41,8 +41,6 @@ def keep(run: str, rel: str, family: np.ndarray, pvalue: np.ndarray, device: str
     family : ndarray of int, shape (n,)
         Family (motif id) index of each hit.
     pvalue : ndarray of float64, shape (n,)
-    device : {"cpu", "gpu"}
-        Kept in host memory either way (the GPU's :func:`collect` uploads them).
     budget : int
         Bytes of pairs the worker may hold for the run.
     """
