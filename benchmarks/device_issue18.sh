@@ -27,7 +27,7 @@ for l in sys.stdin:
     if r.get('part') != 'e2e':
         print(r); continue
     st = {k: round(v, 1) for k, v in (r.get('task_seconds_by_step') or {}).items()}
-    print('p', r['pvalue'], 'gpus', r['workers'], 'threads', r['threads'], 'total', round(r['seconds'], 2), 's;',
+    print('p', r['pvalue'], 'gpus', r.get('gpus'), 'processes', r['workers'], 'threads', r['threads'], 'total', round(r['seconds'], 2), 's;',
           r['hits'], 'hits', round(r['bytes_written'] / 1e9, 2), 'GB; thresholds', round(r['seconds_thresholds'], 2),
           'tasks', round(r['seconds_tasks_wall'], 2), 'qvalues', r.get('seconds_qvalues') and round(r['seconds_qvalues'], 2),
           'region counts', r.get('seconds_region_counts') and round(r['seconds_region_counts'], 2),

@@ -195,6 +195,13 @@ def task_timeline(records, t0: float, threads: int) -> dict:
             "tail_s": round(last - float(np.median(list(per_thread.values()))), 3)}
 
 
+def _first_visible_gpu() -> str:
+    """The GPU a worker process computes on (dask-cuda puts it first in ``CUDA_VISIBLE_DEVICES``)."""
+    import os  # noqa: PLC0415
+
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0]
+
+
 def part_e2e(args, sink):
     from distributed import get_task_stream
 
@@ -230,6 +237,7 @@ def part_e2e(args, sink):
             summ = json.loads((out / "_summary.json").read_text())
             threads = sum(client.nthreads().values())
             _emit({"part": "e2e", "thresholds": mode, "device": device, "workers": res.workers,
+                   "gpus": len(set(client.run(_first_visible_gpu).values())) if device == "gpu" else 0,
                    "threads": threads, "pvalue": p, **task_timeline(ts.data, w0, threads),
                    "bp": res.positions, "seconds": t, "hits": res.hits, "column_scores_per_s": res.column_scores / t,
                    "blocks": res.blocks, "bytes_written": sum(f.stat().st_size for f in out.rglob("*.parquet")),

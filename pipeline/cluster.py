@@ -35,9 +35,36 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def gpu_processes(n_gpus: int = 1) -> int:
+    """Local worker processes per GPU: ``motifgrid.cluster.gpu-processes``, or with ``auto`` about four in all:
+    ``4 // n_gpus``, at most one per 4 of a GPU's share of the cores, at least 1.  A process's threads share one
+    GIL, and the host work of a block (p-values, Arrow tables, Parquet encoding) queues on it: one GPU with 16
+    cores scanned the 3.1 Gb genome at p = 1e-4 in 14.0-15.6 s with 4 processes of 4 threads against 16.9-20.6 s
+    with one of 16 (H200); but 16 processes on 4 GPUs were slower than 4 (their start and the end-of-run
+    reduction grow with the processes; docs/benchmarks.md, issue 18, session 10)."""
+    n = dask.config.get("motifgrid.cluster.gpu-processes", default="auto")
+    if n is None or n == "auto":
+        n_gpus = max(1, int(n_gpus))
+        return max(1, min(4 // n_gpus, cpu_count() // n_gpus // 4))
+    try:
+        n = int(n)
+    except (TypeError, ValueError):
+        raise ClusterError(f"motifgrid.cluster.gpu-processes must be a whole number or auto, not {n!r}") from None
+    if n < 1:
+        raise ClusterError(f"motifgrid.cluster.gpu-processes must be at least 1, not {n}")
+    return n
+
+
+def gpu_worker_slots(devices: list, per_gpu: int) -> list:
+    """Names of the local GPU worker processes, in the order a cluster starts them: each device's first process
+    (named by the device, as dask-cuda names them), then each device's second (``"<device>-1"``), and so on, so
+    that the first workers cover every GPU.  ``devices``: the visible devices (ints or UUID strings)."""
+    return [(d if k == 0 else f"{d}-{k}", d) for k in range(per_gpu) for d in devices]
+
+
 def gpu_worker_threads(n_gpu_workers: int) -> int:
-    """Threads of each local GPU worker: ``motifgrid.cluster.gpu-threads`` when set, else the cores shared
-    among the GPU workers (at least 2).  A worker's threads each take one block at a time (read, GPU scan,
+    """Threads of each local GPU worker process: ``motifgrid.cluster.gpu-threads`` when set, else the cores
+    shared among the GPU worker processes (at least 2).  A worker's threads each take one block at a time (read, GPU scan,
     p-values and Parquet encoding of its hits), so the host work of one block overlaps the GPU work of
     the others; at p = 1e-4 the host work per block is several times the GPU's, hence many threads."""
     cfg = dask.config.get("motifgrid.cluster.gpu-threads", default=None)
@@ -48,6 +75,37 @@ def gpu_worker_threads(n_gpu_workers: int) -> int:
 
 class ClusterError(MotifgridError, RuntimeError):
     """No usable cluster; one line for the user."""
+
+
+def _cuda_cluster(n_gpus: int, per_gpu: int, **kw):
+    """A ``LocalCUDACluster`` of ``per_gpu`` worker processes on each of the first ``n_gpus`` visible GPUs.
+    dask-cuda starts one per device and refuses a device listed twice, so each further process takes the spec
+    dask-cuda builds for its device (``CUDA_VISIBLE_DEVICES``, CPU affinity, plugins) under the name
+    ``gpu_worker_slots`` gives it; the host memory is shared among all the processes."""
+    from dask_cuda import LocalCUDACluster  # noqa: PLC0415
+
+    if per_gpu == 1:
+        return LocalCUDACluster(n_workers=n_gpus, **kw)
+
+    class SharedGPUCluster(LocalCUDACluster):
+        def new_worker_spec(self):
+            devices = self.cuda_visible_devices[:n_gpus]
+            for name, dev in gpu_worker_slots(devices, per_gpu):
+                if name in self.worker_spec:
+                    continue
+                # dask-cuda's spec for ``dev``: it takes the first device no worker is named after
+                held, self.worker_spec = self.worker_spec, {d: None for d in self.cuda_visible_devices if d != dev}
+                try:
+                    (_, spec), = super().new_worker_spec().items()
+                finally:
+                    self.worker_spec = held
+                return {name: spec}
+            raise ValueError(f"no more than {per_gpu} worker processes per GPU on {len(devices)} GPU(s)")
+
+    from distributed.system import MEMORY_LIMIT  # noqa: PLC0415
+
+    n = n_gpus * per_gpu
+    return SharedGPUCluster(n_workers=n, memory_limit=int(MEMORY_LIMIT / n), **kw)
 
 
 def scheduler_address(scheduler: str | None = None, scheduler_file: str | None = None) -> str | None:
@@ -157,8 +215,6 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     worker_dash = f"{host}:0" if dashboard else None
     want_gpu = device == "gpu" or (device in (None, "auto") and gpu_available())
     if want_gpu:
-        from dask_cuda import LocalCUDACluster  # noqa: PLC0415
-
         import cupy  # noqa: PLC0415
 
         kw = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")} if os.environ.get("CUDA_VISIBLE_DEVICES") else {}
@@ -167,11 +223,12 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             if n_workers > visible:
                 raise ClusterError(f"--workers {n_workers} asks for more GPU workers than the {visible} GPU(s) visible "
                                    "(one worker per GPU; --device cpu for CPU threads)")
-            kw["n_workers"] = n_workers
-        threads = threads_per_worker or gpu_worker_threads(n_workers or visible)
-        cluster = LocalCUDACluster(host=host, dashboard_address=dash, threads_per_worker=threads,
-                                   worker_dashboard_address=worker_dash,
-                                   silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
+        n_gpus = n_workers or visible
+        per_gpu = gpu_processes(n_gpus)
+        threads = threads_per_worker or gpu_worker_threads(n_gpus * per_gpu)
+        cluster = _cuda_cluster(n_gpus, per_gpu, host=host, dashboard_address=dash, threads_per_worker=threads,
+                                worker_dashboard_address=worker_dash,
+                                silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
         n = n_workers or cpu_count()

@@ -194,12 +194,12 @@ def add_qvalues(table: pa.Table, qmap: "QvalueMap | None", max_qvalue: float | N
 
 
 # ------------------------------------------------------------------------------------ tasks
-def _distinct(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None = None, device: str = "cpu") -> np.ndarray:
+def _distinct(fam: np.ndarray, p: np.ndarray, count: np.ndarray | None = None) -> np.ndarray:
     """Distinct (family, p-value) pairs with their summed counts, sorted, as a ``_PIECE`` array
-    (:func:`workers.scan.distinct.distinct_pairs`: numba on a CPU worker, CuPy's radix sorts on a GPU worker)."""
+    (:func:`workers.scan.distinct.distinct_pairs` on the host: numba)."""
     from workers.scan.distinct import distinct_pairs  # noqa: PLC0415
 
-    return _as_piece(*distinct_pairs(fam, p, count, device=device))
+    return _as_piece(*distinct_pairs(fam, p, count))
 
 
 def _as_piece(fam: np.ndarray, p: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -299,7 +299,7 @@ def _is_piece(result) -> bool:
     return result is not None
 
 
-def reduce_task(group: int, collected: list, tests: np.ndarray, device: str = "cpu") -> dict:
+def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
     """Merge one group's pieces (from every collect task's result) and compute its families' steps (and the
     task's thread-seconds by step under ``"seconds"``; group 0's also the collect tasks')."""
     t0 = time.perf_counter()
@@ -317,23 +317,34 @@ def reduce_task(group: int, collected: list, tests: np.ndarray, device: str = "c
     t1 = time.perf_counter()
     if len(arrays) == 1:
         d = arrays[0]                          # already distinct and sorted
-    else:
+    else:   # a few workers' pieces, each distinct already: merged on the host (numba, no GIL), whatever the
+        # device: the device's transfers and kernel launches cost more than a merge of ~10^5 pairs
         cat = np.concatenate(arrays) if arrays else np.zeros(0, _PIECE)
-        d = _distinct(cat["family"], cat["pvalue"], cat["count"], device=device)
+        d = _distinct(cat["family"], cat["pvalue"], cat["count"])
     t2 = time.perf_counter()
-    fam_b = np.flatnonzero(np.r_[True, d["family"][1:] != d["family"][:-1]]) if d.size else np.zeros(0, int)
-    parts = {"family": [], "pvalue": [], "qvalue": [], "hits": []}
-    for lo, hi in zip(fam_b.tolist(), np.r_[fam_b[1:], d.size].tolist()):
-        f = int(d["family"][lo])
-        p, q, h = steps(d["pvalue"][lo:hi], d["count"][lo:hi], int(tests[f]))
-        parts["family"].append(np.full(p.size, f, np.int64))
-        parts["pvalue"].append(p)
-        parts["qvalue"].append(q)
-        parts["hits"].append(h)
-    out = {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in parts.items()}
+    out = _steps_of(d, tests)
     out["seconds"] = {**seconds, "reduce_read": t1 - t0, "reduce_merge": t2 - t1,
                       "reduce_steps": time.perf_counter() - t2}
     return out
+
+
+def _steps_of(d: np.ndarray, tests: np.ndarray) -> dict:
+    """:func:`steps` of every family of ``d`` (a ``_PIECE`` array sorted by family, then p-value) in one
+    compiled call (no GIL: a Python loop over 879 families queued on it behind 15 other threads, 11 thread-s
+    of a genome's reduction): ``{"family", "pvalue", "qvalue", "hits"}``, (k,) each."""
+    from workers.scan.distinct_numba import bh_steps  # noqa: PLC0415
+
+    n = d.size
+    fam = np.ascontiguousarray(d["family"], np.int64)
+    out = {"pvalue": np.empty(n), "qvalue": np.empty(n), "hits": np.empty(n, np.int64),
+           "family": np.empty(n, np.int64)}
+    k = bh_steps(fam, np.ascontiguousarray(d["pvalue"]), np.ascontiguousarray(d["count"], np.int64),
+                 np.ascontiguousarray(tests, np.int64), out["pvalue"], out["qvalue"], out["hits"], out["family"])
+    if k < 0:
+        f = int(fam[-1 - k])
+        hits = int(d["count"][fam == f].sum())
+        raise ValueError(f"{hits} hits but only {int(tests[f])} tests")
+    return {key: v[:k] for key, v in out.items()}
 
 
 # ------------------------------------------------------------------------------------ the reduction
@@ -426,7 +437,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
         collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
                                    pure=False, key=f"qvalues-collect-{k}-{tag}", **on)
                      for k, g in enumerate(file_groups)]
-    reduced = [client.submit(reduce_task, g, collected, tests_f, device, pure=False, key=f"qvalues-reduce-{g}-{tag}",
+    reduced = [client.submit(reduce_task, g, collected, tests_f, pure=False, key=f"qvalues-reduce-{g}-{tag}",
                              **on) for g in range(len(fam_groups))]
     results = client.gather(reduced)
     t_reduced = time.perf_counter()

@@ -7,7 +7,7 @@ import time
 import dask.config
 import pytest
 
-from pipeline.cluster import cpu_count, get_client, gpu_worker_threads
+from pipeline.cluster import ClusterError, cpu_count, get_client, gpu_processes, gpu_worker_slots, gpu_worker_threads
 
 
 def test_gpu_worker_threads_share_the_cores():
@@ -17,6 +17,28 @@ def test_gpu_worker_threads_share_the_cores():
         assert gpu_worker_threads(2) == max(2, cpu_count() // 2)
     with dask.config.set({"motifgrid.cluster.gpu-threads": 12}):
         assert gpu_worker_threads(4) == 12
+
+
+def test_gpu_worker_slots_cover_every_gpu_first():
+    """k processes per GPU: the first workers take one GPU each (a cluster scaled to fewer still covers them all),
+    the first process of a GPU is named by it as dask-cuda names its workers, and names never repeat."""
+    assert gpu_worker_slots([0], 1) == [(0, 0)]
+    slots = gpu_worker_slots([2, 3], 3)
+    assert slots == [(2, 2), (3, 3), ("2-1", 2), ("3-1", 3), ("2-2", 2), ("3-2", 3)]
+    assert len({name for name, _ in slots}) == 6
+    assert [d for _, d in gpu_worker_slots(["GPU-a", "GPU-b"], 2)] == ["GPU-a", "GPU-b"] * 2
+
+
+def test_gpu_processes_setting():
+    with dask.config.set({"motifgrid.cluster.gpu-processes": 4}):
+        assert gpu_processes() == 4
+    with dask.config.set({"motifgrid.cluster.gpu-processes": "auto"}):     # the packaged default
+        assert gpu_processes(1) == min(4, max(1, cpu_count() // 4))
+        assert gpu_processes(2) == min(2, max(1, cpu_count() // 8))
+        assert gpu_processes(4) == gpu_processes(10 ** 6) == 1
+    for bad in (0, "two"):
+        with dask.config.set({"motifgrid.cluster.gpu-processes": bad}), pytest.raises(ClusterError, match="gpu-processes"):
+            gpu_processes()
 
 
 def test_cpu_threads_option():

@@ -129,6 +129,36 @@ def test_bh_against_scipy_and_steps():
         bh_qvalues(uniq, counts, p.size - 1)
 
 
+def test_steps_of_all_families_in_one_call_equal_steps():
+    """The reduce task's compiled steps over many families at once are bit-for-bit the NumPy ``steps`` of each
+    (families with one p-value, ties of q across p-values, a family hitting q = 1), and refuse more hits than tests."""
+    from pipeline.qvalues import _PIECE, _steps_of
+
+    rng = np.random.default_rng(11)
+    tests = np.array([10**6, 50, 10**9, 7, 10**4], np.int64)
+    rows, want = [], {k: [] for k in ("family", "pvalue", "qvalue", "hits")}
+    for f, t in enumerate(tests.tolist()):
+        if f == 3:
+            continue                                             # a family without hits
+        n = 1 if f == 1 else 300
+        p = np.unique(10 ** rng.uniform(-9, -0.5 if f == 4 else -4, n))
+        c = rng.integers(1, 2 if f == 1 else 4, p.size)
+        sp, sq, sh = steps(p, c, t)
+        for k, v in zip(("family", "pvalue", "qvalue", "hits"), (np.full(sp.size, f), sp, sq, sh)):
+            want[k].append(v)
+        d = np.empty(p.size, _PIECE)
+        d["family"], d["pvalue"], d["count"] = f, p, c
+        rows.append(d)
+    got = _steps_of(np.concatenate(rows), tests)
+    for k, v in want.items():
+        np.testing.assert_array_equal(got[k], np.concatenate(v), err_msg=k)
+    assert (got["qvalue"][got["family"] == 4] == 1.0).any()
+    bad = np.concatenate(rows)
+    bad["count"][bad["family"] == 1] = 51
+    with pytest.raises(ValueError, match="51 hits but only 50 tests"):
+        _steps_of(bad, tests)
+
+
 # ------------------------------------------------------------------------------------ scans
 @pytest.fixture(scope="module")
 def genome(tmp_path_factory, chrx_slice):

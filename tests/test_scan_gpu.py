@@ -95,10 +95,12 @@ def test_gpu_cluster_dataset_equals_cpu(tmp_path, chrx_2mb):
     """A scan on a dask-cuda cluster (several tasks at once per GPU) writes exactly the CPU run's dataset."""
     import gzip
 
+    import dask.config
     import pyarrow as pa
     from dask_cuda import LocalCUDACluster
     from distributed import Client, LocalCluster
 
+    from pipeline.cluster import get_client
     from pipeline.genome import ingest
     from pipeline.scan import read_hits, run_scan
 
@@ -111,6 +113,12 @@ def test_gpu_cluster_dataset_equals_cpu(tmp_path, chrx_2mb):
         run_scan(store.path, motifs, str(tmp_path / "gpu"), pvalue=1e-4, client=c, device="gpu", progress=False)
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False) as cl, Client(cl) as c:
         run_scan(store.path, motifs, str(tmp_path / "cpu"), pvalue=1e-4, client=c, device="cpu", progress=False)
+    # two worker processes on one GPU (motifgrid.cluster.gpu-processes), each keeping its own hits' pairs
+    with dask.config.set({"motifgrid.cluster.gpu-processes": 2}), \
+            get_client(device="gpu", n_workers=1, threads_per_worker=3, quiet=True) as (c, dev):
+        assert dev == "gpu" and sorted(map(str, c.nthreads().values())) == ["3", "3"]
+        assert len(set(c.run(lambda: __import__("os").environ["CUDA_VISIBLE_DEVICES"].split(",")[0]).values())) == 1
+        run_scan(store.path, motifs, str(tmp_path / "gpu2"), pvalue=1e-4, client=c, device="gpu", progress=False)
 
     def rows(path):
         t = read_hits(str(path))
@@ -120,6 +128,7 @@ def test_gpu_cluster_dataset_equals_cpu(tmp_path, chrx_2mb):
 
     g, c = rows(tmp_path / "gpu"), rows(tmp_path / "cpu")
     assert len(c) > 1000 and g == c
+    assert rows(tmp_path / "gpu2") == c
     print("cluster GPU == CPU:", len(g), "hits")
 
 

@@ -20,6 +20,7 @@ from workers.distribution import pvalue_to_score
 from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import reduce_block
 from workers.scan.distinct import distinct_pairs
+from workers.scan.distinct_numba import bh_steps
 
 _done: dict = {}
 _lock = threading.Lock()
@@ -46,6 +47,8 @@ def warm(device: str = "cpu") -> None:
         scan_block(codes, 4096, plan, device="cpu")                  # slices kernels, float64 rescoring
         z = np.zeros(2, np.int64)
         distinct_pairs(z, np.ones(2))                                 # the q-values' sort (numba)
+        distinct_pairs(z, np.ones(2), z + 1)                          # their merge of pieces
+        bh_steps(z, np.ones(2), z + 1, z + 5, np.empty(2), np.empty(2), np.empty(2, np.int64), np.empty(2, np.int64))
         reduce_block(z, z.astype(np.int32), z.astype(np.int32), np.ones(2), np.ones(2), 1)   # region counts
         if device == "gpu":
             # CUDA context, the rescoring and p-value segment kernels; each tile width's scan kernel is loaded
@@ -54,7 +57,6 @@ def warm(device: str = "cpu") -> None:
             # the q-values' sort kernels: compiled on a fresh machine (~13 s, every thread of the reduction
             # waiting on them), from CuPy's disk cache afterwards
             distinct_pairs(z, np.ones(2), device="gpu")
-            distinct_pairs(z, np.ones(2), z + 1, device="gpu")
         _done[device] = True
 
 

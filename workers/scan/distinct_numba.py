@@ -50,3 +50,45 @@ def distinct_runs(fam, p, count, out_fam, out_p, out_count):  # pragma: no cover
         k += 1
         lo = hi
     return k
+
+
+@numba.njit(cache=True, nogil=True)
+def bh_steps(fam, p, count, tests, out_p, out_q, out_hits, out_fam):  # pragma: no cover - compiled
+    """Benjamini-Hochberg steps of every family at once: :func:`pipeline.qvalues.steps` per run of equal ``fam``.
+
+    ``fam`` (n,) int64 non-decreasing, ``p`` (n,) float64 ascending and distinct within a family, ``count`` (n,)
+    int64 hits at each, ``tests`` (families,) int64.  Writes, per q-value step, its last p-value, q-value,
+    cumulative hits and family to ``out_*`` ((n,) each) and returns how many; -1 - i when family run starting
+    at i has more hits than tests (the caller raises)."""
+    n = fam.size
+    k = 0
+    lo = 0
+    q = np.empty(n, np.float64)
+    while lo < n:
+        f = fam[lo]
+        hi = lo + 1
+        while hi < n and fam[hi] == f:
+            hi += 1
+        t = float(tests[f])
+        acc = 0
+        for i in range(lo, hi):
+            acc += count[i]
+            q[i] = p[i] * t / acc
+        if acc > tests[f]:
+            return -1 - lo
+        best = 1.0
+        for i in range(hi - 1, lo - 1, -1):      # q_i = min over j >= i, capped at 1
+            if q[i] < best:
+                best = q[i]
+            q[i] = best
+        acc = 0
+        for i in range(lo, hi):
+            acc += count[i]
+            if i == hi - 1 or q[i + 1] != q[i]:
+                out_p[k] = p[i]
+                out_q[k] = q[i]
+                out_hits[k] = acc
+                out_fam[k] = f
+                k += 1
+        lo = hi
+    return k
