@@ -57,6 +57,7 @@ def warm(device: str = "cpu") -> None:
             # the q-values' sort kernels: compiled on a fresh machine (~13 s, every thread of the reduction
             # waiting on them), from CuPy's disk cache afterwards
             distinct_pairs(z, np.ones(2), device="gpu")
+            distinct_pairs(z, np.ones(2), z + 1, device="gpu")
         _done[device] = True
 
 
