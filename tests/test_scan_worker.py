@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from pipeline.genome import encode
+from tests.conftest import DATA
 from tests.reference import naive_scan
 from workers.scan import make_plan, plan_tiles, scan_block, slice_tiles
 
@@ -191,6 +192,38 @@ def test_extreme_weights_match_naive(chrx_slice, backend):
     if backend[1] == "slices":
         kinds = {t.T.dtype for t in slice_tiles(plan)}
         assert kinds == {np.dtype(np.int16), np.dtype(np.float32)}, "both table types should be exercised"
+
+
+def test_slice_tables_built_together_equal_row_by_row():
+    """The rows' slice tables, built a slice count at a time, are bit for bit the per-row construction
+    (_row_slices + _quantise, float32 where int16 is too coarse): real JASPAR rows and the extreme panel."""
+    from pipeline.motifs import pwm_from_motif, read_motifs
+    from workers.scan.cpu import SLICE_SLACK, _quantise, _row_slices, _row_tables
+
+    rows, mi, st = extreme_panel()
+    jaspar = [pwm_from_motif(m, np.full(4, 0.25), 0.1) for m in
+              read_motifs(DATA / "jaspar2024_subset.jaspar")]
+    for w in jaspar:
+        rows += [w, w[::-1, ::-1].copy()]
+    rng = np.random.default_rng(2)
+    thr = np.array([w.max(1).sum() - rng.uniform(0, 6) for w in rows])
+    plan = make_plan(rows, thr, np.arange(len(rows)) // 2, np.arange(len(rows)) % 2)
+    ell = 4
+    K = 1 << (2 * ell)
+    digits = np.array([[(u >> (2 * (ell - 1 - i))) & 3 for i in range(ell)] for u in range(K)], dtype=np.intp)
+    got = _row_tables(plan, ell)
+    kinds = set()
+    for r, (S, table, bound) in enumerate(got):
+        assert S == -(-plan.lengths[r] // ell)
+        T = _row_slices(plan.pwms[r], float(plan.thresholds[r]), S, ell, digits)
+        q = _quantise(T)
+        if q is None:
+            T32 = np.maximum(T, -1e30).astype(np.float32)
+            q = T32, np.float32(-(np.abs(T32[:, :K].astype(np.float64) - T[:, :K]).max(axis=1).sum() + SLICE_SLACK))
+        assert table.dtype == q[0].dtype and np.array_equal(table, q[0]) and bound == q[1] and \
+            type(bound) is type(q[1]), r
+        kinds.add(table.dtype)
+    assert kinds == {np.dtype(np.int16), np.dtype(np.float32)}
 
 
 def test_scores_at_and_near_the_threshold(chrx_slice, backend):
