@@ -124,6 +124,26 @@ def test_tiny_widths_and_flat_columns():
     assert (flat.pvalue == 1.0).all() and (flat.overlap == 3).all()      # every alignment ties: no evidence
 
 
+def test_span_convolution_compiled_equals_broadcast():
+    """The CPU's compiled convolution step of the span distributions = the broadcast adds (the GPU's), bit for bit,
+    on real query histograms against JASPAR-like targets (taps with zero entries, spans of several lengths)."""
+    rng = np.random.default_rng(8)
+    ts = tt.prepare_targets(_random_ppms(rng, rng.integers(4, 16, size=60)), device="cpu")
+    ints, _, _ = tt.quantise(tt.column_scores(np.concatenate(_random_ppms(rng, [9, 9, 9])), ts), 9)
+    f = tt.column_histograms(ints)
+    taps = np.flatnonzero(f.reshape(-1, f.shape[2]).any(axis=0))
+    assert taps.size < f.shape[2]                                  # some entries never occur
+    pmf = f
+    for m in range(1, 5):
+        prev, ker = pmf[:, :9 - m], f[:, m:]
+        want = np.zeros((prev.shape[0], prev.shape[1], prev.shape[2] + f.shape[2] - 1))
+        for k in taps:
+            want[:, :, k:k + prev.shape[2]] += prev * ker[:, :, k:k + 1]
+        got = tt._convolve(prev, ker, taps, np)
+        assert np.array_equal(got, want), m
+        pmf = got
+
+
 @pytest.mark.parametrize("C", [1, 2, 3, 10, 101, 4096, 5001])
 def test_selection_medians_equal_numpy(C):
     """The GPU's median (histogram selection) gives np.median's values exactly: ties, constant rows, odd/even."""

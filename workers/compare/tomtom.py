@@ -342,12 +342,24 @@ def span_log_cdf(f):
         out[:, first[m]:first[m + 1], :L] = _log_cdf(pmf, xp)
         if m == n:
             break
-        prev, ker = pmf[:, :n - m], f[:, m:]
-        nxt = xp.zeros((Q, n - m, L + bins))
-        for k in taps:
-            nxt[:, :, k:k + L] += prev * ker[:, :, k:k + 1]
-        pmf = nxt
+        pmf = _convolve(pmf[:, :n - m], f[:, m:], taps, xp)
     return out
+
+
+def _convolve(prev, ker, taps: np.ndarray, xp):
+    """Each span's pmf ``prev`` (Q, s, L) convolved with its next column's histogram ``ker`` (Q, s, K), the
+    non-zero entries ``taps``: shape (Q, s, L + K - 1).  On the CPU one numba pass
+    (:mod:`workers.compare.tomtom_numba`), on the GPU one broadcast add per tap; the same sums in the same order."""
+    Q, s, L = prev.shape
+    nxt = xp.zeros((Q, s, L + ker.shape[2] - 1))
+    if xp is np:
+        from workers.compare.tomtom_numba import convolve_spans  # noqa: PLC0415
+
+        convolve_spans(prev, ker, np.asarray(taps, np.int64), nxt)
+        return nxt
+    for k in taps:
+        nxt[:, :, k:k + L] += prev * ker[:, :, k:k + 1]
+    return nxt
 
 
 @dataclass
