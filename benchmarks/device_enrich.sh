@@ -3,14 +3,15 @@
 # human chrX 1-70 Mb, benchmarks/peaks.py's set) x 2,346 JASPAR 2024 CORE matrices on the GPU, the whole command timed
 # from outside: cold thresholds, then warm twice, for each source tree of SRCS (default "."; e.g. ".base ." runs an
 # earlier commit unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the
-# same call).  CPU=1 adds the warm run on the CPU workers of the same machine.
+# same call).  RUNS: device:phase of each run (default "gpu:cold gpu:warm gpu:warm"; "warm" keeps the threshold
+# cache of the runs before it).  CPU=1 adds the warm run on the CPU workers of the same machine.
 # Carry: .whl .devdata (.devdata/shared/motifs, .devdata/genomes/hs37_chrX_1-70Mb.fa.gz) [.base]
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 ROOT=$PWD
 CORE=$ROOT/.devdata/shared/motifs/JASPAR2024_CORE_non-redundant.jaspar
 python3 -c "from benchmarks.peaks import peak_set; from pathlib import Path; print(peak_set(Path('.devdata/genomes'), 100000, Path('/tmp')))"
-runs="gpu:cold gpu:warm gpu:warm"; [ "${CPU:-0}" = 1 ] && runs="$runs cpu:warm"
+runs=${RUNS:-gpu:cold gpu:warm gpu:warm}; [ "${CPU:-0}" = 1 ] && runs="$runs cpu:warm"
 for src in ${SRCS:-.}; do
   for run in $runs; do
     d=${run%%:*}; phase=${run##*:}
