@@ -51,9 +51,10 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler (tcp://host:port)")
     g.add_argument("--scheduler-file", metavar="FILE", help="use the scheduler described in this file")
     g.add_argument("--workers", type=_posint, metavar="N",
-                   help="local cluster: worker threads (CPU) or GPU workers (default: one per core / GPU)")
+                   help="local cluster: worker threads (CPU) or GPUs used (default: one per core / every GPU; "
+                        "worker processes per GPU: motifgrid.cluster.gpu-processes)")
     g.add_argument("--threads", type=_posint, metavar="N",
-                   help="local cluster: threads per GPU worker (default: the cores shared among the GPU workers), "
+                   help="local cluster: threads per GPU worker process (default: the cores shared among them), "
                         "per CPU worker process (--processes; default 1), or of the CPU worker (as --workers)")
     g.add_argument("--processes", action="store_true",
                    help="local CPU cluster of N single-threaded worker processes instead of threads in one process")
