@@ -170,7 +170,7 @@ def _merge(parts: list) -> BlockHits:
     """The hits of a block's pieces as one set in packed coordinates, grouped by plan row, position inside."""
     if len(parts) == 1:
         lo, h = parts[0]
-        return BlockHits(h.pos.astype(np.int64) + lo, h.row, h.score, h.seg)
+        return BlockHits(np.add(h.pos, lo, dtype=np.int64), h.row, h.score, h.seg)
     pos = np.concatenate([h.pos.astype(np.int64) + lo for lo, h in parts])
     row = np.concatenate([h.row for _, h in parts])
     score = np.concatenate([h.score for _, h in parts])
@@ -182,21 +182,24 @@ def _merge(parts: list) -> BlockHits:
 def hits_table(ctx: ScanContext, block: int, hits: BlockHits) -> tuple[pa.Table, np.ndarray]:
     """Arrow table of one block's hits (strings dictionary-encoded) and each hit's key for the counts table
     (record number, or region number with ``--regions``), shape (n,) int64."""
+    from workers.scan.table_numba import row_columns  # noqa: PLC0415
+
     c = ctx.columns
-    rows = hits.row
     rec = ctx.store.records
     one = ctx.store.block_records(block)
     r, start = record_positions(ctx.store, block, hits.pos)
-    end = start + c["lengths"][rows]
+    end, strand, motif, name = row_columns(hits.row, start, c["lengths"], c["row_strand"], c["row_motif"],
+                                           c["row_name"])
     score, pvals = _scores(ctx, hits)
     recs, r_local = (np.array([one[0]]), np.zeros(r.size, np.int32)) if one[1] - one[0] == 1 else _present(r)
     cols = {
-        "chrom": arrow.dictionary(r_local.astype(np.int32), arrow.strings([rec.names[i] for i in recs.tolist()])),
+        "chrom": arrow.dictionary(r_local.astype(np.int32, copy=False),
+                                  arrow.strings([rec.names[i] for i in recs.tolist()])),
         "start": start,
         "end": end,
-        "strand": arrow.dictionary(c["row_strand"][rows], _STRANDS),
-        "motif_id": arrow.dictionary(c["row_motif"][rows], c["ids"]),
-        "motif_name": arrow.dictionary(c["row_name"][rows], c["names"]),
+        "strand": arrow.dictionary(strand, _STRANDS),
+        "motif_id": arrow.dictionary(motif, c["ids"]),
+        "motif_name": arrow.dictionary(name, c["names"]),
         "score": score,
         "pvalue": pvals,
     }
@@ -270,7 +273,8 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
         rel = write_part(ctx.out, block_folder(ctx.store, index), blk.block_id, table, meta, _DICT_COLUMNS,
                          _STATS_COLUMNS, compression=ctx.compression, column_encoding=_ENCODINGS)
         t2 = time.perf_counter()
-        counts_rel = _write_counts(ctx, blk.block_id, key, ctx.columns["row_motif"][hits.row], hits.row, table)
+        counts_rel = _write_counts(ctx, blk.block_id, key, arrow.to_numpy(table.column("motif_id").chunk(0).indices),
+                                   hits.row, table)
         t3 = time.perf_counter()
         if ctx.pairs_run is not None:
             stats["kept"] = _keep_pairs(ctx, rel, hits.row, table) and stats.get("kept", True)

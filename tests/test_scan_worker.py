@@ -194,6 +194,24 @@ def test_extreme_weights_match_naive(chrx_slice, backend):
         assert kinds == {np.dtype(np.int16), np.dtype(np.float32)}, "both table types should be exercised"
 
 
+def test_row_columns_equal_numpy_gathers():
+    """The hits table's per-row columns in one compiled pass = NumPy's gathers (int32 and int64 rows)."""
+    from workers.scan.table_numba import row_columns
+
+    rng = np.random.default_rng(4)
+    R, n = 37, 5000
+    lengths = rng.integers(5, 30, R).astype(np.int64)
+    strand, motif, name = (rng.integers(0, k, R).astype(np.int32) for k in (2, 19, 11))
+    start = np.sort(rng.integers(0, 10**9, n))
+    for rows in (rng.integers(0, R, n).astype(np.int32), rng.integers(0, R, n)):
+        end, s, m, nm = row_columns(rows, start, lengths, strand, motif, name)
+        np.testing.assert_array_equal(end, start + lengths[rows])
+        for got, table in ((s, strand), (m, motif), (nm, name)):
+            assert got.dtype == np.int32 and np.array_equal(got, table[rows])
+    assert all(a.size == 0 for a in row_columns(np.zeros(0, np.int32), np.zeros(0, np.int64), lengths, strand,
+                                                motif, name))
+
+
 def test_slice_tables_built_together_equal_row_by_row():
     """The rows' slice tables, built a slice count at a time, are bit for bit the per-row construction
     (_row_slices + _quantise, float32 where int16 is too coarse): real JASPAR rows and the extreme panel."""

@@ -21,6 +21,7 @@ from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import reduce_block
 from workers.scan.distinct import distinct_pairs
 from workers.scan.distinct_numba import bh_steps
+from workers.scan.table_numba import row_columns
 
 _done: dict = {}
 _lock = threading.Lock()
@@ -50,6 +51,8 @@ def warm(device: str = "cpu") -> None:
         distinct_pairs(z, np.ones(2), z + 1)                          # their merge of pieces
         bh_steps(z, np.ones(2), z + 1, z + 5, np.empty(2), np.empty(2), np.empty(2, np.int64), np.empty(2, np.int64))
         reduce_block(z, z.astype(np.int32), z.astype(np.int32), np.ones(2), np.ones(2), 1)   # region counts
+        i32 = z.astype(np.int32)
+        row_columns(i32, z, z, i32, i32, i32)                         # the hits tables' per-row columns
         if device == "gpu":
             # CUDA context, the rescoring and p-value segment kernels; each tile width's scan kernel is loaded
             # by the first block that needs it (compiling all 16 widths ahead would hold the compile lock)
