@@ -369,19 +369,28 @@ def sequences_with_hits(hits: str, store, n_targets: int, n_motifs: int) -> tupl
              and not f.startswith(".")] if os.path.isdir(folder) else []
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:      # Parquet decoding releases the GIL
         parts = list(pool.map(lambda f: storage.read_parquet(f, columns=["key", "motif"]), files))
-    key = np.concatenate([arrow.to_numpy(t.column("key")).astype(np.int64) for t in parts] or [np.zeros(0, np.int64)])
-    motif = np.concatenate([arrow.to_numpy(t.column("motif")).astype(np.int64) for t in parts]
-                           or [np.zeros(0, np.int64)])
     rec, B = store.records, store.block_size
     split = rec.offsets // B != np.maximum(rec.ends - 1, rec.offsets) // B
-    dup = split[key]
-    if dup.any():
-        k = np.unique(key[dup] * n_motifs + motif[dup])
-        key = np.concatenate([key[~dup], k // n_motifs])
-        motif = np.concatenate([motif[~dup], k % n_motifs])
-    target = key < n_targets
-    return (np.bincount(motif[target], minlength=n_motifs).astype(np.int64),
-            np.bincount(motif[~target], minlength=n_motifs).astype(np.int64))
+    pos, neg = np.zeros(n_motifs, np.int64), np.zeros(n_motifs, np.int64)
+    dup_key, dup_motif = [], []
+    # counted block by block (no concatenation of the ~3·10⁷ rows of 10⁵ peaks: 3.7-5.3 s on the VM before);
+    # the rows of records in two block cores, a few per block, are set aside and made distinct after
+    for t in parts:
+        key, motif = arrow.to_numpy(t.column("key")), arrow.to_numpy(t.column("motif"))
+        target = key < n_targets
+        pos += np.bincount(motif[target], minlength=n_motifs)
+        neg += np.bincount(motif[~target], minlength=n_motifs)
+        dup = split[key]
+        if dup.any():
+            dup_key.append(key[dup].astype(np.int64))
+            dup_motif.append(motif[dup].astype(np.int64))
+    if dup_key:
+        pair, seen = np.unique(np.concatenate(dup_key) * n_motifs + np.concatenate(dup_motif), return_counts=True)
+        again = seen > 1                      # counted in each block holding the record: once is right
+        k, m = pair[again] // n_motifs, pair[again] % n_motifs
+        np.subtract.at(pos, m[k < n_targets], seen[again][k < n_targets] - 1)
+        np.subtract.at(neg, m[k >= n_targets], seen[again][k >= n_targets] - 1)
+    return pos, neg
 
 
 def abandon(job: EnrichJob) -> None:

@@ -142,6 +142,41 @@ def _check_statistics(table: list, n_tests: int) -> None:
 
 
 @needs_shared
+def test_sequences_with_hits_counts_each_record_once(tmp_path):
+    """Per motif, the targets and controls with a hit from the blocks' (record, motif) rows = the distinct pairs
+    over all blocks, where records crossing one or two block borders have rows in two or three blocks."""
+    from types import SimpleNamespace
+
+    import pyarrow as pa
+
+    from pipeline.enrich import sequences_with_hits
+
+    rng = np.random.default_rng(6)
+    B, T, M = 1000, 40, 9                                    # block size, targets, motifs; 40 controls after them
+    lengths = rng.integers(50, 400, 2 * T)
+    lengths[[5, 47]] = 2300                                  # across two block borders
+    offsets = np.r_[0, np.cumsum(lengths + 10)[:-1]]
+    ends = offsets + lengths
+    (tmp_path / "_counts").mkdir()
+    pairs = set()
+    for b in range(int(ends[-1] // B) + 1):
+        rows = []
+        for r in np.flatnonzero((offsets < (b + 1) * B) & (ends > b * B)).tolist():
+            for m in np.flatnonzero(rng.random(M) < 0.4).tolist():
+                rows.append((r, m))
+                pairs.add((r, m))
+        rows.sort()
+        pq.write_table(pa.table({"key": pa.array([r for r, _ in rows], pa.int64()),
+                                 "motif": pa.array([m for _, m in rows], pa.int32())}),
+                       tmp_path / "_counts" / f"b{b:04d}.parquet")
+    store = SimpleNamespace(records=SimpleNamespace(offsets=offsets, ends=ends), block_size=B)
+    pos, neg = sequences_with_hits(str(tmp_path), store, T, M)
+    want_pos = np.bincount([m for r, m in pairs if r < T], minlength=M)
+    want_neg = np.bincount([m for r, m in pairs if r >= T], minlength=M)
+    assert np.array_equal(pos, want_pos) and np.array_equal(neg, want_neg)
+    assert pos.sum() + neg.sum() == len(pairs)
+
+
 def test_ctcf_peaks_give_ctcf_first(tmp_path, capfd):
     """CTCF's 500 strongest GM12878 summits against their shuffles, the 879 JASPAR 2024 vertebrate matrices,
     through the CLI: a CTCF matrix first, its family in the first cluster, centrally enriched; Fisher against
