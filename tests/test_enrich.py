@@ -141,7 +141,6 @@ def _check_statistics(table: list, n_tests: int) -> None:
     assert [r["rank"] for r in table] == list(range(1, len(table) + 1))
 
 
-@needs_shared
 def test_sequences_with_hits_counts_each_record_once(tmp_path):
     """Per motif, the targets and controls with a hit from the blocks' (record, motif) rows = the distinct pairs
     over all blocks, where records crossing one or two block borders have rows in two or three blocks."""
@@ -177,6 +176,7 @@ def test_sequences_with_hits_counts_each_record_once(tmp_path):
     assert pos.sum() + neg.sum() == len(pairs)
 
 
+@needs_shared
 def test_ctcf_peaks_give_ctcf_first(tmp_path, capfd):
     """CTCF's 500 strongest GM12878 summits against their shuffles, the 879 JASPAR 2024 vertebrate matrices,
     through the CLI: a CTCF matrix first, its family in the first cluster, centrally enriched; Fisher against
