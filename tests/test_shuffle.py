@@ -115,3 +115,28 @@ def test_bad_input():
         shuffle_dinucleotides(np.array([0, 1], np.uint8), np.array([0, 3]))
     with pytest.raises(ValueError, match="copies"):
         shuffle_dinucleotides(np.array([0, 1], np.uint8), np.array([0, 2]), copies=0)
+
+
+@pytest.mark.parametrize("width", [60, 7, 1])
+def test_control_fasta_lines(tmp_path, width):
+    """control.fa from codes: each record's header, then its letters ``width`` a line (N for code 4), empty records
+    a header alone, records exactly a line long and longer than the layout's chunk: as a plain loop writes them,
+    and read back by the FASTA reader."""
+    from pipeline.enrich_controls import write_fasta
+    from pipeline.enrich_inputs import read_sequences
+
+    rng = np.random.default_rng(width)
+    lens = rng.integers(0, 300, 400)
+    lens[[3, 9]], lens[17], lens[-1] = 0, width * 3, (1 << 22) + 5
+    offsets = np.r_[0, np.cumsum(lens)]
+    codes = rng.integers(0, 5, int(offsets[-1])).astype(np.uint8)
+    names = [f"peak{i}|shuf{i % 2}" for i in range(lens.size)]
+    write_fasta(tmp_path / "c.fa", names, codes, offsets, width)
+    letters = np.frombuffer(b"ACGTN", np.uint8)[codes].tobytes()
+    want = []
+    for i, n in enumerate(names):
+        seq = letters[offsets[i]:offsets[i + 1]]
+        want.append(b">" + n.encode() + b"\n" + b"".join(seq[j:j + width] + b"\n" for j in range(0, len(seq), width)))
+    assert (tmp_path / "c.fa").read_bytes() == b"".join(want)
+    back = read_sequences(str(tmp_path / "c.fa"), None, "controls")
+    assert list(back.names) == names and np.diff(back.offsets).tolist() == lens.tolist()
