@@ -232,11 +232,11 @@ def sites_table(job, table: pa.Table) -> pa.Table:
     rank_of = dict(zip(ids, top.column("rank").to_pylist()))
     t, rec = (_target_hits(job, _HIT_COLUMNS, pc.field("motif_id").isin(ids)) if job.scan.hits
               else top_sites(job, ids))
-    mid = t.column("motif_id").cast(pa.string()).to_pylist()
-    rank = np.array([rank_of[x] for x in mid], dtype=np.int32)
+    which = arrow.to_numpy(pc.index_in(t.column("motif_id").cast(pa.string()), value_set=arrow.strings(ids)))
+    rank = np.array([rank_of[x] for x in ids], dtype=np.int32)[which]
     start, end = arrow.to_numpy(t.column("start")), arrow.to_numpy(t.column("end"))
     strand = t.column("strand").cast(pa.string())
-    order = np.lexsort((arrow.to_numpy(pc.equal(strand, "-").cast(pa.int8())), start, rec, rank))
+    order = _site_order(rank, rec, start, arrow.to_numpy(pc.equal(strand, "-").cast(pa.int8())))
     tg = job.targets
     cols = {"rank": rank, "motif_id": _cat(t.column("motif_id")), "motif_name": _cat(t.column("motif_name")),
             "sequence": arrow.dictionary(rec.astype(np.int32), arrow.strings(tg.names)),
@@ -252,6 +252,20 @@ def sites_table(job, table: pa.Table) -> pa.Table:
         arrays += [pa.nulls(len(rec), f.type) for f in ENRICH_SITES_SCHEMA if f.name not in cols]
     out = pa.Table.from_arrays(arrays, schema=ENRICH_SITES_SCHEMA)
     return out.take(arrow.column(order))
+
+
+def _site_order(rank: np.ndarray, rec: np.ndarray, start: np.ndarray, minus: np.ndarray) -> np.ndarray:
+    """Sites by rank, record, start, strand (+ first): one sort of a packed int64 key where the four fit in 63
+    bits (the 10⁶ sites of 100,000 peaks: 0.6 s as a four-key ``lexsort``), else the ``lexsort``."""
+    if not rank.size:
+        return np.zeros(0, np.intp)
+    bits = [int(x.max()).bit_length() for x in (rank, rec, start)]
+    if min(int(rank.min()), int(rec.min()), int(start.min())) < 0 or sum(bits) + 1 > 63:
+        return np.lexsort((minus, start, rec, rank))
+    key = rank.astype(np.int64)
+    for x, b in ((rec, bits[1]), (start, bits[2]), (minus, 1)):
+        key = (key << b) | x.astype(np.int64)
+    return np.argsort(key, kind="stable")
 
 
 def _cat(values) -> pa.DictionaryArray:

@@ -176,6 +176,26 @@ def test_sequences_with_hits_counts_each_record_once(tmp_path):
     assert pos.sum() + neg.sum() == len(pairs)
 
 
+def test_site_order_equals_lexsort():
+    """The sites' packed-key order = the four-key lexsort (rank, record, start, strand), also where the key would
+    not fit in 63 bits (then it is the lexsort)."""
+    from pipeline.enrich_outputs import _site_order
+
+    rng = np.random.default_rng(2)
+    n = 20_000
+    for big in (False, True):
+        rank = rng.integers(1, 21, n).astype(np.int32)
+        rec = rng.integers(0, 10**5, n)
+        start = rng.integers(0, 2**45 if big else 600, n)
+        minus = rng.integers(0, 2, n).astype(np.int8)
+        key = np.unique(np.stack([rank, rec, start, minus]), axis=1)       # sites are distinct
+        rank, rec, start, minus = key[0].astype(np.int32), key[1], key[2], key[3].astype(np.int8)
+        p = rng.permutation(rank.size)
+        rank, rec, start, minus = rank[p], rec[p], start[p], minus[p]
+        assert np.array_equal(_site_order(rank, rec, start, minus), np.lexsort((minus, start, rec, rank)))
+    assert _site_order(*(np.zeros(0, np.int64),) * 4).size == 0
+
+
 @needs_shared
 def test_ctcf_peaks_give_ctcf_first(tmp_path, capfd):
     """CTCF's 500 strongest GM12878 summits against their shuffles, the 879 JASPAR 2024 vertebrate matrices,
