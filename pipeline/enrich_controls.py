@@ -311,22 +311,16 @@ def shuffled_controls(names, codes: np.ndarray, offsets: np.ndarray, copies: int
 
 def write_fasta(path, names, codes: np.ndarray, offsets: np.ndarray, width: int = 60) -> None:
     """Records as FASTA (upper case, N for code 4, ``width`` letters a line), written atomically; laid out in one
-    compiled pass (:mod:`workers.enrich.fasta_numba`), a few million bases at a time."""
+    compiled pass (:mod:`workers.enrich.fasta_numba`)."""
     from pipeline.genome import LETTERS  # noqa: PLC0415
     from workers.enrich.fasta_numba import fasta_layout  # noqa: PLC0415
 
-    codes, offsets = np.asarray(codes), np.asarray(offsets, np.int64)
     heads = [b">" + str(n).encode() + b"\n" for n in names]
-    chunks, i = [], 0
-    while i < len(heads):
-        j = min(len(heads), max(i + 1, int(np.searchsorted(offsets, offsets[i] + (1 << 22), side="right")) - 1))
-        hoff = np.zeros(j - i + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, heads[i:j]), np.int64, j - i), out=hoff[1:])
-        chunks.append(fasta_layout(np.frombuffer(b"".join(heads[i:j]), np.uint8), hoff,
-                                   LETTERS[np.minimum(codes[offsets[i]:offsets[j]], 4)], offsets[i:j + 1] - offsets[i],
-                                   int(width)).tobytes())
-        i = j
-    storage.atomic_write_bytes(path, b"".join(chunks))
+    head_offsets = np.zeros(len(heads) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, heads), np.int64, len(heads)), out=head_offsets[1:])
+    text = fasta_layout(np.frombuffer(b"".join(heads), np.uint8), head_offsets,
+                        LETTERS[np.minimum(np.asarray(codes), 4)], np.asarray(offsets, np.int64), int(width))
+    storage.atomic_write_bytes(path, text.tobytes())
 
 
 def write_bed(path, genome: GenomeAccess, controls: Controls, target_names) -> None:
