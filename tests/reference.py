@@ -93,3 +93,39 @@ def has_site(seq: str, pwm: np.ndarray, threshold: float) -> bool:
     for j in range(m):
         acc += w[j, np.minimum(win[:, j], 3)]
     return bool((valid & (acc >= threshold)).any())
+
+
+def slice_table_row(w, alpha: float, S: int, ell: int, digits):
+    """One row's float64 slice table, built row by row (:func:`workers.scan.cpu._slices_of` builds many at once):
+    ``-alpha/m`` folded into every column, entry ``[s, u]`` the sum of columns ``s*ℓ .. s*ℓ+ℓ-1`` for ℓ-mer ``u``,
+    the last entry ``-inf`` inside the motif and the slice maximum on the last, padded, slice."""
+    m = w.shape[0]
+    K = 1 << (2 * ell)
+    W = np.zeros((S * ell, 4))
+    W[:m] = w - alpha / m
+    T = np.zeros((S, K + 1))
+    for i in range(ell):
+        T[:, :K] += W[i::ell][:, digits[:, i]]
+    inside = (np.arange(S) + 1) * ell <= m
+    T[:, K] = np.where(inside, -np.inf, T[:, :K].max(axis=1))
+    return T
+
+
+def quantise_row(T, slack: float, min_scale: float):
+    """One row's int16 slice table and candidate bound, row by row (:func:`workers.scan.cpu._quantise_many`
+    quantises many at once), or None where the scale would be under ``min_scale``."""
+    S, K1 = T.shape
+    body = T[:, :-1]
+    top = np.maximum(body.max(axis=1), 0).sum()
+    scale = (32768 // S - S - 4) / (max(top, 1.0) + slack)
+    if scale < min_scale:
+        return None
+    Q = np.rint(body * scale)
+    err = np.abs(Q - body * scale).max(axis=1).sum()
+    thr = -(np.floor(err + slack * scale) + 1)
+    qmax = Q.max(axis=1)
+    floor = thr - 1 - np.maximum(qmax, 0).sum()
+    out = np.empty((S, K1), dtype=np.int16)
+    out[:, :-1] = np.maximum(Q, floor)
+    out[:, -1] = np.where(np.isfinite(T[:, -1]), qmax, floor)
+    return out, np.int16(thr)

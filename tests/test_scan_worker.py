@@ -214,9 +214,10 @@ def test_row_columns_equal_numpy_gathers():
 
 def test_slice_tables_built_together_equal_row_by_row():
     """The rows' slice tables, built a slice count at a time, are bit for bit the per-row construction
-    (_row_slices + _quantise, float32 where int16 is too coarse): real JASPAR rows and the extreme panel."""
+    (tests/reference.py; float32 where int16 is too coarse): real JASPAR rows and the extreme panel."""
     from pipeline.motifs import pwm_from_motif, read_motifs
-    from workers.scan.cpu import SLICE_SLACK, _quantise, _row_slices, _row_tables
+    from tests.reference import quantise_row, slice_table_row
+    from workers.scan.cpu import MIN_SCALE, SLICE_SLACK, _row_tables
 
     rows, mi, st = extreme_panel()
     jaspar = [pwm_from_motif(m, np.full(4, 0.25), 0.1) for m in
@@ -233,8 +234,8 @@ def test_slice_tables_built_together_equal_row_by_row():
     kinds = set()
     for r, (S, table, bound) in enumerate(got):
         assert S == -(-plan.lengths[r] // ell)
-        T = _row_slices(plan.pwms[r], float(plan.thresholds[r]), S, ell, digits)
-        q = _quantise(T)
+        T = slice_table_row(plan.pwms[r], float(plan.thresholds[r]), S, ell, digits)
+        q = quantise_row(T, SLICE_SLACK, MIN_SCALE)
         if q is None:
             T32 = np.maximum(T, -1e30).astype(np.float32)
             q = T32, np.float32(-(np.abs(T32[:, :K].astype(np.float64) - T[:, :K]).max(axis=1).sum() + SLICE_SLACK))

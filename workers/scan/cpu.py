@@ -138,56 +138,6 @@ class SliceTile:
                              # int16 max on padding rows (never reached)
 
 
-def _row_slices(w: np.ndarray, alpha: float, S: int, ell: int, digits: np.ndarray) -> np.ndarray:
-    """(S, 4**ℓ + 1) float64 slice table of one row, ``-alpha/m`` folded into every column.
-
-    Entry ``[s, u]`` sums columns ``s*ℓ .. s*ℓ+ℓ-1`` (zero past the motif) for the ℓ-mer ``u``, first
-    base most significant; entry ``[s, 4**ℓ]`` (an ℓ-mer containing a code > 3) is ``-inf`` for slices
-    inside the motif and the slice maximum for the last, partly padded, one (its N may lie past the
-    motif; the float64 rescoring decides).
-    """
-    m = w.shape[0]
-    K = 1 << (2 * ell)
-    W = np.zeros((S * ell, 4))
-    W[:m] = w - alpha / m
-    T = np.zeros((S, K + 1))
-    for i in range(ell):
-        T[:, :K] += W[i::ell][:, digits[:, i]]
-    inside = (np.arange(S) + 1) * ell <= m
-    T[:, K] = np.where(inside, -np.inf, T[:, :K].max(axis=1))
-    return T
-
-
-def _quantise(T: np.ndarray) -> tuple | None:
-    """int16 version of one row's slice table, or None where it would be coarser than ``MIN_SCALE``.
-
-    With ``scale`` units per bit, ``Q = rint(T * scale)`` is off by at most ``e_s`` units in slice s,
-    so a window scoring >= alpha (table sum >= 0 up to float64 error) has ``sum Q >= -sum_s e_s``; the
-    candidate bound ``thr = -(floor(sum_s e_s + SLICE_SLACK * scale) + 1)`` lies strictly below that.
-    Entries under ``F = thr - 1 - sum_s max(max_u Q[s], 0)`` are raised to ``F`` (so is the N entry
-    inside the motif): a window holding one can never reach ``thr``, whatever its other slices, and
-    raising entries only raises sums, so no hit is lost.  ``scale`` is chosen per row so that
-    ``S * F >= -32768`` (asserted): every partial sum (between ``S*F`` and the sum of the maxima) fits int16,
-    which the kernel's wrapping int16 adds therefore never leave.
-    """
-    S, K1 = T.shape
-    body = T[:, :-1]
-    top = np.maximum(body.max(axis=1), 0).sum()
-    scale = (32768 // S - S - 4) / (max(top, 1.0) + SLICE_SLACK)
-    if scale < MIN_SCALE:
-        return None
-    Q = np.rint(body * scale)
-    err = np.abs(Q - body * scale).max(axis=1).sum()
-    thr = -(np.floor(err + SLICE_SLACK * scale) + 1)
-    qmax = Q.max(axis=1)
-    floor = thr - 1 - np.maximum(qmax, 0).sum()
-    assert S * floor >= -32768 and np.maximum(qmax, 0).sum() <= 32767, "int16 slice sums could wrap"
-    out = np.empty((S, K1), dtype=np.int16)
-    out[:, :-1] = np.maximum(Q, floor)
-    out[:, -1] = np.where(np.isfinite(T[:, -1]), qmax, floor)
-    return out, np.int16(thr)
-
-
 def _tile_bounds(nsl: np.ndarray) -> list:
     """Cut rows sorted by slice count into tiles of at most ``SLICE_WIDTH`` rows: ``[(lo, hi), ...]``.
 
@@ -214,8 +164,8 @@ def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
     """The Slices Strategy tables (Giraud & Varré 2011, §3.1; Liefooghe et al.), quantised to int16.
 
     ``T[s, u, k]`` is the summed score of ℓ-mer ``u`` over columns ``s*ℓ .. s*ℓ+ℓ-1`` of row k, each
-    column carrying ``-alpha/m`` (:func:`_row_slices`), times a per-row scale, rounded and clamped
-    (:func:`_quantise`): half the bytes of float32 tables, twice the SIMD lanes, and a candidate bound
+    column carrying ``-alpha/m`` (:func:`_slices_of`), times a per-row scale, rounded and clamped
+    (:func:`_quantise_many`): half the bytes of float32 tables, twice the SIMD lanes, and a candidate bound
     that provably covers the rounding, so the float64 rescoring still sees every hit.  Rows whose
     int16 resolution would be under ``MIN_SCALE`` units per bit keep float32 tables (bound: the sum of
     the slices' float32 rounding plus ``SLICE_SLACK``; ``-1e30`` for an N inside the motif).  Rows of one
@@ -251,8 +201,8 @@ _SLICES_LOCK = threading.Lock()
 def _row_tables(plan: ScanPlan, ell: int) -> list:
     """Each plan row's slice table: ``(S, int16 or float32 table (S, 4**ℓ + 1), candidate bound)``, in row order.
 
-    Rows of one slice count are built and quantised together (:func:`_slices_of` and :func:`_quantise_many`,
-    the same arithmetic as :func:`_row_slices` and :func:`_quantise` row by row, bit for bit): one row at a time,
+    Rows of one slice count are built and quantised together (:func:`_slices_of` and :func:`_quantise_many`; the
+    row-by-row construction, kept in ``tests/reference.py``, gives the same tables bit for bit): one row at a time,
     Python's per-row calls took 0.5 s for 879 motifs, most of a small scan's task time."""
     K = 1 << (2 * ell)
     digits = np.array([[(u >> (2 * (ell - 1 - i))) & 3 for i in range(ell)] for u in range(K)], dtype=np.intp)
@@ -273,7 +223,14 @@ def _row_tables(plan: ScanPlan, ell: int) -> list:
 
 
 def _slices_of(pwms: list, alphas: np.ndarray, S: int, ell: int, digits: np.ndarray) -> np.ndarray:
-    """:func:`_row_slices` of several rows of ``S`` slices at once: shape (n, S, 4**ℓ + 1) float64."""
+    """Float64 slice tables of ``n`` rows of ``S`` slices, ``-alpha/m`` folded into every column: shape
+    (n, S, 4**ℓ + 1).
+
+    Entry ``[r, s, u]`` sums columns ``s*ℓ .. s*ℓ+ℓ-1`` of row r (zero past the motif) for the ℓ-mer ``u``, first
+    base most significant; entry ``[r, s, 4**ℓ]`` (an ℓ-mer containing a code > 3) is ``-inf`` for slices inside
+    the motif and the slice maximum for the last, partly padded, one (its N may lie past the motif; the float64
+    rescoring decides).
+    """
     n, K = len(pwms), 1 << (2 * ell)
     W = np.zeros((n, S * ell, 4))
     m = np.array([w.shape[0] for w in pwms], dtype=np.int64)
@@ -288,8 +245,18 @@ def _slices_of(pwms: list, alphas: np.ndarray, S: int, ell: int, digits: np.ndar
 
 
 def _quantise_many(T: np.ndarray) -> tuple:
-    """:func:`_quantise` of ``T`` (n, S, 4**ℓ + 1): a list of n int16 tables (None where too coarse) and the
-    (n,) int16 candidate bounds."""
+    """int16 versions of the slice tables ``T`` (n, S, 4**ℓ + 1): a list of n tables (None where a row's would be
+    coarser than ``MIN_SCALE``) and the (n,) int16 candidate bounds.
+
+    With ``scale`` units per bit, ``Q = rint(T * scale)`` is off by at most ``e_s`` units in slice s,
+    so a window scoring >= alpha (table sum >= 0 up to float64 error) has ``sum Q >= -sum_s e_s``; the
+    candidate bound ``thr = -(floor(sum_s e_s + SLICE_SLACK * scale) + 1)`` lies strictly below that.
+    Entries under ``F = thr - 1 - sum_s max(max_u Q[s], 0)`` are raised to ``F`` (so is the N entry
+    inside the motif): a window holding one can never reach ``thr``, whatever its other slices, and
+    raising entries only raises sums, so no hit is lost.  ``scale`` is chosen per row so that
+    ``S * F >= -32768`` (asserted): every partial sum (between ``S*F`` and the sum of the maxima) fits int16,
+    which the kernel's wrapping int16 adds therefore never leave.
+    """
     n, S, K1 = T.shape
     body = T[:, :, :-1]
     top = np.maximum(body.max(axis=2), 0).sum(axis=1)
@@ -324,7 +291,7 @@ def _build_slice_tiles(plan: ScanPlan, ell: int) -> list:
             T = np.zeros((S, K + 1, width), dtype=dtype)
             for k, (s, _, t, _) in enumerate(part):
                 T[:s, :, k] = t
-            # padding rows: zero tables and a bound no sum reaches (sums stay within int16, see _quantise)
+            # padding rows: zero tables and a bound no sum reaches (sums stay within int16, see _quantise_many)
             cand_thr = np.full(width, np.iinfo(np.int16).max if dtype == np.int16 else np.inf, dtype=dtype)
             cand_thr[:len(part)] = [m[3] for m in part]
             tiles.append(SliceTile(rows=np.array([m[1] for m in part], dtype=np.int32), T=T, cand_thr=cand_thr))
