@@ -111,13 +111,15 @@ def slice_table_row(w, alpha: float, S: int, ell: int, digits):
     return T
 
 
-def quantise_row(T, slack: float, min_scale: float):
-    """One row's int16 slice table and candidate bound, row by row (:func:`workers.scan.cpu._quantise_many`
-    quantises many at once), or None where the scale would be under ``min_scale``."""
+def quantise_row(T, slack: float, min_scale: float, dtype=np.int16):
+    """One row's int8 or int16 slice table, candidate bound and scale (units per bit), row by row
+    (:func:`workers.scan.cpu._quantise_many` quantises many at once), or None where the scale would be under
+    ``min_scale`` or the clamped sums could leave the type."""
+    lim = -int(np.iinfo(dtype).min)
     S, K1 = T.shape
     body = T[:, :-1]
     top = np.maximum(body.max(axis=1), 0).sum()
-    scale = (32768 // S - S - 4) / (max(top, 1.0) + slack)
+    scale = (lim // S - S - 4) / (max(top, 1.0) + slack)
     if scale < min_scale:
         return None
     Q = np.rint(body * scale)
@@ -125,7 +127,9 @@ def quantise_row(T, slack: float, min_scale: float):
     thr = -(np.floor(err + slack * scale) + 1)
     qmax = Q.max(axis=1)
     floor = thr - 1 - np.maximum(qmax, 0).sum()
-    out = np.empty((S, K1), dtype=np.int16)
+    if S * floor < -lim or np.maximum(qmax, 0).sum() > lim - 1:
+        return None
+    out = np.empty((S, K1), dtype=dtype)
     out[:, :-1] = np.maximum(Q, floor)
     out[:, -1] = np.where(np.isfinite(T[:, -1]), qmax, floor)
-    return out, np.int16(thr)
+    return out, dtype(thr), scale

@@ -191,7 +191,8 @@ def test_extreme_weights_match_naive(chrx_slice, backend):
     assert got == ref
     if backend[1] == "slices":
         kinds = {t.T.dtype for t in slice_tiles(plan)}
-        assert kinds == {np.dtype(np.int16), np.dtype(np.float32)}, "both table types should be exercised"
+        assert kinds == {np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.float32)}, \
+            "every table type should be exercised"
 
 
 def test_row_columns_equal_numpy_gathers():
@@ -212,9 +213,27 @@ def test_row_columns_equal_numpy_gathers():
                                                 motif, name))
 
 
+def test_hits_by_row_equals_argsort():
+    """The slices path's counting sort by row = the hits, ordered by NumPy's argsort of (row, position), for
+    candidates whose positions ascend within each row (as each tile emits them), any interleaving of rows."""
+    from workers.scan.cpu_numba import hits_by_row
+
+    rng = np.random.default_rng(8)
+    R, n = 50, 20_000
+    rows = rng.integers(0, R, n).astype(np.int32)
+    pos = np.sort(rng.integers(0, 10**6, n))               # ascending overall, hence within each row
+    score, hit = rng.normal(size=n), rng.random(n) < 0.7
+    o = np.argsort((rows[hit].astype(np.int64) << 32) | pos[hit], kind="stable")
+    got = hits_by_row(pos, rows, score, hit, R + 3)
+    for a, b in zip(got, (pos[hit][o], rows[hit][o], score[hit][o])):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert all(a.size == 0 for a in hits_by_row(pos, rows, score, np.zeros(n, bool), R))
+
+
 def test_slice_tables_built_together_equal_row_by_row():
     """The rows' slice tables, built a slice count at a time, are bit for bit the per-row construction
-    (tests/reference.py; float32 where int16 is too coarse): real JASPAR rows and the extreme panel."""
+    (tests/reference.py; int16 where int8 is too coarse, float32 where int16 is): real JASPAR rows and the extreme
+    panel."""
     from pipeline.motifs import pwm_from_motif, read_motifs
     from tests.reference import quantise_row, slice_table_row
     from workers.scan.cpu import MIN_SCALE, SLICE_SLACK, _row_tables
@@ -235,14 +254,15 @@ def test_slice_tables_built_together_equal_row_by_row():
     for r, (S, table, bound) in enumerate(got):
         assert S == -(-plan.lengths[r] // ell)
         T = slice_table_row(plan.pwms[r], float(plan.thresholds[r]), S, ell, digits)
-        q = quantise_row(T, SLICE_SLACK, MIN_SCALE)
+        q = quantise_row(T, SLICE_SLACK, MIN_SCALE[np.dtype(np.int8)], np.int8) or \
+            quantise_row(T, SLICE_SLACK, MIN_SCALE[np.dtype(np.int16)], np.int16)
         if q is None:
             T32 = np.maximum(T, -1e30).astype(np.float32)
             q = T32, np.float32(-(np.abs(T32[:, :K].astype(np.float64) - T[:, :K]).max(axis=1).sum() + SLICE_SLACK))
         assert table.dtype == q[0].dtype and np.array_equal(table, q[0]) and bound == q[1] and \
             type(bound) is type(q[1]), r
         kinds.add(table.dtype)
-    assert kinds == {np.dtype(np.int16), np.dtype(np.float32)}
+    assert kinds == {np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.float32)}
 
 
 def test_scores_at_and_near_the_threshold(chrx_slice, backend):
@@ -269,30 +289,37 @@ def test_scores_at_and_near_the_threshold(chrx_slice, backend):
     assert all(((p, r, sc) in hits) == hit for p, r, sc, hit in sites)
 
 
-def test_int16_candidates_are_near_the_threshold(chrx_slice):
-    """The clamp and per-row scale of the int16 tables: sums cannot wrap, and a candidate of the int16
-    kernel is an N-free window within the rounding margin (S/2 units + slack, < 0.1 bit) of alpha, or
-    a window with an N in its last, partly padded, slice (rescored), never a window far below alpha."""
+def test_integer_candidates_are_near_the_threshold(chrx_slice):
+    """The clamp and per-row scale of the int8 and int16 tables: sums cannot wrap, and a candidate of the
+    kernel is an N-free window within its row's rounding margin of alpha (the bound's units over the row's scale:
+    under 0.1 bit for int16, a few bits at most for int8), or a window with an N in its last, partly padded, slice
+    (rescored), never a window further below alpha."""
     pytest.importorskip("numba")
+    from tests.reference import quantise_row, slice_table_row
+    from workers.scan.cpu import MIN_SCALE, SLICE_SLACK
     from workers.scan.cpu_numba import kmer_codes, scan_tile
 
     rng = np.random.default_rng(9)
     rows, mi, st = extreme_panel()
+    rows += [pwm(CTCF), pwm(SP1), pwm(CTCF)[:9]]
+    mi, st = np.append(mi, [6, 7, 8]), np.append(st, [0, 0, 0])
     seq = with_ambiguity(plant(chrx_slice[120_000:130_000], rows[::2], rng), rng)
     thr = np.array([np.sort(window_scores(seq, w))[-4] for w in rows])
     plan = make_plan(rows, thr, mi, st)
     codes = np.full(len(seq) + 64, 4, np.uint8)
     codes[:len(seq)] = encode(seq)
     kmer = kmer_codes(codes, len(seq) + 40, 4)
-    n_int16 = 0
+    digits = np.array([[(u >> (2 * (3 - i))) & 3 for i in range(4)] for u in range(256)], dtype=np.intp)
+    seen = {}
     for t in slice_tiles(plan):
-        if t.T.dtype != np.int16:
+        if t.T.dtype.kind != "i":
             continue
-        n_int16 += len(t.rows)
+        lim = -int(np.iinfo(t.T.dtype).min)
+        seen[t.T.dtype.name] = seen.get(t.T.dtype.name, 0) + len(t.rows)
         T = t.T.astype(np.int64)
-        assert (T.min(axis=1).sum(axis=0) >= -32768).all() and (T.max(axis=1).sum(axis=0) <= 32767).all()
+        assert (T.min(axis=1).sum(axis=0) >= -lim).all() and (T.max(axis=1).sum(axis=0) <= lim - 1).all()
         pos, col = np.empty(1 << 16, np.int64), np.empty(1 << 16, np.int32)
-        cnt = scan_tile(kmer, len(seq), tuple(t.T), 4, t.cand_thr, pos, col)
+        cnt = scan_tile(kmer, len(seq), tuple(t.T.reshape(len(t.T), -1)), 4, t.cand_thr, pos, col)
         assert cnt <= pos.size
         for p, k in zip(pos[:cnt], col[:cnt]):
             r = t.rows[k]
@@ -301,8 +328,12 @@ def test_int16_candidates_are_near_the_threshold(chrx_slice):
             if (span > 3).any():
                 assert (span[:m // 4 * 4] <= 3).all(), "an N in a slice inside the motif is impossible"
                 continue
-            assert w[np.arange(m), span[:m]].sum() >= plan.thresholds[r] - 0.1
-    assert n_int16 >= 6
+            Tr = slice_table_row(w, float(plan.thresholds[r]), -(-m // 4), 4, digits)
+            _, bound, scale = quantise_row(Tr, SLICE_SLACK, MIN_SCALE[t.T.dtype], t.T.dtype.type)
+            margin = (1 - int(bound)) / scale
+            assert margin < (0.1 if t.T.dtype == np.int16 else 4.0)
+            assert w[np.arange(m), span[:m]].sum() >= plan.thresholds[r] - margin
+    assert seen.get("int8", 0) >= 4 and seen.get("int16", 0) >= 2, seen
 
 
 def test_scan_blocks_equals_one_scan_per_block(chrx_slice):

@@ -28,7 +28,8 @@ CANDIDATE_MARGIN = 1e-2
 _ONE_HOT = np.vstack([np.eye(4, dtype=np.float32), np.zeros((1, 4), np.float32)])
 
 
-def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndarray, plan: ScanPlan) -> BlockHits:
+def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndarray, plan: ScanPlan,
+            row_sorted: bool = False) -> BlockHits:
     """Exact float64 scores of candidate windows; the hits among them.
 
     Columns are added in order from 0.0, as a plain float64 loop does (:func:`workers.scan.cpu_numba.
@@ -44,17 +45,21 @@ def rescore(codes: np.ndarray, npref: np.ndarray, pos: np.ndarray, rows: np.ndar
     rows : ndarray, shape (n,), int32
         Their plan rows.
     plan : ScanPlan
+    row_sorted : bool
+        The positions of each row's candidates ascend (a counting sort by row then orders the hits).
 
     Returns
     -------
     BlockHits
         The candidates scoring ``>= alpha`` with no code 4 in the window, sorted by (row, position).
     """
-    from workers.scan.cpu_numba import rescore_windows  # noqa: PLC0415
+    from workers.scan.cpu_numba import hits_by_row, rescore_windows  # noqa: PLC0415
 
     if pos.size == 0:
         return BlockHits.empty()
     score, hit = rescore_windows(codes, npref, pos, rows, *stacked_weights(plan), plan.thresholds)
+    if row_sorted:
+        return BlockHits(*hits_by_row(pos, rows, score, hit, plan.n_rows))
     pos, row, score = pos[hit], rows[hit], score[hit]
     o = np.argsort((row.astype(np.int64) << 32) | pos)
     return BlockHits(pos[o], row[o], score[o])
@@ -108,38 +113,43 @@ def _scan_cpu_blas(codes: np.ndarray, n_positions: int, plan: ScanPlan, chunk_ro
 
 
 SLICE_ELL = 4            # ℓ: 256-entry tables, about 3 reads per JASPAR window instead of 4m multiply-adds
-SLICE_WIDTH = 128        # rows per slice tile at most: an int16 tile's tables (S x 257 x 128 x 2 B) stay in L2
+#: rows per slice tile at most, by table type: a tile's tables (S x 257 x w entries) stay in L2
+SLICE_WIDTH = {np.dtype(np.int8): 256, np.dtype(np.int16): 128, np.dtype(np.float32): 128}
 #: fixed per-position cost of one slice of a tile, in row reads (ℓ-mer lookup, loop set-up, remainder)
 SLICE_OVERHEAD = 40
 
-#: coarsest int16 resolution (units per bit) worth scanning: coarser rows keep float32 tables, since
-#: their candidate margin (about S/2 units) would let many more near-threshold windows be rescored
-MIN_SCALE = 64.0
+#: coarsest resolution (units per bit) worth scanning with each integer table type, tried narrowest first: a coarser
+#: row's candidate margin (about S/2 units) lets through more near-threshold windows, each rescored in float64 and
+#: each making its chunk's sums be computed twice.  Rows too coarse for int16 keep float32 tables.  1 unit per bit for
+#: int8 was the fastest of 0.25-6 on 1 Mi positions of chrX and of peaks × 879 vertebrates at 1e-4 and 1e-5, and ties
+#: all-int16 tables at 1e-3, where more rows are coarse (docs/benchmarks.md, "int8 slice tables").
+MIN_SCALE = {np.dtype(np.int8): 1.0, np.dtype(np.int16): 64.0}
 #: bits by which a table sum may fall short of the column-order float64 score and still be a
 #: candidate: far above float64 and float32 accumulation error, far below a score gap that matters
 SLICE_SLACK = 1e-3
 
 
 def _padded_width(c):
-    """Rows an int16 tile of ``c`` rows (an int or an array of them) is scanned with: LLVM's vector loop over
-    rows handles 128 rows per iteration (16 lanes, unrolled 8 times on AVX2) and leaves the rest to slower
-    epilogues, so 118 rows cost about twice 128 (docs/benchmarks.md, "Int16 tile padding").  Tiles above 32
-    rows are padded to 128 with rows that can never be candidates; narrower ones to a multiple of 16."""
-    return np.where(np.asarray(c) > 32, SLICE_WIDTH, -(-np.asarray(c) // 16) * 16)
+    """Rows a tile of ``c`` rows (an int or an array of them) is scanned with: the kernel tests rows a chunk of
+    :data:`workers.scan.cpu_numba.CHUNK` at a time (constant trip count: LLVM's vector loop has no epilogue), so
+    tiles are padded with rows that can never be candidates."""
+    from workers.scan.cpu_numba import CHUNK  # noqa: PLC0415
+
+    return -(-np.asarray(c) // CHUNK) * CHUNK
 
 
 @dataclass
 class SliceTile:
     """One tile of the Slices Strategy (:func:`slice_tiles`)."""
     rows: np.ndarray         # (c,) int32 plan rows
-    T: np.ndarray            # (S, 4**ℓ + 1, w) int16 (quantised) or float32: each ℓ-mer's slice score - alpha share;
-                             # w >= c: int16 tiles are padded (_padded_width) with zero rows
+    T: np.ndarray            # (S, 4**ℓ + 1, w) int8 or int16 (quantised) or float32: each ℓ-mer's slice score - alpha
+                             # share; w >= c is a multiple of the kernel's chunk (_padded_width), padded with zero rows
     cand_thr: np.ndarray     # (w,) T's dtype: lowest table sum a hit can have (rounding bound + slack below 0);
-                             # int16 max on padding rows (never reached)
+                             # the dtype's max (inf) on padding rows (never reached)
 
 
-def _tile_bounds(nsl: np.ndarray) -> list:
-    """Cut rows sorted by slice count into tiles of at most ``SLICE_WIDTH`` rows: ``[(lo, hi), ...]``.
+def _tile_bounds(nsl: np.ndarray, max_width: int) -> list:
+    """Cut rows sorted by slice count into tiles of at most ``max_width`` rows: ``[(lo, hi), ...]``.
 
     A tile of c rows scans its longest row's S slices: about ``S * (SLICE_OVERHEAD + _padded_width(c))``
     per position (shorter rows read zero slices).  Dynamic programming over the cut points minimises the
@@ -149,7 +159,7 @@ def _tile_bounds(nsl: np.ndarray) -> list:
     best = np.zeros(R + 1)
     prev = np.zeros(R + 1, dtype=np.intp)
     for j in range(1, R + 1):
-        i = np.arange(max(0, j - SLICE_WIDTH), j)
+        i = np.arange(max(0, j - max_width), j)
         cost = best[i] + nsl[j - 1] * (SLICE_OVERHEAD + _padded_width(j - i))
         b = int(np.argmin(cost))
         best[j], prev[j] = cost[b], i[b]
@@ -161,17 +171,17 @@ def _tile_bounds(nsl: np.ndarray) -> list:
 
 
 def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
-    """The Slices Strategy tables (Giraud & Varré 2011, §3.1; Liefooghe et al.), quantised to int16.
+    """The Slices Strategy tables (Giraud & Varré 2011, §3.1; Liefooghe et al.), quantised to int8 or int16.
 
     ``T[s, u, k]`` is the summed score of ℓ-mer ``u`` over columns ``s*ℓ .. s*ℓ+ℓ-1`` of row k, each
     column carrying ``-alpha/m`` (:func:`_slices_of`), times a per-row scale, rounded and clamped
-    (:func:`_quantise_many`): half the bytes of float32 tables, twice the SIMD lanes, and a candidate bound
-    that provably covers the rounding, so the float64 rescoring still sees every hit.  Rows whose
-    int16 resolution would be under ``MIN_SCALE`` units per bit keep float32 tables (bound: the sum of
-    the slices' float32 rounding plus ``SLICE_SLACK``; ``-1e30`` for an N inside the motif).  Rows of one
-    table type are sorted by slice count and cut into tiles (:func:`_tile_bounds`); a tile has its
-    longest row's slice count S, shorter rows get zero tables for their missing slices (ℓ-mers past
-    the motif).
+    (:func:`_quantise_many`): a quarter (int8) or half (int16) the bytes of float32 tables, as many times the SIMD
+    lanes, and a candidate bound that provably covers the rounding, so the float64 rescoring still sees every hit.
+    Each row takes the narrowest type whose resolution is at least ``MIN_SCALE`` units per bit; rows too coarse
+    even for int16 keep float32 tables (bound: the sum of the slices' float32 rounding plus ``SLICE_SLACK``;
+    ``-1e30`` for an N inside the motif).  Rows of one table type are sorted by slice count and cut into tiles
+    (:func:`_tile_bounds`); a tile has its longest row's slice count S, shorter rows get zero tables for their
+    missing slices (ℓ-mers past the motif).
 
     Parameters
     ----------
@@ -182,7 +192,7 @@ def slice_tiles(plan: ScanPlan, ell: int = SLICE_ELL) -> list:
     Returns
     -------
     list of SliceTile
-        ``T`` of shape ``(S, 4**ℓ + 1, w)``, int16 or float32, and ``cand_thr`` of shape ``(w,)``; built once
+        ``T`` of shape ``(S, 4**ℓ + 1, w)``, int8, int16 or float32, and ``cand_thr`` of shape ``(w,)``; built once
         per plan and ℓ (the threads of a worker wait for the first) and cached on the plan.
     """
     cached = plan._slices.get(ell)
@@ -199,11 +209,12 @@ _SLICES_LOCK = threading.Lock()
 
 
 def _row_tables(plan: ScanPlan, ell: int) -> list:
-    """Each plan row's slice table: ``(S, int16 or float32 table (S, 4**ℓ + 1), candidate bound)``, in row order.
+    """Each plan row's slice table: ``(S, int8, int16 or float32 table (S, 4**ℓ + 1), candidate bound)``, in row order.
 
     Rows of one slice count are built and quantised together (:func:`_slices_of` and :func:`_quantise_many`; the
     row-by-row construction, kept in ``tests/reference.py``, gives the same tables bit for bit): one row at a time,
-    Python's per-row calls took 0.5 s for 879 motifs, most of a small scan's task time."""
+    Python's per-row calls took 0.5 s for 879 motifs, most of a small scan's task time.  Each row takes the first
+    type of int8, int16 (:data:`MIN_SCALE`) and float32 that resolves it finely enough."""
     K = 1 << (2 * ell)
     digits = np.array([[(u >> (2 * (ell - 1 - i))) & 3 for i in range(ell)] for u in range(K)], dtype=np.intp)
     nsl = -(-plan.lengths // ell)
@@ -211,14 +222,19 @@ def _row_tables(plan: ScanPlan, ell: int) -> list:
     for S in np.unique(nsl).tolist():
         rows = np.flatnonzero(nsl == S)
         T = _slices_of([plan.pwms[r] for r in rows.tolist()], plan.thresholds[rows], int(S), ell, digits)
-        Q, thr = _quantise_many(T)
+        for dtype in MIN_SCALE:
+            left = [k for k, r in enumerate(rows.tolist()) if out[r] is None]
+            if not left:
+                break
+            Q, thr = _quantise_many(T[left], dtype)
+            for k, q, b in zip(left, Q, thr):
+                if q is not None:
+                    out[rows[k]] = (int(S), q, b)
         for k, r in enumerate(rows.tolist()):
-            if Q[k] is not None:
-                out[r] = (int(S), Q[k], thr[k])
-                continue
-            T32 = np.maximum(T[k], -1e30).astype(np.float32)
-            err = np.abs(T32[:, :K].astype(np.float64) - T[k][:, :K]).max(axis=1).sum()
-            out[r] = (int(S), T32, np.float32(-(err + SLICE_SLACK)))
+            if out[r] is None:
+                T32 = np.maximum(T[k], -1e30).astype(np.float32)
+                err = np.abs(T32[:, :K].astype(np.float64) - T[k][:, :K]).max(axis=1).sum()
+                out[r] = (int(S), T32, np.float32(-(err + SLICE_SLACK)))
     return out
 
 
@@ -244,9 +260,9 @@ def _slices_of(pwms: list, alphas: np.ndarray, S: int, ell: int, digits: np.ndar
     return T
 
 
-def _quantise_many(T: np.ndarray) -> tuple:
-    """int16 versions of the slice tables ``T`` (n, S, 4**ℓ + 1): a list of n tables (None where a row's would be
-    coarser than ``MIN_SCALE``) and the (n,) int16 candidate bounds.
+def _quantise_many(T: np.ndarray, dtype=np.int16) -> tuple:
+    """int8 or int16 versions of the slice tables ``T`` (n, S, 4**ℓ + 1): a list of n tables (None where a row's would
+    be coarser than ``MIN_SCALE[dtype]``) and the (n,) candidate bounds, of ``dtype``.
 
     With ``scale`` units per bit, ``Q = rint(T * scale)`` is off by at most ``e_s`` units in slice s,
     so a window scoring >= alpha (table sum >= 0 up to float64 error) has ``sum Q >= -sum_s e_s``; the
@@ -254,26 +270,28 @@ def _quantise_many(T: np.ndarray) -> tuple:
     Entries under ``F = thr - 1 - sum_s max(max_u Q[s], 0)`` are raised to ``F`` (so is the N entry
     inside the motif): a window holding one can never reach ``thr``, whatever its other slices, and
     raising entries only raises sums, so no hit is lost.  ``scale`` is chosen per row so that
-    ``S * F >= -32768`` (asserted): every partial sum (between ``S*F`` and the sum of the maxima) fits int16,
-    which the kernel's wrapping int16 adds therefore never leave.
+    ``S * F >= -2**(b-1)`` for b-bit integers (checked per row; a row that fails is coarser than any scale worth
+    using): every partial sum (between ``S*F`` and the sum of the maxima) fits the type, which the kernel's
+    wrapping adds therefore never leave.
     """
+    dtype = np.dtype(dtype)
+    lim = -int(np.iinfo(dtype).min)
     n, S, K1 = T.shape
     body = T[:, :, :-1]
     top = np.maximum(body.max(axis=2), 0).sum(axis=1)
-    scale = (32768 // S - S - 4) / (np.maximum(top, 1.0) + SLICE_SLACK)
+    scale = (lim // S - S - 4) / (np.maximum(top, 1.0) + SLICE_SLACK)
     Q = np.rint(body * scale[:, None, None])
     err = np.abs(Q - body * scale[:, None, None]).max(axis=2).sum(axis=1)
     thr = -(np.floor(err + SLICE_SLACK * scale) + 1)
     qmax = Q.max(axis=2)
     floor = thr - 1 - np.maximum(qmax, 0).sum(axis=1)
-    ok = scale >= MIN_SCALE
-    assert (S * floor[ok] >= -32768).all() and (np.maximum(qmax[ok], 0).sum(axis=1) <= 32767).all(), \
-        "int16 slice sums could wrap"
-    out = np.empty((n, S, K1), dtype=np.int16)
-    with np.errstate(invalid="ignore"):      # rows too coarse for int16 are thrown away below
+    ok = (scale >= MIN_SCALE[dtype]) & (S * floor >= -lim) & (np.maximum(qmax, 0).sum(axis=1) <= lim - 1)
+    out = np.empty((n, S, K1), dtype=dtype)
+    with np.errstate(invalid="ignore"):      # rows too coarse for the type are thrown away below
         out[:, :, :-1] = np.maximum(Q, floor[:, None, None])
         out[:, :, -1] = np.where(np.isfinite(T[:, :, -1]), qmax, floor[:, None])
-    return [out[k] if ok[k] else None for k in range(n)], thr.astype(np.int16)
+        bounds = np.where(ok, thr, 0).astype(dtype)
+    return [out[k] if ok[k] else None for k in range(n)], bounds
 
 
 def _build_slice_tiles(plan: ScanPlan, ell: int) -> list:
@@ -284,15 +302,16 @@ def _build_slice_tiles(plan: ScanPlan, ell: int) -> list:
     tiles = []
     for dtype, members in groups.items():
         members.sort(key=lambda x: x[0])
-        for lo, hi in _tile_bounds(np.array([m[0] for m in members])):
+        # padding rows: zero tables and a bound no sum reaches (sums stay within the type, see _quantise_many)
+        never = np.iinfo(dtype).max if dtype.kind == "i" else np.inf
+        for lo, hi in _tile_bounds(np.array([m[0] for m in members]), SLICE_WIDTH[dtype]):
             part = members[lo:hi]
             S = part[-1][0]
-            width = int(_padded_width(len(part))) if dtype == np.int16 else len(part)
+            width = int(_padded_width(len(part)))
             T = np.zeros((S, K + 1, width), dtype=dtype)
             for k, (s, _, t, _) in enumerate(part):
                 T[:s, :, k] = t
-            # padding rows: zero tables and a bound no sum reaches (sums stay within int16, see _quantise_many)
-            cand_thr = np.full(width, np.iinfo(np.int16).max if dtype == np.int16 else np.inf, dtype=dtype)
+            cand_thr = np.full(width, never, dtype=dtype)
             cand_thr[:len(part)] = [m[3] for m in part]
             tiles.append(SliceTile(rows=np.array([m[1] for m in part], dtype=np.int32), T=T, cand_thr=cand_thr))
     return tiles
@@ -313,7 +332,7 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     cand_pos, cand_row = [], []
     for t in tiles:
         while True:
-            cnt = scan_tile(kmer, n, tuple(t.T), ell, t.cand_thr, pos_buf, col_buf)
+            cnt = scan_tile(kmer, n, tuple(t.T.reshape(len(t.T), -1)), ell, t.cand_thr, pos_buf, col_buf)
             if cnt <= pos_buf.size:
                 break
             pos_buf = np.empty(int(cnt * 1.25), dtype=np.int64)
@@ -323,7 +342,8 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     padded = np.full(n + plan.max_length + 1, 4, dtype=np.uint8)
     take = min(codes.size, padded.size)
     padded[:take] = codes[:take]
-    return rescore(padded, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan)
+    return rescore(padded, n_prefix(padded), np.concatenate(cand_pos), np.concatenate(cand_row), plan,
+                   row_sorted=True)   # a row lies in one tile, whose candidates come position by position
 
 
 def scan_cpu(codes: np.ndarray, n_positions: int, plan: ScanPlan, method: str | None = None) -> BlockHits:

@@ -45,6 +45,10 @@ def kmer_codes(codes, n, ell):  # pragma: no cover - compiled
     return out
 
 
+#: rows a tile's kernel tests together (one AVX-512 register of int8, two of int16): a tile's width is a multiple
+CHUNK = 64
+
+
 @numba.njit(cache=True, nogil=True)
 def scan_tile(kmer, n, tables, ell, cand_thr, out_pos, out_col):  # pragma: no cover - compiled
     """Candidates of one tile: windows ``p < n`` whose slice-table sum reaches ``cand_thr``.
@@ -55,10 +59,11 @@ def scan_tile(kmer, n, tables, ell, cand_thr, out_pos, out_col):  # pragma: no c
         :func:`kmer_codes` of the block row.
     n : int
         Window starts.
-    tables : tuple of S ndarrays, shape (4**ℓ + 1, c), all int16 (quantised) or all float32
-        Slice tables of the tile, threshold folded in (:func:`workers.scan.cpu.slice_tiles`).
+    tables : tuple of S ndarrays, shape ((4**ℓ + 1) * w,), all int8 or all int16 (quantised) or all float32
+        Slice tables of the tile, threshold folded in (:func:`workers.scan.cpu.slice_tiles`), each flattened from
+        ``(4**ℓ + 1, w)``; ``w`` is a multiple of :data:`CHUNK`.
     ell : int
-    cand_thr : ndarray, shape (c,), the tables' dtype
+    cand_thr : ndarray, shape (w,), the tables' dtype
         Lowest table sum a hit can have, per row.
     out_pos : ndarray, shape (cap,), int64
         Window start of each candidate (written).
@@ -71,39 +76,46 @@ def scan_tile(kmer, n, tables, ell, cand_thr, out_pos, out_col):  # pragma: no c
         Candidates found; at most ``cap`` were written (the caller retries with more room if larger).
 
     The tuple's length is part of its numba type, so each slice count S gets its own machine code in
-    which the slice loop is unrolled inside the row loop: LLVM vectorises over rows (32 int16 or 16
-    float32 lanes per AVX-512 register), each table row is read once per position, and the sum stays
-    in registers.  A position with a candidate (a few in a hundred) sums its rows again one by one:
-    storing the sums instead would let LLVM assume the stores may change ``off``, and it would not
-    vectorise.  Every add is cast back to the tables' dtype: numba promotes int16 arithmetic to int64,
-    and the cast lets LLVM keep int16 lanes (the sums never leave int16, see
-    :func:`workers.scan.cpu.slice_tiles`).
+    which the slice loop is unrolled inside the row loop: LLVM vectorises over the :data:`CHUNK` rows of
+    a chunk (64 int8, 32 int16 or 16 float32 lanes per AVX-512 register), each table row is read once per
+    position, and the sum stays in registers.  A chunk with a candidate (a few in a hundred) sums its rows
+    again one by one: storing the sums instead would let LLVM assume the stores may change ``off``, and it
+    would not vectorise.  Every add is cast back to the tables' dtype: numba promotes small-integer
+    arithmetic to int64, and the cast lets LLVM keep int8/int16 lanes (the sums never leave the dtype, see
+    :func:`workers.scan.cpu._quantise_many`).  Offsets are unsigned so that numba emits no negative-index
+    wrap-around per load: with it, scalar address arithmetic outweighed the vector adds.
     """
     S = len(tables)
-    c = cand_thr.shape[0]
+    w = cand_thr.shape[0]
     dt = cand_thr.dtype.type
-    off = np.empty(S, dtype=np.int64)
+    off = np.empty(S, dtype=np.uint64)
     cap = out_pos.shape[0]
+    uw = np.uint64(w)
+    chunk = np.uint64(CHUNK)
     count = 0
     for p in range(n):
         for s in range(S):
-            off[s] = kmer[p + s * ell]
-        hit = False
-        for k in range(c):
-            v = tables[0][off[0], k]
-            for s in range(1, S):
-                v = dt(v + tables[s][off[s], k])
-            hit |= v >= cand_thr[k]
-        if hit:
-            for k in range(c):
-                v = tables[0][off[0], k]
+            off[s] = np.uint64(kmer[p + s * ell]) * uw
+        for j in range(w // CHUNK):
+            k0 = np.uint64(j) * chunk
+            hit = False
+            for k in range(chunk):
+                i = k0 + k
+                v = tables[0][off[0] + i]
                 for s in range(1, S):
-                    v = dt(v + tables[s][off[s], k])
-                if v >= cand_thr[k]:
-                    if count < cap:
-                        out_pos[count] = p
-                        out_col[count] = k
-                    count += 1
+                    v = dt(v + tables[s][off[s] + i])
+                hit |= v >= cand_thr[i]
+            if hit:
+                for k in range(chunk):
+                    i = k0 + k
+                    v = tables[0][off[0] + i]
+                    for s in range(1, S):
+                        v = dt(v + tables[s][off[s] + i])
+                    if v >= cand_thr[i]:
+                        if count < cap:
+                            out_pos[count] = p
+                            out_col[count] = i
+                        count += 1
     return count
 
 
@@ -149,3 +161,44 @@ def rescore_windows(codes, npref, pos, rows, weights, starts, lengths, alpha):  
         score[i] = acc
         hit[i] = acc >= alpha[r]
     return score, hit
+
+
+@numba.njit(cache=True, nogil=True)
+def hits_by_row(pos, rows, score, hit, n_rows):  # pragma: no cover - compiled
+    """The hits among candidates whose positions ascend within each row, in (row, position) order.
+
+    A stable counting sort by row: linear, where ``argsort`` of the packed keys took a tenth of a block's scan.
+
+    Parameters
+    ----------
+    pos : ndarray, shape (n,), int64
+        Candidate window starts, ascending among the candidates of any one row.
+    rows : ndarray, shape (n,), int32
+    score : ndarray, shape (n,), float64
+    hit : ndarray, shape (n,), bool
+    n_rows : int
+        Rows of the plan (``rows < n_rows``).
+
+    Returns
+    -------
+    pos, rows, score : ndarray, shape (h,)
+        The ``h`` hits, sorted by (row, position).
+    """
+    start = np.zeros(n_rows + 1, dtype=np.int64)
+    for i in range(pos.shape[0]):
+        if hit[i]:
+            start[rows[i] + 1] += 1
+    for r in range(n_rows):
+        start[r + 1] += start[r]
+    h = start[n_rows]
+    out_pos = np.empty(h, dtype=np.int64)
+    out_row = np.empty(h, dtype=np.int32)
+    out_score = np.empty(h, dtype=np.float64)
+    for i in range(pos.shape[0]):
+        if hit[i]:
+            j = start[rows[i]]
+            start[rows[i]] = j + 1
+            out_pos[j] = pos[i]
+            out_row[j] = rows[i]
+            out_score[j] = score[i]
+    return out_pos, out_row, out_score
