@@ -5,7 +5,8 @@
 # "DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=2"; SRC=DIR runs that line with the code of DIR, e.g. an earlier commit
 # unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the same call);
 # WORKERS GPUs (default 1).  Then, with PEAKS=1, the promoter set
-# through the whole `scan` command on the GPU and on the CPU of the same machine.  Carry: .whl .devdata
+# through the whole `scan` command on the GPU and on the CPU of the same machine; CROSS="SIZES": --device auto's
+# crossover (whole commands on synthetic stores; E2E=0 skips the 3.1 Gb runs).  Carry: .whl .devdata
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
@@ -13,7 +14,7 @@ nproc
 # numba and CuPy compile (or load) their kernels here, out of the timed runs (a fresh machine compiles ~10 s)
 timeout 200 python3 -m pipeline.cli bench --parts kernel,cpu --motifs $J --cpu-positions 65536 2>&1 | grep -E '"part"|Error' | cut -c1-200
 ROOT=$PWD
-while read -r settings; do
+[ "${E2E:-1}" = 1 ] && while read -r settings; do
   echo "== ${settings:-defaults}"
   src=$ROOT; [[ " $settings " =~ \ SRC=([^ ]+) ]] && src=$ROOT/${BASH_REMATCH[1]}   # SRC=DIR: that source tree's code
   (cd "$src" && env $settings PYTHONPATH=/tmp/site:$src timeout ${E2E_TIMEOUT:-300} python3 -m pipeline.cli bench --parts e2e \
