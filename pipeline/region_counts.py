@@ -106,8 +106,12 @@ def _parts(out: str, columns=_COLUMNS):
     files = sorted(f for f in storage.listdir(folder) if f.endswith(".parquet") and not f.startswith(".")) \
         if storage.exists(folder) else []
     for f in files:
-        t = storage.read_parquet(storage.join(folder, f), columns=list(columns))
-        yield {c: arrow.to_numpy(t.column(c)) for c in columns}
+        yield _read_part(storage.join(folder, f), columns)
+
+
+def _read_part(path: str, columns=_COLUMNS) -> dict:
+    t = storage.read_parquet(path, columns=list(columns))
+    return {c: arrow.to_numpy(t.column(c)) for c in columns}
 
 
 def _reduce(col: dict, n_motifs: int) -> dict:
@@ -137,19 +141,20 @@ def _interleaved(out: str) -> bool:
     return False
 
 
-def _merged(out: str, n_motifs: int):
+def _merged(out: str, n_motifs: int, parts=None):
     """The blocks' counts reduced per (key, motif), a chunk at a time, in (key, motif) order.
 
     Blocks come in packed order, so only the last key of a block can continue in the next one (a record or region
     across the border): that key's rows are carried into the next block's chunk; the rest is final, and memory holds
-    one block's counts.  When the keys of two blocks interleave (overlapping regions), all is reduced at once."""
-    if _interleaved(out):
+    one block's counts.  When the keys of two blocks interleave (overlapping regions), all is reduced at once.
+    ``parts``: the blocks' counts in block order, whose keys never interleave (records), instead of ``_counts/``."""
+    if parts is None and _interleaved(out):
         parts = list(_parts(out))
         if parts:
             yield _reduce({c: np.concatenate([p[c] for p in parts]) for c in _COLUMNS}, n_motifs)
         return
     carry = None
-    for part in _parts(out):                      # each already reduced and sorted by (key, motif)
+    for part in (_parts(out) if parts is None else parts):      # each already reduced and sorted by (key, motif)
         if not part["key"].size:
             continue
         if carry is not None and part["key"][0] == carry["key"][0]:      # the carried key goes on here
@@ -178,10 +183,10 @@ def _row_groups(tables, rows: int = _ROW_GROUP):
         yield pa.concat_tables(buf)
 
 
-def write_region_counts(out: str, records, regions, motif_ids: list, motif_names: list) -> None:
+def write_region_counts(out: str, records, regions, motif_ids: list, motif_names: list, parts=None) -> None:
     """``HITS/_region_counts.parquet`` (:data:`pipeline.schema.REGION_COUNTS_SCHEMA`): the blocks' counts merged,
     written a chunk (row group) at a time.  ``records``: the store's record table; ``regions``: the scan's
-    :class:`pipeline.regions.Regions` or None."""
+    :class:`pipeline.regions.Regions` or None; ``parts``: the blocks' counts as :func:`_merged` takes them."""
     from pipeline.schema import REGION_COUNTS_SCHEMA  # noqa: PLC0415
 
     names = arrow.strings(records.names)           # each string once, rows by dictionary index (6.8 M rows for
@@ -211,6 +216,85 @@ def write_region_counts(out: str, records, regions, motif_ids: list, motif_names
     # keeps the whole name list: dictionaries sliced to each row group's keys wrote in 0.46 s, but readers then
     # meet differing dictionaries (pyarrow's group_by refuses them)
     strings = [f.name for f in REGION_COUNTS_SCHEMA if pa.types.is_dictionary(f.type)]
-    storage.write_parquet_chunks(_row_groups(table(m) for m in _merged(out, len(motif_ids))), REGION_COUNTS_SCHEMA,
+    storage.write_parquet_chunks(_row_groups(table(m) for m in _merged(out, len(motif_ids), parts)), REGION_COUNTS_SCHEMA,
                                  storage.join(out, REGION_COUNTS_FILE), empty=table(empty), write_statistics=stats,
                                  use_dictionary=strings, row_group_size=2 * _ROW_GROUP)
+
+
+class StreamingRegionCounts:
+    """``_region_counts.parquet`` written while the scan runs: a thread merges each block's counts as soon as that
+    block and every block before it are finished (tasks finish about in block order), so that the end of the run
+    only merges the last blocks and closes the file.  For scans keyed by record (no ``--regions``): their blocks'
+    keys never interleave.  100,000 peaks on 2 cores: the merge, 1.2-1.5 s after the tasks, now runs beside them.
+
+    Parameters
+    ----------
+    out : str
+        The hits folder.
+    block_ids : list of str
+        Every block of the scan (finished in earlier runs or not).
+    finished : iterable of str
+        Blocks already finished (``--resume``).
+    records, motif_ids, motif_names
+        As :func:`write_region_counts`.
+    """
+
+    def __init__(self, out: str, block_ids, finished, records, motif_ids: list, motif_names: list):
+        import threading  # noqa: PLC0415
+
+        self.out, self.order = out, sorted(block_ids)
+        self._done, self._stop, self._cond = set(finished), False, threading.Condition()
+        self._error: BaseException | None = None
+        self._seconds = 0.0
+        self._thread = threading.Thread(target=self._run, args=(records, motif_ids, motif_names),
+                                        name="motifgrid-region-counts", daemon=True)
+        self._thread.start()
+
+    def finished(self, block_ids) -> None:
+        """These blocks are written (their counts files, if they have hits, are in place)."""
+        with self._cond:
+            self._done.update(block_ids)
+            self._cond.notify()
+
+    def _ready(self):
+        folder = storage.join(self.out, COUNTS_DIR)
+        for bid in self.order:
+            with self._cond:
+                while bid not in self._done and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    raise _Cancelled
+            path = storage.join(folder, f"{bid}.parquet")
+            if storage.exists(path):                 # a block without hits has no counts
+                yield _read_part(path)
+
+    def _run(self, records, motif_ids, motif_names) -> None:
+        import time  # noqa: PLC0415
+
+        t = time.perf_counter()
+        try:
+            write_region_counts(self.out, records, None, motif_ids, motif_names, parts=self._ready())
+        except _Cancelled:
+            pass
+        except BaseException as e:      # noqa: BLE001 - handed to close()
+            self._error = e
+        self._seconds = time.perf_counter() - t
+
+    def close(self) -> float:
+        """Wait for the file (every block must have been reported finished); its thread's seconds.  Raises what
+        the writer raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._seconds
+
+    def cancel(self) -> None:
+        """Stop without a file (a failed scan): the writer's temporary file is removed."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify()
+        self._thread.join()
+
+
+class _Cancelled(Exception):
+    pass

@@ -36,11 +36,11 @@ import pyarrow as pa
 from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes
 from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
-from pipeline.dataset import open_run
+from pipeline.dataset import open_run, remove_temporaries
 from pipeline import arrow, storage
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
-from pipeline.region_counts import write_region_counts
+from pipeline.region_counts import StreamingRegionCounts, write_region_counts
 from pipeline.scan_task import ScanContext, group_units, scan_task
 from pipeline.schema import HITS_FORMAT_VERSION, HITS_SCHEMA, MOTIF_SUMMARY_SCHEMA, REGION_HITS_SCHEMA
 from workers.distribution import PvalueTable
@@ -364,11 +364,15 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
                    regions=bed, ingested=_is_fasta(source), region_counts=region_counts, hits=hits)
 
 
-def _region_counts_step(job: ScanJob, out: str, store: GenomeStore, mset: MotifSet) -> float:
-    """``_region_counts.parquet`` of the finished blocks; its seconds."""
+def _region_counts_step(job: ScanJob, out: str, store: GenomeStore, mset: MotifSet, streaming=None) -> float:
+    """``_region_counts.parquet`` of the finished blocks (the rest of ``streaming``'s merge, when it runs); the
+    seconds it took after the tasks."""
     t = time.perf_counter()
     try:
-        write_region_counts(out, store.records, job.regions, mset.ids, mset.names)
+        if streaming is not None:
+            streaming.close()
+        else:
+            write_region_counts(out, store.records, job.regions, mset.ids, mset.names)
     except OSError as e:
         raise ScanError(_failure_message(e, out)) from None
     return time.perf_counter() - t
@@ -548,14 +552,24 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier, bases)
     tally = _Tally(plan.n_rows, len(ctx.window_lengths), keeps_pairs=ctx.pairs_run is not None)
     stats, stages = tally.stats, tally.stages
+    # blocks keyed by record are merged into _region_counts.parquet as they finish; regions (which may overlap) at
+    # the end
+    streaming = StreamingRegionCounts(out, [store.block(b).block_id for b, _ in all_units], done, store.records,
+                                      mset.ids, mset.names) if job.region_counts and job.regions is None else None
     try:
         with Progress(console, len(todo), progress and len(run) > 0) as bar:
-            for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), out):
+            # the temporaries of killed writers are swept after the tasks: here once the streamed region counts,
+            # whose temporary file is open until then, are in place
+            for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), None if streaming else out):
                 tally.add(res)
+                if streaming is not None:
+                    streaming.finished(res["block_ids"])
                 bar.update(res["blocks"], stats["hits"])
                 pub.task_done(res)
     except BaseException:
         _drop_kept_pairs(client, ctx.pairs_run)     # the pairs of a failed run: freed now
+        if streaming is not None:
+            streaming.cancel()
         raise
     from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
 
@@ -571,13 +585,15 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     with ThreadPoolExecutor(1, thread_name_prefix="region-counts") as pool:
-        counted = pool.submit(_region_counts_step, job, out, store, mset) if job.region_counts else None
+        counted = pool.submit(_region_counts_step, job, out, store, mset, streaming) if job.region_counts else None
         try:
             qsum = _qvalue_step(job, client, earlier, tally.files, tests, plan, row_hits_all, device,
                                 tally.kept, ctx.pairs_run)
         finally:
             _drop_kept_pairs(client, ctx.pairs_run)
         t_region_counts = counted.result() if counted is not None else 0.0
+    if streaming is not None:
+        remove_temporaries(out)
     seconds = time.perf_counter() - t_start
     positions = sum(bases.values())
     summary = {

@@ -148,6 +148,7 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
         stats["seconds_io"] += time.perf_counter() - t2
     stats["seconds_task"] = time.perf_counter() - t_task
     stats["worker"] = _worker_address()
+    stats["block_ids"] = [ctx.store.block(b).block_id for b, _ in units]     # finished: their counts may be merged
     return stats
 
 

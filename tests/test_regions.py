@@ -270,6 +270,45 @@ def test_region_counts_merge_equals_a_direct_reduction(tmp_path, monkeypatch, in
     assert pq.ParquetFile(tmp_path / "_region_counts.parquet").metadata.num_row_groups > 1
 
 
+def test_streamed_region_counts_equal_the_end_of_run_merge(tmp_path, monkeypatch):
+    """The region counts merged while blocks finish (out of order; one finished in an earlier run; one without
+    hits, so without a counts file; a record across each block border) are the file the end-of-run merge writes, byte for
+    byte; a cancelled stream leaves no file and no temporary."""
+    from pipeline import region_counts
+    from pipeline.genome import Records
+    from pipeline.region_counts import StreamingRegionCounts, block_counts, write_block_counts, write_region_counts
+
+    monkeypatch.setattr(region_counts, "_ROW_GROUP", 40)
+    rng = np.random.default_rng(5)
+    n_motifs, ids = 5, [f"b{b:07d}" for b in range(6)]
+    for b in range(6):
+        if b == 2:
+            continue                                                 # no hits: no counts file
+        row = np.sort(rng.integers(0, 2 * n_motifs, 300))
+        key = np.concatenate([np.sort(rng.integers(10 * b, 10 * b + 11, int((row == r).sum())))
+                              for r in range(2 * n_motifs)])
+        motif = np.array([3, 0, 4, 2, 1])[row // 2]
+        write_block_counts(str(tmp_path), ids[b], block_counts(key, motif, row, rng.normal(10, 2, 300),
+                                                               rng.uniform(1e-6, 1e-4, 300), n_motifs))
+    recs = Records([f"r{i}" for i in range(80)], np.arange(80) * 100, np.full(80, 90))
+    names = ([f"M{i}" for i in range(n_motifs)], [f"N{i}" for i in range(n_motifs)])
+    write_region_counts(str(tmp_path), recs, None, *names)
+    want = (tmp_path / "_region_counts.parquet").read_bytes()
+    (tmp_path / "_region_counts.parquet").unlink()
+
+    stream = StreamingRegionCounts(str(tmp_path), ids[::-1], [ids[1]], recs, *names)
+    for b in (3, 0, 5, 2, 4):
+        stream.finished([ids[b]])
+    stream.close()
+    assert (tmp_path / "_region_counts.parquet").read_bytes() == want
+
+    (tmp_path / "_region_counts.parquet").unlink()
+    stream = StreamingRegionCounts(str(tmp_path), ids, [], recs, *names)
+    stream.finished(ids[:3])
+    stream.cancel()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_counts"]
+
+
 @pytest.mark.parametrize("cells", [None, 1])
 def test_block_presence_is_the_distinct_pairs(monkeypatch, cells):
     """A block's distinct (key, motif) pairs, sorted, by the table of marks and by the sort it falls back to."""
