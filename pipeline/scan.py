@@ -558,9 +558,9 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                                       mset.ids, mset.names) if job.region_counts and job.regions is None else None
     try:
         with Progress(console, len(todo), progress and len(run) > 0) as bar:
-            # the temporaries of killed writers are swept after the tasks: here once the streamed region counts,
-            # whose temporary file is open until then, are in place
-            for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), None if streaming else out):
+            # the temporaries of killed writers are swept at the end of the run, not by the task runner: the
+            # streamed region counts keep a temporary file open until then
+            for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), None):
                 tally.add(res)
                 if streaming is not None:
                     streaming.finished(res["block_ids"])
@@ -592,8 +592,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         finally:
             _drop_kept_pairs(client, ctx.pairs_run)
         t_region_counts = counted.result() if counted is not None else 0.0
-    if streaming is not None:
-        remove_temporaries(out)
+    remove_temporaries(out)
     seconds = time.perf_counter() - t_start
     positions = sum(bases.values())
     summary = {

@@ -319,7 +319,7 @@ def test_integer_candidates_are_near_the_threshold(chrx_slice):
         T = t.T.astype(np.int64)
         assert (T.min(axis=1).sum(axis=0) >= -lim).all() and (T.max(axis=1).sum(axis=0) <= lim - 1).all()
         pos, col = np.empty(1 << 16, np.int64), np.empty(1 << 16, np.int32)
-        cnt = scan_tile(kmer, len(seq), tuple(t.T.reshape(len(t.T), -1)), 4, t.cand_thr, pos, col)
+        cnt = scan_tile(kmer, len(seq), t.flat, 4, t.cand_thr, pos, col)
         assert cnt <= pos.size
         for p, k in zip(pos[:cnt], col[:cnt]):
             r = t.rows[k]

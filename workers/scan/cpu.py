@@ -147,6 +147,12 @@ class SliceTile:
     cand_thr: np.ndarray     # (w,) T's dtype: lowest table sum a hit can have (rounding bound + slack below 0);
                              # the dtype's max (inf) on padding rows (never reached)
 
+    @property
+    def flat(self) -> tuple:
+        """``T``'s slices, each flattened to ((4**ℓ + 1) * w,): the tables as :func:`workers.scan.cpu_numba.scan_tile`
+        takes them (views, no copy)."""
+        return tuple(self.T.reshape(len(self.T), -1))
+
 
 def _tile_bounds(nsl: np.ndarray, max_width: int) -> list:
     """Cut rows sorted by slice count into tiles of at most ``max_width`` rows: ``[(lo, hi), ...]``.
@@ -332,7 +338,7 @@ def _scan_cpu_slices(codes: np.ndarray, n_positions: int, plan: ScanPlan, ell: i
     cand_pos, cand_row = [], []
     for t in tiles:
         while True:
-            cnt = scan_tile(kmer, n, tuple(t.T.reshape(len(t.T), -1)), ell, t.cand_thr, pos_buf, col_buf)
+            cnt = scan_tile(kmer, n, t.flat, ell, t.cand_thr, pos_buf, col_buf)
             if cnt <= pos_buf.size:
                 break
             pos_buf = np.empty(int(cnt * 1.25), dtype=np.int64)
