@@ -614,3 +614,34 @@ def test_parsed_files_cached_by_their_bytes(tmp_path, monkeypatch):
         assert cache.cache_dir() is None
     monkeypatch.setenv("MOTIFGRID_NO_CACHE", "1")
     assert cache.cache_dir() is None
+
+
+def test_named_releases_cached(tmp_path, monkeypatch):
+    """A named release read again comes from the cache (no query), equal to the query
+    field by field; another selection of the same release is another entry; a changed database file is read
+    again."""
+    import dask.config
+
+    from pipeline.motifs import releases
+
+    with dask.config.set({"motifgrid.motifs.cache-dir": str(tmp_path / "cache")}):
+        queried = read_motifs("JASPAR2024:CORE:vertebrates")
+        with monkeypatch.context() as m:
+            m.setattr(releases, "_query_release", lambda src, spec: pytest.fail(f"{src} queried"))
+            cached = read_motifs("JASPAR2024:CORE:vertebrates")
+            with pytest.raises(pytest.fail.Exception, match="MA0139.2 queried"):
+                read_motifs("JASPAR2024:MA0139.2")             # not cached yet: queried
+        assert [(x.id, x.name, x.kind, x.nsites, x.record, x.source) for x in cached] == \
+            [(x.id, x.name, x.kind, x.nsites, x.record, x.source) for x in queried]
+        assert all(np.array_equal(x.matrix, y.matrix) for x, y in zip(queried, cached))
+        assert [x.id for x in read_motifs("JASPAR2024:MA0139.2")] == ["MA0139.2"]
+        name = releases._cache_name("JASPAR2024:CORE:vertebrates", "JASPAR2024")
+        assert (tmp_path / "cache" / f"{name}.npz").exists()
+        db = tmp_path / "JASPAR2024.sqlite"
+        db.write_bytes(b"a database")
+        monkeypatch.setattr(releases, "_database_file", lambda release: str(db))
+        first = releases._cache_name("JASPAR2024:CORE:vertebrates", "JASPAR2024")
+        os.utime(db, ns=(0, db.stat().st_mtime_ns + 10**9))
+        assert releases._cache_name("JASPAR2024:CORE:vertebrates", "JASPAR2024") not in (first, name)
+        monkeypatch.undo()
+    assert releases._cache_name("JASPAR2099", "JASPAR2099") is None      # no such database: nothing cached
