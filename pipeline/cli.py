@@ -908,10 +908,12 @@ def entry() -> None:
     temporary folders, flush logs); then the standard streams are flushed and the process ends with
     ``os._exit``, skipping only the module teardown.  Every output file is closed (and renamed into
     place) by then.  ``MOTIFGRID_SLOW_EXIT=1`` keeps the normal exit (debugging, leak checkers).
-    The garbage collector's thresholds are raised first (:func:`workers.backend.set_gc_threshold`).
+    The garbage collector's thresholds are raised first (:func:`workers.backend.set_gc_threshold`), and numba's
+    BLAS probe is kept from importing scipy.linalg (:func:`workers.backend.skip_numba_blas_probe`).
     """
-    from workers.backend import set_gc_threshold  # noqa: PLC0415
+    from workers.backend import set_gc_threshold, skip_numba_blas_probe  # noqa: PLC0415
 
+    skip_numba_blas_probe()
     try:
         set_gc_threshold()           # before the commands' imports (motifgrid.cluster.gc-threshold)
     except ValueError as e:

@@ -69,3 +69,36 @@ def test_cuda_kernels_compile_once_per_device():
     name = f"scan_mma<2,{gpu.PG}>"
     k = backend.cuda_kernels(gpu.SOURCE, (name,), instantiate=(name,))
     assert set(k) == {name} and k is backend.cuda_kernels(gpu.SOURCE, (name,), instantiate=(name,))
+
+
+def test_numba_blas_probe_skipped_only_for_the_probe():
+    """With the console script's finder, numba's first kernel load leaves scipy.linalg unimported (numba then
+    computes np.correlate without BLAS, the same values), while scipy.linalg imported by anyone afterwards, and
+    numba's np.dot compiled afterwards, still work; without the finder the probe imports it (the saving is real)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+if sys.argv[1] == "skip":
+    from workers.backend import skip_numba_blas_probe
+    skip_numba_blas_probe()
+import numpy as np, numba
+from workers.warmup import warm
+warm("cpu")
+print("linalg", "scipy.linalg" in sys.modules)
+a, v = np.arange(7.0), np.array([0.5, -1.0, 2.0])
+corr = numba.njit(lambda a, v: np.correlate(a, v))(a, v)
+assert np.allclose(corr, np.correlate(a, v)), corr
+dot = numba.njit(lambda a: np.dot(a, a))(a)
+assert dot == 91.0 and "scipy.linalg" in sys.modules
+import scipy.linalg
+print("ok", scipy.linalg.cython_blas.__name__)
+"""
+    out = {}
+    for mode in ("skip", "keep"):
+        r = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[mode] = r.stdout.split()
+    assert out["skip"] == ["linalg", "False", "ok", "scipy.linalg.cython_blas"]
+    assert out["keep"] == ["linalg", "True", "ok", "scipy.linalg.cython_blas"]

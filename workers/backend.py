@@ -189,6 +189,42 @@ def set_gc_threshold(setting=None) -> tuple | None:
     return values
 
 
+class _NoBlasProbe:
+    """A meta-path finder refusing ``scipy.linalg`` to numba's BLAS probe only (see :func:`skip_numba_blas_probe`)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "scipy.linalg":
+            return None
+        import sys  # noqa: PLC0415
+
+        arraymath = sys.modules.get("numba.np.arraymath")
+        if arraymath is None or hasattr(arraymath, "_HAVE_BLAS"):
+            return None                          # not numba's probe, or the probe is over
+        frame = sys._getframe(1)
+        while frame is not None:                 # only an import made while numba.np.arraymath's body runs
+            if frame.f_globals.get("__name__") == "numba.np.arraymath":
+                raise ModuleNotFoundError("scipy.linalg skipped for numba's BLAS probe", name=name)
+            frame = frame.f_back
+        return None
+
+
+def skip_numba_blas_probe() -> None:
+    """Spare this process the import of ``scipy.linalg`` that numba's first compilation or cache load makes.
+
+    ``numba.np.arraymath`` imports ``scipy.linalg.cython_blas`` at its import only to learn whether
+    ``np.correlate`` and ``np.convolve`` may call BLAS (``_HAVE_BLAS``); scipy.linalg then imports
+    ``numpy.f2py`` and more through scipy's array-API shim: 0.19-0.23 s of a 1.5 s scan of 300 peaks on the
+    2-core VM (docs/benchmarks.md, issue 16).  No kernel of this package calls either function, and numba's
+    ``np.dot``, ``np.linalg`` and the others still import scipy when first compiled.  Installed by the console
+    script only (never by importing this package): a library user's process is left as it is.  With another
+    numba the probe may differ: then the finder refuses nothing, or numba finds no BLAS for those two functions.
+    """
+    import sys  # noqa: PLC0415
+
+    if "scipy.linalg" not in sys.modules and not any(isinstance(f, _NoBlasProbe) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoBlasProbe())
+
+
 # ------------------------------------------------------------------------------------ per-device caches
 #: Dynamic shared memory a kernel asks for at most, in bytes (H100/H200 allow 227 kB per block).
 SHARED_MEMORY_LIMIT = 200 * 1024
