@@ -199,15 +199,16 @@ _CODECS = ("zstd", "lz4", "snappy", "gzip", "brotli", "none")
 
 
 def _compression(device: str = "cpu") -> str:
-    """The hits files' Parquet codec (``motifgrid.scan.compression``).  ``auto``: lz4 on GPU workers, whose tasks
-    are bound by the host's Parquet encoding (a human-sized scan at p = 1e-4 on one H100: tasks 15.6-20 s with
-    zstd, 12.9 s with lz4, for 20 % more bytes; docs/benchmarks.md, session 8), zstd (the smallest files) on CPU
-    workers, whose tasks are bound by the scan itself."""
+    """The hits files' Parquet codec (``motifgrid.scan.compression``).  ``auto``: snappy on GPU workers, whose
+    tasks are bound by the host's Parquet encoding (a human-sized scan at p = 1e-4 on one H100: tasks 15.6-20 s
+    with zstd, 12.9 s with lz4, for 20 % more bytes, session 8; snappy, session 12 on an H200: Parquet 43-45 → 36-42
+    thread-s and 2 % fewer bytes than lz4, its float columns 25 % faster; docs/benchmarks.md), zstd (the smallest
+    files) on CPU workers, whose tasks are bound by the scan itself."""
     import dask.config  # noqa: PLC0415
 
     c = str(dask.config.get("motifgrid.scan.compression", default="auto")).lower()
     if c == "auto":
-        return "lz4" if device == "gpu" else "zstd"
+        return "snappy" if device == "gpu" else "zstd"
     if c not in _CODECS:
         raise ScanError(f"motifgrid.scan.compression: unknown Parquet codec {c!r}; choose auto or one of "
                         f"{', '.join(_CODECS)}")

@@ -7,16 +7,18 @@ from distributed.diagnostics.plugin import WorkerPlugin
 
 class WarmupPlugin(WorkerPlugin):
     """Loads a worker's kernels in a background thread as it joins, with the client's GIL switch interval and
-    garbage-collector thresholds (a worker process may not have motifgrid's configuration defaults loaded)."""
+    garbage-collector thresholds and malloc settings (a worker process may not have motifgrid's configuration defaults loaded)."""
 
     name = "motifgrid-warmup"
 
-    def __init__(self, device: str = "cpu", switch_interval: float | None = None, gc_threshold=None):
+    def __init__(self, device: str = "cpu", switch_interval: float | None = None, gc_threshold=None,
+                 retain_memory: bool = False):
         self.device = device
         self.switch_interval = switch_interval
         self.gc_threshold = gc_threshold
+        self.retain_memory = retain_memory
 
     def setup(self, worker) -> None:
         from workers.warmup import start  # noqa: PLC0415 - the kernels' modules load on the worker only
 
-        start(self.device, self.switch_interval, self.gc_threshold)
+        start(self.device, self.switch_interval, self.gc_threshold, self.retain_memory)

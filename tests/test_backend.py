@@ -102,3 +102,34 @@ print("ok", scipy.linalg.cython_blas.__name__)
         out[mode] = r.stdout.split()
     assert out["skip"] == ["linalg", "False", "ok", "scipy.linalg.cython_blas"]
     assert out["keep"] == ["linalg", "True", "ok", "scipy.linalg.cython_blas"]
+
+
+def test_retained_memory_is_reused_without_page_faults():
+    """With retain_freed_memory, a block's columns allocated again after being freed take no new page faults
+    (glibc reuses the pages it kept); with glibc's defaults every round faults them in again."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, resource
+import numpy as np
+from workers.backend import retain_freed_memory
+on = retain_freed_memory(sys.argv[1] == "on")
+faults = []
+for _ in range(4):
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    cols = [np.ones(2_400_000, np.float64) for _ in range(4)]    # a 2.4 M-hit block's float64 columns
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    del cols
+print(on, *faults)
+"""
+    out = {}
+    for mode in ("on", "off"):
+        r = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        out[mode] = r.stdout.split()
+    if out["on"][0] != "True":
+        pytest.skip("no glibc mallopt in this C library")
+    first = int(out["off"][1])                 # faults of a first round (the kernel may map several pages a fault)
+    assert all(int(f) < first // 20 for f in out["on"][2:])          # rounds after the first: pages reused
+    assert out["off"][0] == "False" and all(int(f) > first // 2 for f in out["off"][2:])

@@ -133,3 +133,16 @@ def test_worker_processes_take_the_clients_gc_threshold():
         assert list(c.run(gc.get_threshold).values())[0] != (12345, 6, 7)
         _register_warmup(c, "cpu", gc_threshold_setting())       # as get_client passes it
         assert list(c.run(gc.get_threshold).values()) == [(12345, 6, 7)]
+
+
+def test_retain_freed_memory_setting():
+    """motifgrid.cluster.retain-freed-memory: auto keeps freed memory on GPU workers only; true/false for all."""
+    import dask.config
+
+    from pipeline.cluster import _retain_memory
+
+    assert dask.config.get("motifgrid.cluster.retain-freed-memory") == "auto"
+    assert (_retain_memory("gpu"), _retain_memory("cpu")) == (True, False)
+    for value, want in ((True, True), ("true", True), (False, False), ("false", False)):
+        with dask.config.set({"motifgrid.cluster.retain-freed-memory": value}):
+            assert (_retain_memory("gpu"), _retain_memory("cpu")) == (want, want)

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from workers.backend import limit_blas_threads, set_gc_threshold
+from workers.backend import limit_blas_threads, retain_freed_memory, set_gc_threshold
 from workers.distribution import pvalue_to_score
 from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import reduce_block
@@ -64,8 +64,10 @@ def warm(device: str = "cpu") -> None:
         _done[device] = True
 
 
-def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None) -> None:
-    """Set this worker process's GIL switch interval and GC thresholds, then :func:`warm` in a background thread.
+def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None,
+          retain_memory: bool = False) -> None:
+    """Set this worker process's GIL switch interval, GC thresholds and malloc settings, then :func:`warm` in a
+    background thread.
 
     Parameters
     ----------
@@ -75,6 +77,8 @@ def start(device: str = "cpu", switch_interval: float | None = None, gc_threshol
     gc_threshold : tuple of int, optional
         As :func:`workers.backend.set_gc_threshold`.  Both are the client's settings: a worker process may not
         have motifgrid's configuration defaults loaded.
+    retain_memory : bool
+        :func:`workers.backend.retain_freed_memory` (the client's ``motifgrid.cluster.retain-freed-memory``).
     """
     # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
     # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
@@ -82,6 +86,7 @@ def start(device: str = "cpu", switch_interval: float | None = None, gc_threshol
         sys.setswitchinterval(float(switch_interval))
     if gc_threshold:
         set_gc_threshold(gc_threshold)
+    retain_freed_memory(retain_memory)
     threading.Thread(target=_warm_quietly, args=(device,), name="motifgrid-warmup", daemon=True).start()
 
 
