@@ -2,8 +2,8 @@
 # Issue 18 on the lent GPU machine, one call: the 3.1 Gb human-sized store x 879 JASPAR vertebrates to Parquet
 # (`motifgrid bench --parts e2e`, cold thresholds) at the p-values of PVALUES, with the thread-seconds of every step
 # of the tasks and of the end of the run, for each setting of RUNS (one line of VAR=value each, e.g.
-# "DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=2"; SRC=DIR runs that line with the code of DIR, e.g. an earlier commit
-# unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the same call);
+# "DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=2"; PV=1e-4,1e-4: that line's p-values, run in one cluster; SRC=DIR runs
+# that line with the code of DIR, e.g. an earlier commit unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the same call);
 # WORKERS GPUs (default 1).  Then, with PEAKS=1, the promoter set
 # through the whole `scan` command on the GPU and on the CPU of the same machine; CROSS="SIZES": --device auto's
 # crossover (whole commands on synthetic stores; E2E=0 skips the 3.1 Gb runs).  Carry: .whl .devdata
@@ -17,9 +17,10 @@ ROOT=$PWD
 [ "${E2E:-1}" = 1 ] && while read -r settings; do
   echo "== ${settings:-defaults}"
   src=$ROOT; [[ " $settings " =~ \ SRC=([^ ]+) ]] && src=$ROOT/${BASH_REMATCH[1]}   # SRC=DIR: that source tree's code
+  pv=${PVALUES:-1e-4 1e-5}; [[ " $settings " =~ \ PV=([^ ]+) ]] && pv=${BASH_REMATCH[1]//,/ }   # PV=P1,P2: this line's
   (cd "$src" && env $settings PYTHONPATH=/tmp/site:$src timeout ${E2E_TIMEOUT:-300} python3 -m pipeline.cli bench --parts e2e \
     --motifs $ROOT/$J --genome-size ${SIZE:-3.1e9} \
-    --pvalues ${PVALUES:-1e-4 1e-5} --work /tmp/e2e --workers ${WORKERS:-1} --json "$OUT/e2e.jsonl" 2>&1) | grep -E '"part"|Error' \
+    --pvalues $pv --work /tmp/e2e --workers ${WORKERS:-1} --json "$OUT/e2e.jsonl" 2>&1) | grep -E '"part"|Error' \
     | python3 -c "import sys, json
 for l in sys.stdin:
     if not l.startswith('{'):
