@@ -231,8 +231,6 @@ def part_e2e(args, sink):
             job = plan_scan(str(store), args.motifs, str(out), pvalue=p)
             w0 = time.time()
             t0 = time.perf_counter()
-            if args.local_thresholds:
-                job.prefetch_thresholds()          # as `motifgrid scan` does on a local cluster (timed here)
             with get_task_stream(client) as ts:
                 res = execute_scan(job, client, device=device, progress=False, command="motifgrid bench e2e")
             t = time.perf_counter() - t0
@@ -274,9 +272,6 @@ def main(argv=None, formatter_class=argparse.HelpFormatter) -> int:
     ap.add_argument("--work", help="folder for the e2e store and hits (kept)")
     ap.add_argument("--keep", action="store_true", help="keep the e2e hits")
     ap.add_argument("--warm", action="store_true", help="e2e: also rerun each p-value with the threshold cache filled")
-    ap.add_argument("--cluster-thresholds", dest="local_thresholds", action="store_false",
-                    help="e2e: thresholds computed on the cluster's workers, not on this process's threads as "
-                         "`motifgrid scan` does on a local cluster")
     ap.add_argument("--json", help="also write the records here")
     a = ap.parse_args(argv)
     parts = set(a.parts.split(","))

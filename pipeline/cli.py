@@ -424,8 +424,6 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         console.print(f"{a.store}: {len(job.store.records):,} records, {job.store.total_length:,} bp → "
                       f"{job.store.path} (kept with the hits: exports read the sequences from it; --resume reuses it)")
     small = job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
-    if client_kw["scheduler"] is None:
-        job.prefetch_thresholds()        # computed here while the local cluster starts (a remote one computes them)
     if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine
         choice = _auto_device(job, a.pvalue)
         if choice is not None:

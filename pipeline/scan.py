@@ -132,13 +132,11 @@ class MotifSet:
                 for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
 
 
-def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, tables=None):
+def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False):
     """``(plan, tables, kept rows, unreachable motif ids)``: the scan plan of ``mset``'s rows at their thresholds
     for ``pvalue`` (rows that cannot reach it left out), with the kept rows' score -> p-value tables
-    (``plan.pvalues``); ``tables`` the ScoreThreshold of every row (:func:`row_thresholds`; computed unless
-    given)."""
-    if tables is None:
-        tables = row_thresholds(mset, pvalue, client=client, store_later=store_later)
+    (``plan.pvalues``); ``tables`` the ScoreThreshold of every row (:func:`row_thresholds`)."""
+    tables = row_thresholds(mset, pvalue, client=client, store_later=store_later)
     pwms, row_motif, row_strand = mset.rows()
     thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
     plan = make_plan(pwms, thr, row_motif, row_strand)
@@ -286,25 +284,6 @@ class ScanJob:
     ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
     region_counts: bool = True           # _region_counts.parquet at the end (enrich reduces _counts/ itself)
     hits: bool = True                    # False: no hits files, only the blocks' (record, motif) pairs in _counts/
-    thresholds: object = None            # a Future of row_thresholds' tables (prefetch_thresholds), or None
-
-    def prefetch_thresholds(self) -> None:
-        """Compute the thresholds now, on threads of this process, while the caller starts its cluster.
-
-        A fresh cluster's workers spend their first seconds loading kernels (CUDA context, CuPy and numba
-        caches: ``workers.warmup``), and threshold tasks sent to them then queue behind the warm-up on each
-        worker's GIL: one H200, 879 matrices at 1e-4 on 4 GPU worker processes, 1.4-1.6 s on a fresh cluster
-        against 0.37 s once it is warm (docs/benchmarks.md, issue 18, session 12).  Here they overlap the
-        cluster's start instead; :func:`execute_scan` takes them from the Future (their errors too).
-        """
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-
-        from pipeline.thresholds import LOCAL  # noqa: PLC0415
-
-        if self.thresholds is None:
-            pool = ThreadPoolExecutor(1, thread_name_prefix="motifgrid-prefetch")
-            self.thresholds = pool.submit(row_thresholds, self.mset, self.pvalue, LOCAL, True)
-            pool.shutdown(wait=False)               # the thread ends with its one task
 
     @property
     def positions(self) -> int:
@@ -544,9 +523,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
 
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
     t_thr0 = time.perf_counter()
-    tables = job.thresholds.result() if job.thresholds is not None else None       # prefetch_thresholds
-    plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True,  # cache: written later
-                                                     tables=tables)
+    plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True)  # cache: written later
     row_strand = mset.rows()[2]
     lats = mset.row_lattices()
     lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),

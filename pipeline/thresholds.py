@@ -8,10 +8,8 @@ does not); batches are dealt round-robin from the matrices
 sorted by decreasing length so that each batch gets a similar share of the expensive long matrices,
 and the results come back in input order.
 
-With a ``distributed.Client`` (given, or the current one) the batches go through ``client.map``; with
-``client=LOCAL`` through a pool of this process's threads (a scan computes its thresholds so while a fresh
-cluster starts: :meth:`pipeline.scan.ScanJob.prefetch_thresholds`); without either, a plain loop runs in this
-process.  Nothing here touches the command line.
+With a ``distributed.Client`` (given, or the current one) the batches go through ``client.map``;
+without one, a plain loop runs in this process.  Nothing here touches the command line.
 
 Results are cached on disk, one ``.npy`` per matrix (``motifgrid.thresholds.cache-dir``, by default
 ``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1`` turns it off).  The key is the
@@ -41,8 +39,6 @@ __all__ = ["compute_thresholds", "compute_thresholds_many", "thresholds_table", 
 
 
 METHODS = ("exact", "bucket", "auto")
-#: ``client`` of :func:`compute_thresholds_many` for a pool of this process's threads (``motifgrid.thresholds.local-threads``)
-LOCAL = "local"
 AUTO_BUCKET_MIN_LENGTH = 41   # "auto": the exact lattice DP up to this length (it is cheaper there; docs/benchmarks.md)
 
 
@@ -99,9 +95,8 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
         Background letter probabilities.
     pvalue : float
         Requested p-value.
-    client : distributed.Client or LOCAL, optional
-        Where to run.  ``None``: the current client if there is one, else a plain loop here; ``LOCAL``:
-        threads of this process.
+    client : distributed.Client, optional
+        Where to run.  ``None``: the current client if there is one, else a plain loop here.
     batch : int
         Matrices per task at most (fewer when that gives the cluster's threads two batches each, up to
         8 batches per worker process).
@@ -208,8 +203,6 @@ atexit.register(wait_for_cache_writes)
 
 
 def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -> list[list[ScoreThreshold]]:
-    if client == LOCAL:
-        return _compute_threads(pwms, bg, pvalues, batch, rel_tol, table, method, device)
     if client is None:
         client = _current_client()
     if client is None:
@@ -227,26 +220,6 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
                          background=bg, pvalues=pvalues, rel_tol=rel_tol, table=table,
                          method=method, device=device, pure=False)
     results = client.gather(futures)
-    out: list = [None] * len(pwms)
-    for g, res in zip(groups, results):
-        for i, r in zip(g, res):
-            out[int(i)] = r
-    return out
-
-
-def _compute_threads(pwms, bg, pvalues, batch, rel_tol, table, method, device) -> list[list[ScoreThreshold]]:
-    """The batches on a pool of this process's threads, four batches a thread (the kernels release the GIL)."""
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-
-    import dask.config  # noqa: PLC0415
-
-    from pipeline.cluster import cpu_count  # noqa: PLC0415
-
-    threads = int(dask.config.get("motifgrid.thresholds.local-threads", default=0) or 0) or cpu_count()
-    groups = _batches(pwms, min(batch, max(4, -(-len(pwms) // (4 * threads)))))
-    with ThreadPoolExecutor(min(threads, len(groups)), thread_name_prefix="motifgrid-thresholds") as pool:
-        results = list(pool.map(lambda g: _threshold_batch([pwms[i] for i in g], bg, pvalues, rel_tol, table,
-                                                           method, device), groups))
     out: list = [None] * len(pwms)
     for g, res in zip(groups, results):
         for i, r in zip(g, res):

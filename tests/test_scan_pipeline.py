@@ -506,28 +506,3 @@ def test_thresholds_selected_motifs(tmp_path):
     keep = ("MA0079.5", "MA0139.2", "MA1930.2")
     rows = full.stdout.splitlines()
     assert part.stdout.splitlines() == [rows[0]] + [r for r in rows[1:] if r.split("\t")[0] in keep]
-
-
-def test_prefetched_thresholds_give_the_same_scan(genome, client, finished, tmp_path, monkeypatch):
-    """Thresholds computed on the command's threads while the cluster starts (ScanJob.prefetch_thresholds): the
-    same hits, q-values and thresholds table as those computed on the cluster; none sent to the cluster; an
-    error in the prefetch surfaces from execute_scan."""
-    from distributed import get_task_stream
-
-    from pipeline import scan as S
-
-    store, _ = genome
-    out, _ = finished
-    job = S.plan_scan(store.path, MOTIFS, str(tmp_path / "pre"), pvalue=1e-3)
-    job.prefetch_thresholds()
-    with get_task_stream(client) as ts:
-        S.execute_scan(job, client, progress=False)
-    assert not any("_threshold_batch" in str(x["key"]) for x in ts.data)
-    assert table_rows(read_hits(str(tmp_path / "pre"))) == table_rows(read_hits(str(out)))
-    for name in ("_qvalues.parquet", "_motif_summary.parquet"):
-        assert pq.read_table(tmp_path / "pre" / name).equals(pq.read_table(out / name))
-    monkeypatch.setattr(S, "row_thresholds", lambda *a, **k: 1 / 0)
-    job = S.plan_scan(store.path, MOTIFS, str(tmp_path / "bad"), pvalue=1e-3)
-    job.prefetch_thresholds()
-    with pytest.raises(ZeroDivisionError):
-        S.execute_scan(job, client, progress=False)

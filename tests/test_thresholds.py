@@ -61,29 +61,6 @@ def test_distributed_equals_serial():
         assert t.max_score == pytest.approx(w.max(axis=1).sum())
 
 
-def test_local_threads_equal_serial(monkeypatch):
-    """client=LOCAL: batches on this process's threads (several threads, more batches than threads), results in
-    input order and identical to the loop's, even with a current Dask client around (it is not used)."""
-    import threading
-
-    import dask.config
-    from distributed import Client, LocalCluster
-
-    from pipeline import thresholds as T
-
-    _, _, pwms = _pwms()
-    pwms = pwms + [w[::-1, ::-1].copy() for w in pwms]
-    serial = compute_thresholds(pwms, BG, 1e-5, client=None, cache=False)
-    seen = set()
-    batch = T._threshold_batch
-    monkeypatch.setattr(T, "_threshold_batch", lambda *a, **k: seen.add(threading.current_thread().name) or batch(*a, **k))
-    with LocalCluster(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, \
-            Client(cluster), dask.config.set({"motifgrid.thresholds.local-threads": 3}):
-        local = compute_thresholds(pwms, BG, 1e-5, client=T.LOCAL, cache=False)
-    assert local == serial
-    assert len(seen) >= 2 and all(n.startswith("motifgrid-thresholds") for n in seen)
-
-
 def test_thresholds_table():
     from pipeline.schema import THRESHOLDS_SCHEMA
 
