@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 import weakref
 from pathlib import Path
@@ -237,8 +238,6 @@ class _NoBlasProbe:
     def find_spec(self, name, path=None, target=None):
         if name != "scipy.linalg":
             return None
-        import sys  # noqa: PLC0415
-
         arraymath = sys.modules.get("numba.np.arraymath")
         if arraymath is None or hasattr(arraymath, "_HAVE_BLAS"):
             return None                          # not numba's probe, or the probe is over
@@ -261,8 +260,6 @@ def skip_numba_blas_probe() -> None:
     script only (never by importing this package): a library user's process is left as it is.  With another
     numba the probe may differ: then the finder refuses nothing, or numba finds no BLAS for those two functions.
     """
-    import sys  # noqa: PLC0415
-
     if "scipy.linalg" not in sys.modules and not any(isinstance(f, _NoBlasProbe) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoBlasProbe())
 
