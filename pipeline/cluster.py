@@ -173,14 +173,16 @@ def _retain_memory(device: str) -> bool:
 
 
 def _register_warmup(client, device: str, gc_threshold=None) -> None:
-    """Each worker loads its kernels in the background as it joins (``workers.warmup``), and takes this process's
+    """Each worker loads its kernels in the background as it joins (``workers.warmup``; ``motifgrid.cluster.warm-up:
+    false`` skips it), and takes this process's
     ``motifgrid.cluster.switch-interval``, ``gc_threshold`` (parsed ``motifgrid.cluster.gc-threshold``) and
     ``motifgrid.cluster.retain-freed-memory``."""
     from pipeline.warmup import WarmupPlugin  # noqa: PLC0415 - imports distributed, which the cluster has loaded
 
     try:
         client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),
-                                            gc_threshold, _retain_memory(device)))
+                                            gc_threshold, _retain_memory(device),
+                                            bool(dask.config.get("motifgrid.cluster.warm-up", default=True))))
     except Exception:          # noqa: BLE001 - an optimisation only: never refuse a cluster over it
         pass
 

@@ -12,13 +12,14 @@ class WarmupPlugin(WorkerPlugin):
     name = "motifgrid-warmup"
 
     def __init__(self, device: str = "cpu", switch_interval: float | None = None, gc_threshold=None,
-                 retain_memory: bool = False):
+                 retain_memory: bool = False, load_kernels: bool = True):
         self.device = device
         self.switch_interval = switch_interval
         self.gc_threshold = gc_threshold
         self.retain_memory = retain_memory
+        self.load_kernels = load_kernels
 
     def setup(self, worker) -> None:
         from workers.warmup import start  # noqa: PLC0415 - the kernels' modules load on the worker only
 
-        start(self.device, self.switch_interval, self.gc_threshold, self.retain_memory)
+        start(self.device, self.switch_interval, self.gc_threshold, self.retain_memory, self.load_kernels)

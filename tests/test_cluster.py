@@ -146,3 +146,24 @@ def test_retain_freed_memory_setting():
     for value, want in ((True, True), ("true", True), (False, False), ("false", False)):
         with dask.config.set({"motifgrid.cluster.retain-freed-memory": value}):
             assert (_retain_memory("gpu"), _retain_memory("cpu")) == (want, want)
+
+
+def test_warm_up_setting(monkeypatch):
+    """motifgrid.cluster.warm-up: false starts no kernel-loading thread on the workers (the other settings still
+    apply); true (the default) starts one."""
+    import time
+
+    import dask.config
+
+    from pipeline.cluster import get_client
+    from workers import warmup
+
+    calls = []
+    monkeypatch.setattr(warmup, "_warm_quietly", lambda device: calls.append(device))
+    for setting, want in ((False, []), (True, ["cpu"])):
+        calls.clear()
+        with dask.config.set({"motifgrid.cluster.warm-up": setting}), \
+                get_client(n_workers=1, threads_per_worker=1, dashboard=False, quiet=True) as (client, _):
+            client.submit(sum, [1, 2]).result()
+            time.sleep(0.2)
+        assert calls == want

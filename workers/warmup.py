@@ -65,7 +65,7 @@ def warm(device: str = "cpu") -> None:
 
 
 def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None,
-          retain_memory: bool = False) -> None:
+          retain_memory: bool = False, load_kernels: bool = True) -> None:
     """Set this worker process's GIL switch interval, GC thresholds and malloc settings, then :func:`warm` in a
     background thread.
 
@@ -79,6 +79,8 @@ def start(device: str = "cpu", switch_interval: float | None = None, gc_threshol
         have motifgrid's configuration defaults loaded.
     retain_memory : bool
         :func:`workers.backend.retain_freed_memory` (the client's ``motifgrid.cluster.retain-freed-memory``).
+    load_kernels : bool
+        False: no warm-up thread (the client's ``motifgrid.cluster.warm-up``); the first tasks load what they use.
     """
     # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
     # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
@@ -87,6 +89,8 @@ def start(device: str = "cpu", switch_interval: float | None = None, gc_threshol
     if gc_threshold:
         set_gc_threshold(gc_threshold)
     retain_freed_memory(retain_memory)
+    if not load_kernels:
+        return
     threading.Thread(target=_warm_quietly, args=(device,), name="motifgrid-warmup", daemon=True).start()
 
 
