@@ -167,3 +167,27 @@ def test_warm_up_setting(monkeypatch):
             client.submit(sum, [1, 2]).result()
             time.sleep(0.2)
         assert calls == want
+
+
+def test_worker_processes_skip_numba_blas_probe():
+    """Worker processes of their own get the console script's finder for numba's BLAS probe; an in-process
+    worker (the user's own process) does not."""
+    from distributed import Client, LocalCluster
+
+    from pipeline.cluster import _register_warmup
+
+    def has_finder():
+        import sys as s
+
+        from workers.backend import _NoBlasProbe
+        return any(isinstance(f, _NoBlasProbe) for f in s.meta_path)
+
+    before = has_finder()
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cl, \
+            Client(cl) as c:
+        _register_warmup(c, "cpu")
+        assert list(c.run(has_finder).values()) == [True]
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cl, \
+            Client(cl) as c:
+        _register_warmup(c, "cpu")
+        assert has_finder() == before

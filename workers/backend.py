@@ -257,7 +257,8 @@ def skip_numba_blas_probe() -> None:
     ``numpy.f2py`` and more through scipy's array-API shim: 0.19-0.23 s of a 1.5 s scan of 300 peaks on the
     2-core VM (docs/benchmarks.md, issue 16).  No kernel of this package calls either function, and numba's
     ``np.dot``, ``np.linalg`` and the others still import scipy when first compiled.  Installed by the console
-    script only (never by importing this package): a library user's process is left as it is.  With another
+    script and in worker processes of their own (:func:`workers.warmup.start`), never by importing this package:
+    a library user's process is left as it is.  With another
     numba the probe may differ: then the finder refuses nothing, or numba finds no BLAS for those two functions.
     """
     if "scipy.linalg" not in sys.modules and not any(isinstance(f, _NoBlasProbe) for f in sys.meta_path):

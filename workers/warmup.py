@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from workers.backend import limit_blas_threads, retain_freed_memory, set_gc_threshold
+from workers.backend import limit_blas_threads, retain_freed_memory, set_gc_threshold, skip_numba_blas_probe
 from workers.distribution import pvalue_to_score
 from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import reduce_block
@@ -65,7 +65,7 @@ def warm(device: str = "cpu") -> None:
 
 
 def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None,
-          retain_memory: bool = False, load_kernels: bool = True) -> None:
+          retain_memory: bool = False, load_kernels: bool = True, skip_blas_probe: bool = False) -> None:
     """Set this worker process's GIL switch interval, GC thresholds and malloc settings, then :func:`warm` in a
     background thread.
 
@@ -81,6 +81,8 @@ def start(device: str = "cpu", switch_interval: float | None = None, gc_threshol
         :func:`workers.backend.retain_freed_memory` (the client's ``motifgrid.cluster.retain-freed-memory``).
     load_kernels : bool
         False: no warm-up thread (the client's ``motifgrid.cluster.warm-up``); the first tasks load what they use.
+    skip_blas_probe : bool
+        :func:`workers.backend.skip_numba_blas_probe` (a worker process of its own, not the user's process).
     """
     # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
     # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
@@ -89,6 +91,8 @@ def start(device: str = "cpu", switch_interval: float | None = None, gc_threshol
     if gc_threshold:
         set_gc_threshold(gc_threshold)
     retain_freed_memory(retain_memory)
+    if skip_blas_probe:
+        skip_numba_blas_probe()
     if not load_kernels:
         return
     threading.Thread(target=_warm_quietly, args=(device,), name="motifgrid-warmup", daemon=True).start()
