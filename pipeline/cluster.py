@@ -163,25 +163,23 @@ def worker_device(client) -> str:
     return "gpu" if res and all(res.values()) else "cpu"
 
 
-def _retain_memory(device: str) -> bool:
-    """``motifgrid.cluster.retain-freed-memory`` for workers of ``device``: ``auto`` is GPU workers only (on
-    the 2-core VM's in-process CPU cluster it saved nothing and raised the peak memory by 7-20 %)."""
-    setting = dask.config.get("motifgrid.cluster.retain-freed-memory", default=False)
-    if str(setting).lower() == "auto":
-        return device == "gpu"
-    return bool(setting) and str(setting).lower() not in ("false", "0", "no")
+def on_for_device(setting: str, device: str) -> bool:
+    """A ``true | false | auto`` setting of ``dask.config`` for workers of ``device``: ``auto`` is GPU workers only
+    (``motifgrid.qvalues.keep-pairs``, ``motifgrid.cluster.retain-freed-memory``)."""
+    mode = str(dask.config.get(setting, default="auto")).lower()
+    return mode in ("true", "1", "yes") or (mode == "auto" and device == "gpu")
 
 
 def _register_warmup(client, device: str, gc_threshold=None) -> None:
     """Each worker loads its kernels in the background as it joins (``workers.warmup``; ``motifgrid.cluster.warm-up:
-    false`` skips it), and takes this process's
-    ``motifgrid.cluster.switch-interval``, ``gc_threshold`` (parsed ``motifgrid.cluster.gc-threshold``) and
-    ``motifgrid.cluster.retain-freed-memory``."""
+    false`` skips it), and takes this process's ``motifgrid.cluster.switch-interval``, ``gc_threshold`` (parsed
+    ``motifgrid.cluster.gc-threshold``) and ``motifgrid.cluster.retain-freed-memory`` (``auto``: GPU workers; on the
+    2-core VM's in-process CPU cluster it saved nothing and raised the peak memory by 7-20 %)."""
     from pipeline.warmup import WarmupPlugin  # noqa: PLC0415 - imports distributed, which the cluster has loaded
 
     try:
         client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),
-                                            gc_threshold, _retain_memory(device),
+                                            gc_threshold, on_for_device("motifgrid.cluster.retain-freed-memory", device),
                                             bool(dask.config.get("motifgrid.cluster.warm-up", default=True))))
     except Exception:          # noqa: BLE001 - an optimisation only: never refuse a cluster over it
         pass

@@ -711,10 +711,10 @@ def _kept_pairs_settings(job: ScanJob, client, plan, run: str, device: str) -> d
     memory limit each."""
     import dask.config  # noqa: PLC0415
 
+    from pipeline.cluster import on_for_device  # noqa: PLC0415
     from pipeline.qvalues import families  # noqa: PLC0415
 
-    mode = str(dask.config.get("motifgrid.qvalues.keep-pairs", default="auto")).lower()
-    wanted = mode in ("true", "1", "yes") or (mode == "auto" and device == "gpu")
+    wanted = on_for_device("motifgrid.qvalues.keep-pairs", device)
     if not (wanted and job.qvalues and job.hits and not job.done):
         return {}
     limits = [w.get("memory_limit") or 0 for w in client.scheduler_info().get("workers", {}).values()]

@@ -139,13 +139,14 @@ def test_retain_freed_memory_setting():
     """motifgrid.cluster.retain-freed-memory: auto keeps freed memory on GPU workers only; true/false for all."""
     import dask.config
 
-    from pipeline.cluster import _retain_memory
+    from pipeline.cluster import on_for_device
 
-    assert dask.config.get("motifgrid.cluster.retain-freed-memory") == "auto"
-    assert (_retain_memory("gpu"), _retain_memory("cpu")) == (True, False)
+    key = "motifgrid.cluster.retain-freed-memory"
+    assert dask.config.get(key) == "auto"
+    assert (on_for_device(key, "gpu"), on_for_device(key, "cpu")) == (True, False)
     for value, want in ((True, True), ("true", True), (False, False), ("false", False)):
-        with dask.config.set({"motifgrid.cluster.retain-freed-memory": value}):
-            assert (_retain_memory("gpu"), _retain_memory("cpu")) == (want, want)
+        with dask.config.set({key: value}):
+            assert (on_for_device(key, "gpu"), on_for_device(key, "cpu")) == (want, want)
 
 
 def test_warm_up_setting(monkeypatch):

@@ -190,10 +190,6 @@ def set_gc_threshold(setting=None) -> tuple | None:
     return values
 
 
-_malloc_lock = threading.Lock()
-_malloc_retained: list = []
-
-
 def retain_freed_memory(enabled: bool = True) -> bool:
     """Keep memory that glibc's ``free`` returns for reuse in this process, instead of giving it back to the OS.
 
@@ -216,20 +212,19 @@ def retain_freed_memory(enabled: bool = True) -> bool:
     bool
         Whether it is in effect (False where the C library has no ``mallopt``: musl, macOS).
     """
-    if not enabled:
-        return False
-    with _malloc_lock:
-        if not _malloc_retained:
-            import ctypes  # noqa: PLC0415
+    return enabled and _mallopt_retain()
 
-            try:
-                mallopt = ctypes.CDLL(None).mallopt
-            except (OSError, AttributeError):
-                return False
-            m_trim_threshold, m_mmap_threshold = -1, -3           # glibc's malloc.h
-            _malloc_retained.append(mallopt(m_mmap_threshold, 1 << 30) == 1
-                                    and mallopt(m_trim_threshold, (1 << 31) - 1) == 1)
-        return _malloc_retained[0]
+
+@functools.lru_cache(maxsize=1)
+def _mallopt_retain() -> bool:
+    """Set the two thresholds once per process (glibc's ``malloc.h``: M_TRIM_THRESHOLD -1, M_MMAP_THRESHOLD -3)."""
+    import ctypes  # noqa: PLC0415
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    return mallopt(-3, 1 << 30) == 1 and mallopt(-1, (1 << 31) - 1) == 1
 
 
 class _NoBlasProbe:
@@ -258,8 +253,8 @@ def skip_numba_blas_probe() -> None:
     2-core VM (docs/benchmarks.md, issue 16).  No kernel of this package calls either function, and numba's
     ``np.dot``, ``np.linalg`` and the others still import scipy when first compiled.  Installed by the console
     script and in worker processes of their own (:func:`workers.warmup.start`), never by importing this package:
-    a library user's process is left as it is.  With another
-    numba the probe may differ: then the finder refuses nothing, or numba finds no BLAS for those two functions.
+    a library user's process is left as it is.  With another numba the probe may differ: then the finder refuses
+    nothing, or numba finds no BLAS for those two functions.
     """
     if "scipy.linalg" not in sys.modules and not any(isinstance(f, _NoBlasProbe) for f in sys.meta_path):
         sys.meta_path.insert(0, _NoBlasProbe())

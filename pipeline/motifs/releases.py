@@ -71,20 +71,25 @@ def _cache_name(src: str, release: str) -> str | None:
 
     from pipeline.motifs import cache  # noqa: PLC0415
 
+    path = _database_file(release)
+    if path is None:
+        return None
     try:
-        st = os.stat(_database_file(release))
+        st = os.stat(path)
         ver = version("pyjaspar")
-    except (ImportError, AttributeError, TypeError, IndexError, OSError, PackageNotFoundError):
+    except (OSError, PackageNotFoundError):
         return None
     return cache.key(repr((src, ver, st.st_size, st.st_mtime_ns)).encode(), "jaspar-release", 0.0)
 
 
-def _database_file(release: str) -> str:
+def _database_file(release: str) -> str | None:
     """pyjaspar's SQLite file of ``release``, found without importing pyjaspar (which imports much of Biopython:
-    0.08 s)."""
+    0.08 s); None without pyjaspar."""
     import importlib.util  # noqa: PLC0415
 
     found = importlib.util.find_spec("pyjaspar")
+    if found is None or not found.submodule_search_locations:
+        return None
     return os.path.join(list(found.submodule_search_locations)[0], "data", f"{release}.sqlite")
 
 
