@@ -177,9 +177,10 @@ def _register_warmup(client, device: str, gc_threshold=None) -> None:
     2-core VM's in-process CPU cluster it saved nothing and raised the peak memory by 7-20 %)."""
     from pipeline.warmup import WarmupPlugin  # noqa: PLC0415 - imports distributed, which the cluster has loaded
 
+    retain = on_for_device("motifgrid.cluster.retain-freed-memory", device)
     try:
         client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),
-                                            gc_threshold, on_for_device("motifgrid.cluster.retain-freed-memory", device),
+                                            gc_threshold, retain,
                                             bool(dask.config.get("motifgrid.cluster.warm-up", default=True))))
     except Exception:          # noqa: BLE001 - an optimisation only: never refuse a cluster over it
         pass
