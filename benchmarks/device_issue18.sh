@@ -7,7 +7,8 @@
 # WORKERS GPUs (default 1).  Then, with PEAKS=1, the promoter set
 # through the whole `scan` command on the GPU and on the CPU of the same machine; CROSS="SIZES": --device auto's
 # crossover (whole commands on synthetic stores; E2E=0 skips the 3.1 Gb runs); WHOLE=1: the whole `motifgrid scan`
-# command on the 3.1 Gb store (cold thresholds; also with the code of SRC_WHOLE=DIR).  Carry: .whl .devdata
+# command on the 3.1 Gb store (cold thresholds; also with the code of SRC_WHOLE=DIR; once per line of
+# WHOLE_SETTINGS).  Carry: .whl .devdata
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
@@ -38,14 +39,19 @@ for l in sys.stdin:
           '| thread-s: scan', round(r['task_seconds_scan'], 1), 'io', round(r['task_seconds_io'], 1), st,
           '| first task', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'))"
 done <<< "${RUNS:-}"
-if [ "${WHOLE:-0}" = 1 ]; then    # the whole `motifgrid scan` command on the e2e store, cold thresholds, this tree and SRC_WHOLE
-  for src in $ROOT ${SRC_WHOLE:+$ROOT/$SRC_WHOLE}; do
-    for i in 1 2; do
-      rm -rf /tmp/hw /tmp/wc; (cd $src && DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR=/tmp/wc PYTHONPATH=/tmp/site:$src \
-        /usr/bin/time -f "whole ${src#$ROOT} run $i: %e s wall, %M KB" python3 -m pipeline.cli scan /tmp/e2e/genome.zarr \
-        $ROOT/$J --out /tmp/hw --device gpu --no-progress 2>&1 | grep -E "whole|done")
+if [ "${WHOLE:-0}" = 1 ]; then    # the whole `motifgrid scan` command on the e2e store, cold thresholds, this tree and SRC_WHOLE,
+  while read -r wset; do          # once per line of WHOLE_SETTINGS (VAR=value ...; default: one line of defaults)
+    for src in $ROOT ${SRC_WHOLE:+$ROOT/$SRC_WHOLE}; do
+      for i in 1 2; do
+        rm -rf /tmp/hw /tmp/wc; (cd $src && env $wset DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR=/tmp/wc PYTHONPATH=/tmp/site:$src \
+          /usr/bin/time -f "whole ${wset:-defaults} ${src#$ROOT} run $i: %e s wall, %M KB" python3 -m pipeline.cli scan \
+          /tmp/e2e/genome.zarr $ROOT/$J --out /tmp/hw --device gpu --no-progress 2>&1 | grep -E "whole|done|Error")
+        python3 -c "import json; d = json.load(open('/tmp/hw/_summary.json')); print('  in command', round(d['seconds'], 2),
+'thresholds', round(d['seconds_thresholds'], 2), 'tasks', round(d['seconds_tasks_wall'], 2), 'qvalues',
+round((d.get('qvalues') or {}).get('seconds', 0), 2))" 2>/dev/null
+      done
     done
-  done
+  done <<< "${WHOLE_SETTINGS:-}"
 fi
 if [ -n "${CROSS:-}" ]; then      # --device auto's crossover: whole `motifgrid scan` commands, GPU vs CPU, by size
   for size in $CROSS; do

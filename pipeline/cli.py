@@ -406,6 +406,21 @@ def _client_kwargs(a):
                 threads_per_worker=a.threads, processes=a.processes, security=_security(a))
 
 
+def _prestart(client_kw: dict) -> None:
+    """A local cluster of worker processes (GPU workers, ``--processes``): start their forkserver now
+    (:func:`pipeline.cluster.prestart_workers`), so that it imports and loads kernels while the command reads its
+    inputs.  Under ``--device auto`` it is started where a GPU answers (the probe is cached: ``--device auto``
+    asks it anyway), and stays idle if the cost model then picks the in-process CPU cluster."""
+    from pipeline.cluster import prestart_workers  # noqa: PLC0415
+    from workers.backend import gpu_available  # noqa: PLC0415
+
+    if client_kw["scheduler"] is not None:
+        return
+    gpu = client_kw["device"] == "gpu" or (client_kw["device"] is None and gpu_available())
+    if gpu or client_kw["processes"]:
+        prestart_workers(gpu=gpu)
+
+
 def cmd_scan(a, console=None, before_scan=None) -> int:
     """``before_scan(job)``: called once the cluster is up, before the thresholds and blocks (the demo's notes)."""
     from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
@@ -414,6 +429,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     console = console or _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
+    _prestart(client_kw)                  # the workers' forkserver imports beside the planning below
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
                     pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
                     strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
@@ -659,6 +675,7 @@ def cmd_enrich(a) -> int:
     console = _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     kw = _client_kwargs(a)
+    _prestart(kw)                         # the workers' forkserver imports beside reading the inputs
     st = EnrichSettings(pvalue=a.pvalue, control=a.control, genome=a.genome, shuffles=a.shuffles, seed=a.seed,
                         cluster=None if a.no_cluster else a.cluster, centrality=a.centrality, background=a.background,
                         pseudocount=a.pseudocount, top=a.top, select=a.motif_select, motif_format=a.motif_format,

@@ -170,6 +170,70 @@ def on_for_device(setting: str, device: str) -> bool:
     return mode in ("true", "1", "yes") or (mode == "auto" and device == "gpu")
 
 
+#: imported by the forkserver of ``start-method: forkserver``, besides what distributed preloads there
+_FORKSERVER_PRELOAD = ("numba", "workers.preload")
+_GPU_PRELOAD = ("cupy", "dask_cuda")
+
+
+def _start_method() -> str:
+    """``motifgrid.cluster.start-method``: ``auto`` is forkserver where the platform has it (Linux), else spawn."""
+    import multiprocessing  # noqa: PLC0415
+
+    method = str(dask.config.get("motifgrid.cluster.start-method", default="auto")).lower()
+    if method not in ("auto", "spawn", "forkserver"):
+        raise ClusterError(f"motifgrid.cluster.start-method must be auto, spawn or forkserver, not {method!r}")
+    if method == "auto":
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    return method
+
+
+def _forkserver(gpu: bool):
+    """The forkserver context with motifgrid's preload added to distributed's (set once per process, before its
+    server starts)."""
+    import multiprocessing.forkserver as forkserver  # noqa: PLC0415
+
+    from distributed.utils import get_mp_context  # noqa: PLC0415
+
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        ctx = get_mp_context()            # distributed's own preload (distributed, numpy, ...) set first
+    have = list(getattr(forkserver._forkserver, "_preload_modules", None) or [])
+    extra = [m for m in _FORKSERVER_PRELOAD + (_GPU_PRELOAD if gpu else ()) if m not in have]
+    if extra:
+        ctx.set_forkserver_preload(have + extra)
+    return ctx
+
+
+def prestart_workers(gpu: bool) -> None:
+    """Start the forkserver now (``start-method: forkserver``; nothing otherwise), so that its imports and kernel
+    loading run in their own process while the caller reads its inputs; the cluster's workers fork from it later."""
+    if _start_method() != "forkserver":
+        return
+    import multiprocessing.forkserver as forkserver  # noqa: PLC0415
+
+    _forkserver(gpu)
+    # the environment a Nanny sets before it starts a worker (malloc, BLAS threads), which a worker forked from the
+    # server inherits from it: as a spawned worker would have it
+    env = dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {}
+    os.environ.update({k: str(v) for k, v in env.items()})
+    forkserver.ensure_running()           # returns at once: the server imports its preload on its own
+
+
+@contextlib.contextmanager
+def start_method(gpu: bool):
+    """Worker processes of a local cluster started as ``motifgrid.cluster.start-method`` says: ``spawn`` (Dask's
+    default: each process imports distributed, numpy, numba, CuPy and loads the kernels on its own) or
+    ``forkserver``: forked from one server process that has imported them and loaded numba's kernels
+    (:mod:`workers.preload`; :func:`prestart_workers` starts it early) — a worker then starts without those
+    imports and its first threshold tasks without numba's start.  The server never opens a CUDA context (forked
+    children could not use it)."""
+    if _start_method() == "spawn":
+        yield
+        return
+    _forkserver(gpu)
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        yield
+
+
 def _register_warmup(client, device: str, gc_threshold=None) -> None:
     """Each worker loads its kernels in the background as it joins (``workers.warmup``; ``motifgrid.cluster.warm-up:
     false`` skips it), and takes this process's ``motifgrid.cluster.switch-interval``, ``gc_threshold`` (parsed
@@ -237,9 +301,10 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         n_gpus = n_workers or visible
         per_gpu = gpu_processes(n_gpus)
         threads = threads_per_worker or gpu_worker_threads(n_gpus * per_gpu)
-        cluster = _cuda_cluster(n_gpus, per_gpu, host=host, dashboard_address=dash, threads_per_worker=threads,
-                                worker_dashboard_address=worker_dash,
-                                silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
+        with start_method(gpu=True):
+            cluster = _cuda_cluster(n_gpus, per_gpu, host=host, dashboard_address=dash, threads_per_worker=threads,
+                                    worker_dashboard_address=worker_dash,
+                                    silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "gpu"
     else:
         n = n_workers or cpu_count()
@@ -247,8 +312,9 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             kw = dict(n_workers=n, threads_per_worker=threads_per_worker or 1, processes=True, host=host)
         else:   # in-process transport: the scheduler listens on no network address at all
             kw = dict(n_workers=1, threads_per_worker=threads_per_worker or n, processes=False)
-        cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=worker_dash,
-                               silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
+        with start_method(gpu=False) if processes else contextlib.nullcontext():
+            cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=worker_dash,
+                                   silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "cpu"
     client = Client(cluster)
     _register_warmup(client, dev, gc)

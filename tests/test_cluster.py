@@ -192,3 +192,47 @@ def test_worker_processes_skip_numba_blas_probe():
             Client(cl) as c:
         _register_warmup(c, "cpu")
         assert has_finder() == before
+
+
+def test_forkserver_workers_start_with_kernels_loaded():
+    """motifgrid.cluster.start-method: forkserver forks local worker processes from one server that loaded the CPU
+    kernels (workers.preload): with the warm-up thread off, a fresh worker has them all the same, and computes.
+    Run in a subprocess: a forkserver's preload is fixed once per process."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import dask.config
+        from pipeline.cluster import get_client, prestart_workers
+
+        def loaded():
+            from workers import warmup
+            return bool(warmup._done.get("cpu"))
+
+        if __name__ == "__main__":
+            with dask.config.set({"motifgrid.cluster.start-method": "forkserver", "motifgrid.cluster.warm-up": False}):
+                prestart_workers(gpu=False)
+                with get_client(n_workers=1, device="cpu", processes=True, dashboard=False, quiet=True) as (c, _):
+                    print("loaded", list(c.run(loaded).values()), "sum", c.submit(sum, [1, 2]).result())
+            with dask.config.set({"motifgrid.cluster.start-method": "spawn", "motifgrid.cluster.warm-up": False}):
+                with get_client(n_workers=1, device="cpu", processes=True, dashboard=False, quiet=True) as (c, _):
+                    print("spawned", list(c.run(loaded).values()))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "loaded [True] sum 3" in r.stdout
+    assert "spawned [False]" in r.stdout
+
+
+def test_start_method_setting_checked():
+    from pipeline.cluster import prestart_workers
+
+    with dask.config.set({"motifgrid.cluster.start-method": "fork"}), pytest.raises(ClusterError, match="start-method"):
+        prestart_workers(gpu=False)
+    with dask.config.set({"motifgrid.cluster.start-method": "spawn"}):
+        prestart_workers(gpu=False)                # nothing to start
+    from pipeline.cluster import _start_method
+
+    with dask.config.set({"motifgrid.cluster.start-method": "auto"}):
+        assert _start_method() == "forkserver"    # Linux
