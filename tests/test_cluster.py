@@ -236,3 +236,29 @@ def test_start_method_setting_checked():
 
     with dask.config.set({"motifgrid.cluster.start-method": "auto"}):
         assert _start_method() == "forkserver"    # Linux
+
+
+def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_slice):
+    """`scan --device cpu --processes` starts its cluster on a thread while it plans (pipeline.cli._EarlyCluster):
+    the hits equal the in-process run's; a planning error (a missing motif file) is one clear line, and the early
+    cluster is closed (the command returns)."""
+    import gzip
+
+    from pipeline.cli import main
+    from pipeline.genome import ingest
+    from pipeline.scan import read_hits
+    from tests.conftest import DATA
+    from tests.test_scan_pipeline import table_rows
+
+    fa = tmp_path / "g.fa.gz"
+    with gzip.open(fa, "wt") as f:
+        f.write(">chrD\n" + "\n".join(chrx_slice[i:i + 60] for i in range(0, 40_000, 60)) + "\n")
+    store = ingest(fa, tmp_path / "g.zarr", block_size=8_000, halo=40)
+    motifs = str(DATA / "jaspar2024_subset.jaspar")
+    common = ["--pvalue", "1e-3", "--no-progress", "--device", "cpu"]
+    assert main(["scan", store.path, motifs, "--out", str(tmp_path / "ref"), *common]) == 0
+    assert main(["scan", store.path, motifs, "--out", str(tmp_path / "p"), *common, "--processes", "--workers", "1"]) == 0
+    want = table_rows(read_hits(str(tmp_path / "ref")))
+    assert len(want) > 50 and table_rows(read_hits(str(tmp_path / "p"))) == want
+    assert main(["scan", store.path, str(tmp_path / "missing.jaspar"), "--out", str(tmp_path / "q"), *common,
+                 "--processes", "--workers", "1"]) == 2
