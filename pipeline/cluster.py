@@ -170,8 +170,8 @@ def on_for_device(setting: str, device: str) -> bool:
     return mode in ("true", "1", "yes") or (mode == "auto" and device == "gpu")
 
 
-#: imported by the forkserver of ``start-method: forkserver``, besides what distributed preloads there
-_FORKSERVER_PRELOAD = ("numba", "workers.preload")
+#: imported by the forkserver of ``start-method: forkserver`` (what a worker process imports, and the kernels)
+_FORKSERVER_PRELOAD = ("distributed", "numpy", "numba", "workers.preload")
 _GPU_PRELOAD = ("cupy", "dask_cuda")
 
 
@@ -188,18 +188,22 @@ def _start_method() -> str:
 
 
 def _forkserver(gpu: bool):
-    """The forkserver context with motifgrid's preload added to distributed's (set once per process, before its
-    server starts)."""
+    """The forkserver context with motifgrid's preload (``_FORKSERVER_PRELOAD``, and CuPy and dask-cuda for GPU
+    workers) added to what is set, without importing distributed here: the console scripts start the server before
+    they import it (2 s on a GPU host's core).  distributed's ``get_mp_context`` would import its packages in this
+    process (pandas among them) and replace the list: once it is loaded, its flag says the list is set."""
+    import multiprocessing  # noqa: PLC0415
     import multiprocessing.forkserver as forkserver  # noqa: PLC0415
+    import sys  # noqa: PLC0415
 
-    from distributed.utils import get_mp_context  # noqa: PLC0415
-
-    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
-        ctx = get_mp_context()            # distributed's own preload (distributed, numpy, ...) set first
+    ctx = multiprocessing.get_context("forkserver")
     have = list(getattr(forkserver._forkserver, "_preload_modules", None) or [])
     extra = [m for m in _FORKSERVER_PRELOAD + (_GPU_PRELOAD if gpu else ()) if m not in have]
     if extra:
         ctx.set_forkserver_preload(have + extra)
+    utils = sys.modules.get("distributed.utils")
+    if utils is not None and hasattr(utils, "_forkserver_preload_set"):
+        utils._forkserver_preload_set = True
     return ctx
 
 
@@ -229,6 +233,8 @@ def start_method(gpu: bool):
     if _start_method() == "spawn":
         yield
         return
+    import distributed.utils  # noqa: PLC0415, F401 - so that _forkserver marks its preload as set
+
     _forkserver(gpu)
     with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
         yield
