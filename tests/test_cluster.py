@@ -257,8 +257,9 @@ def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_s
     motifs = str(DATA / "jaspar2024_subset.jaspar")
     common = ["--pvalue", "1e-3", "--no-progress", "--device", "cpu"]
     assert main(["scan", store.path, motifs, "--out", str(tmp_path / "ref"), *common]) == 0
-    assert main(["scan", store.path, motifs, "--out", str(tmp_path / "p"), *common, "--processes", "--workers", "1"]) == 0
+    processes = ["--processes", "--workers", "1"]
+    assert main(["scan", store.path, motifs, "--out", str(tmp_path / "p"), *common, *processes]) == 0
     want = table_rows(read_hits(str(tmp_path / "ref")))
     assert len(want) > 50 and table_rows(read_hits(str(tmp_path / "p"))) == want
     assert main(["scan", store.path, str(tmp_path / "missing.jaspar"), "--out", str(tmp_path / "q"), *common,
-                 "--processes", "--workers", "1"]) == 2
+                 *processes]) == 2
