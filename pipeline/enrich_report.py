@@ -86,81 +86,111 @@ def _glyph(letter: str):
     return Affine2D().translate(-ext.x0, -ext.y0).scale(1 / ext.width, 1 / ext.height).transform_path(path)
 
 
-def _draw_logo(ax, ppm, columns: int | None = None) -> None:
-    """The logo of ``ppm`` on ``ax`` (letters stacked by height, the tallest on top); with ``columns``, letters as
-    wide as in a logo of that many columns."""
-    from matplotlib.collections import PatchCollection  # noqa: PLC0415
+def _logo_patches(ppm, place) -> tuple[list, list]:
+    """The letters of the logo of ``ppm`` (stacked by height, the tallest on top; column ``i`` spans x ``i - 0.5 ..
+    i + 0.5``, heights in bits) as patches under the affine map ``place`` (logo → drawing coordinates), with
+    their colours."""
     from matplotlib.patches import PathPatch  # noqa: PLC0415
     from matplotlib.transforms import Affine2D  # noqa: PLC0415
 
-    heights = information(ppm)
     patches, colors = [], []
-    for i, col in enumerate(heights):
+    for i, col in enumerate(information(ppm)):
         y = 0.0
         for j in np.argsort(col, kind="stable"):
             if col[j] > 1e-3:
-                patches.append(PathPatch(Affine2D().scale(0.9, col[j]).translate(i - 0.45, y)
-                                         .transform_path(_glyph("ACGT"[j]))))
+                glyph = Affine2D().scale(0.9, col[j]).translate(i - 0.45, y) + place
+                patches.append(PathPatch(glyph.transform_path(_glyph("ACGT"[j]))))
                 colors.append(_COLORS["ACGT"[j]])
                 y += col[j]
-    ax.add_collection(PatchCollection(patches, facecolors=colors, edgecolors="none", linewidths=0))
-    ax.set_ylim(0, 2)
-    ax.set_xlim(-0.5, max(columns or 0, len(heights)) - 0.5)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    for spine in ax.spines.values():
-        spine.set_visible(False)
+    return patches, colors
 
 
-def _logo_png(ppm, dpi: int = 80) -> bytes:
-    from matplotlib.figure import Figure  # noqa: PLC0415
+def _collection(patches: list, colors: list):
+    from matplotlib.collections import PatchCollection  # noqa: PLC0415
 
-    fig = Figure(figsize=(max(1.2, 0.22 * len(ppm)), 0.7))
-    ax = fig.add_axes((0, 0, 1, 1))
-    _draw_logo(ax, ppm)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, transparent=True)
-    return buf.getvalue()
+    return PatchCollection(patches, facecolors=colors, edgecolors="none", linewidths=0)
+
+
+class _LogoPainter:
+    """One figure and axes reused for every logo image of a page (an Axes costs ~12 ms to make: 20 logos and 60
+    panels were 1 s of a report)."""
+
+    def __init__(self):
+        from matplotlib.figure import Figure  # noqa: PLC0415
+        from matplotlib.transforms import Affine2D  # noqa: PLC0415
+
+        self.fig = Figure()
+        self.ax = self.fig.add_axes((0, 0, 1, 1))
+        self.ax.set_axis_off()
+        self.ax.set_ylim(0, 2)
+        self.identity = Affine2D()
+
+    def png(self, ppm, dpi: int = 80) -> bytes:
+        self.fig.set_size_inches(max(1.2, 0.22 * len(ppm)), 0.7)
+        coll = self.ax.add_collection(_collection(*_logo_patches(ppm, self.identity)))
+        self.ax.set_xlim(-0.5, len(ppm) - 0.5)
+        buf = io.BytesIO()
+        try:
+            self.fig.savefig(buf, format="png", dpi=dpi, transparent=True)
+        finally:
+            coll.remove()
+        return buf.getvalue()
 
 
 def _rows(table, top: int) -> list[dict]:
     return table.slice(0, min(int(top), table.num_rows)).to_pylist()
 
 
+#: the overview's panels: widths (logo, −log10 p bar, shares) and the gap between them, in drawing units; a row is
+#: one unit high, of which ``_ROW_FILL`` is drawn
+_WIDTHS, _GAP, _ROW_FILL = (3.2, 4.0, 2.2), 0.05 * 9.4 / 3, 1 / 1.35
+
+
 def write_png(path, rows: list[dict], probabilities: dict, title: str) -> None:
-    """The overview picture: logo, −log10 p bar and target/control shares of each row."""
+    """The overview picture: logo, −log10 p bar and target/control shares of each row, drawn on one axes (row ``i``
+    centred at ``y = n - 1 - i``; panels side by side)."""
     from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.patches import Rectangle  # noqa: PLC0415
+    from matplotlib.transforms import Affine2D  # noqa: PLC0415
 
     n = max(len(rows), 1)
-    fig = Figure(figsize=(11, 0.62 * n + 1.0))
-    grid = fig.add_gridspec(n, 3, width_ratios=(3.2, 4.0, 2.2), left=0.02, right=0.98, top=1 - 0.55 / (0.62 * n + 1),
-                            bottom=0.35 / (0.62 * n + 1), hspace=0.35, wspace=0.05)
+    height = 0.62 * n + 1.0
+    fig = Figure(figsize=(11, height))
+    ax = fig.add_axes((0.02, 0.35 / height, 0.96, 1 - 0.9 / height))
     fig.suptitle(title, fontsize=11)
+    x_logo, x_bar = 0.0, _WIDTHS[0] + _GAP
+    x_share = x_bar + _WIDTHS[1] + _GAP
     best = max([-r["log10_pvalue"] for r in rows] + [1e-9])
     columns = max([len(probabilities[r["motif_id"]]) for r in rows if r["motif_id"] in probabilities] + [1])
+    half = _ROW_FILL / 2
+    patches, colors = [], []
     for i, r in enumerate(rows):
-        ax = fig.add_subplot(grid[i, 0])
+        yc = n - 1 - i
         ppm = probabilities.get(r["motif_id"])
-        if ppm is not None:
-            _draw_logo(ax, ppm, columns)
-        else:
-            ax.set_axis_off()
-        bar = fig.add_subplot(grid[i, 1])
-        bar.barh([0], [-r["log10_pvalue"]], color="#255C99", height=0.6)
-        bar.set_xlim(0, best * 1.02)
-        bar.set_ylim(-0.5, 0.5)
-        bar.set_axis_off()
-        bar.text(0.01, 0.5, f"{r['rank']}. {r['motif_name']} ({r['motif_id']})   p = {sci(r['log10_pvalue'])}",
-                 transform=bar.transAxes, va="center", fontsize=8, color="black",
-                 bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0, "pad": 1})
-        share = fig.add_subplot(grid[i, 2])
-        pos, neg = r["pos_seqs"] / r["pos_total"], r["neg_seqs"] / r["neg_total"]
-        share.barh([0.2, -0.2], [pos, neg], height=0.35, color=["#D62839", "#999999"])
-        share.set_xlim(0, 1.45)
-        share.set_ylim(-0.5, 0.5)
-        share.set_axis_off()
-        share.text(1.03, 0.2, f"{100 * pos:.0f}% targets", va="center", fontsize=7)
-        share.text(1.03, -0.2, f"{100 * neg:.0f}% controls", va="center", fontsize=7)
+        if ppm is not None:        # logo x -0.5 .. columns-0.5, y 0 .. 2 bits → its panel
+            place = (Affine2D().translate(0.5, 0).scale(_WIDTHS[0] / columns, _ROW_FILL / 2)
+                     .translate(x_logo, yc - half))
+            more, cols = _logo_patches(ppm, place)
+            patches += more
+            colors += cols
+        patches.append(Rectangle((x_bar, yc - 0.3 * _ROW_FILL), _WIDTHS[1] * -r["log10_pvalue"] / (best * 1.02),
+                                 0.6 * _ROW_FILL))
+        colors.append("#255C99")
+        ax.text(x_bar + 0.01 * _WIDTHS[1], yc,
+                f"{r['rank']}. {r['motif_name']} ({r['motif_id']})   p = {sci(r['log10_pvalue'])}",
+                va="center", fontsize=8, color="black", bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0,
+                                                               "pad": 1})
+        unit = _WIDTHS[2] / 1.45              # the shares' panel spans 0 .. 1.45 (room for the labels)
+        for share, dy, color, label in ((r["pos_seqs"] / r["pos_total"], 0.2, "#D62839", "targets"),
+                                        (r["neg_seqs"] / r["neg_total"], -0.2, "#999999", "controls")):
+            patches.append(Rectangle((x_share, yc + (dy - 0.175) * _ROW_FILL), unit * share, 0.35 * _ROW_FILL))
+            colors.append(color)
+            ax.text(x_share + 1.03 * unit, yc + dy * _ROW_FILL, f"{100 * share:.0f}% {label}", va="center",
+                    fontsize=7)
+    ax.add_collection(_collection(patches, colors))
+    ax.set_xlim(0, x_share + _WIDTHS[2])
+    ax.set_ylim(-0.5, n - 0.5)
+    ax.set_axis_off()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     storage.atomic_write_bytes(path, buf.getvalue())
@@ -178,10 +208,11 @@ def html_page(rows: list[dict], probabilities: dict, title: str, params: dict) -
     log_tests = math.log10(max(int(params.get("n_tests", 1)), 1))     # E = p × motifs tested
     e = html.escape
     body = []
+    painter = _LogoPainter() if any(r["motif_id"] in probabilities for r in rows) else None
     for r in rows:
         ppm = probabilities.get(r["motif_id"])
         logo = (f'<img alt="logo of {e(r["motif_id"])}" src="data:image/png;base64,'
-                f'{base64.b64encode(_logo_png(ppm)).decode()}">' if ppm is not None else "")
+                f'{base64.b64encode(painter.png(ppm)).decode()}">' if ppm is not None else "")
         pos, neg = r["pos_seqs"] / r["pos_total"], r["neg_seqs"] / r["neg_total"]
         cluster = "" if r.get("cluster") is None else f'{r["cluster"]} ({e(str(r.get("representative")))})'
         body.append(
