@@ -228,6 +228,8 @@ def sequence_store(path: str, targets: Sequences, controls: Sequences, halo: int
 
     codes = np.concatenate([targets.codes, controls.codes])
     offsets = np.concatenate([targets.offsets[:-1], controls.offsets + targets.offsets[-1]])
+    # a scratch store (removed at the end of the run), written and read once: no codec (100,000 peaks and their
+    # shuffles on the VM: written in 0.80-0.93 s instead of 0.96-1.37, read in 0.05 s instead of 0.14; 74 MB)
     return store_from_codes(path, record_names(len(targets), len(controls)), codes, offsets,
                             source=f"enrich:{targets.source}", checksum=targets.checksum,
-                            block_size=block_size, halo=halo)
+                            block_size=block_size, halo=halo, compress=False)

@@ -84,12 +84,12 @@ class _Packer:
     Holds one row (B + H codes) plus the batch of finished rows waiting for their write.
     """
 
-    def __init__(self, root, block_size: int, halo: int, gap: int = RECORD_GAP):
+    def __init__(self, root, block_size: int, halo: int, gap: int = RECORD_GAP, compress: bool = True):
         self.B, self.H, self.gap = block_size, halo, gap
         self.W = block_size + halo
         self.rows_per_write = max(1, (4 << 20) // self.W)       # ~4 MB of rows per zarr write
         self.shard_rows = max(1, (1 << 20) // self.W)          # short rows: many chunks in one shard file
-        self.blocks = _create_blocks(root, self.W, self.shard_rows)
+        self.blocks = _create_blocks(root, self.W, self.shard_rows, compress)
         self.buf = np.full(self.W, 4, dtype=np.uint8)
         self.filled = 0                     # codes in buf; buf[0] is packed position self.base
         self.base = 0
@@ -200,12 +200,13 @@ class _Packer:
         return end
 
 
-def _create_blocks(root, width: int, shard_rows: int):
+def _create_blocks(root, width: int, shard_rows: int, compress: bool = True):
+    """The ``blocks`` array: zstd level 1, or no codec for a scratch store read once (``compress=False``)."""
     from zarr.codecs import ZstdCodec  # noqa: PLC0415
 
     kw = dict(shards=(shard_rows, width)) if shard_rows > 1 else {}
     return root.create_array("blocks", shape=(0, width), chunks=(1, width), dtype="uint8", fill_value=4,
-                             compressors=ZstdCodec(level=1, checksum=False), **kw)
+                             compressors=ZstdCodec(level=1, checksum=False) if compress else None, **kw)
 
 
 def _write_records(root, names: list, offsets: list, lengths: list) -> None:
@@ -218,7 +219,7 @@ def _write_records(root, names: list, offsets: list, lengths: list) -> None:
     g.create_array("length", shape=(n,), chunks=(chunk,), dtype="int64")[:] = np.asarray(lengths, np.int64)
 
 
-def _write_store(store, source: str, block_size: int, halo: int, fill) -> "GenomeStore":
+def _write_store(store, source: str, block_size: int, halo: int, fill, compress: bool = True) -> "GenomeStore":
     """Write a genome store: ``fill(packer)`` lays the records into the packer and returns the source checksum.
     Built under a temporary name beside ``store`` and renamed when complete (a URL: built locally and uploaded
     with the root ``zarr.json`` last), so an interrupted write never leaves something that looks finished."""
@@ -232,7 +233,7 @@ def _write_store(store, source: str, block_size: int, halo: int, fill) -> "Genom
         tmp_store = Path(tempfile.mkdtemp(prefix=f".{store.name}.", suffix=".partial", dir=store.parent))
     try:
         root = zarr.open_group(str(tmp_store), mode="w", zarr_format=3)
-        packer = _Packer(root, block_size, halo)
+        packer = _Packer(root, block_size, halo, compress=compress)
         checksum = fill(packer)
         packed = packer.close()
         root.create_array("n_fraction", shape=(packer.n_rows,), chunks=(max(1, packer.n_rows),),
@@ -371,11 +372,13 @@ def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int =
 
 
 def store_from_codes(store: str | os.PathLike, names: list, codes: np.ndarray, offsets: np.ndarray, source: str,
-                     checksum: str, block_size: int = DEFAULT_BLOCK_SIZE, halo: int = DEFAULT_HALO) -> "GenomeStore":
+                     checksum: str, block_size: int = DEFAULT_BLOCK_SIZE, halo: int = DEFAULT_HALO,
+                     compress: bool = True) -> "GenomeStore":
     """A new store of records held in memory, laid out as :func:`ingest` lays out a FASTA's (enrichment's
     targets and controls, scanned together).  Record ``i`` is ``names[i]`` with codes
     ``codes[offsets[i]:offsets[i + 1]]`` (uint8, A=0 C=1 G=2 T=3, 4 = anything else); ``source`` and
-    ``checksum`` say where they came from (the store's provenance)."""
+    ``checksum`` say where they came from (the store's provenance).  ``compress=False``: blocks without a codec
+    (a scratch store, written and read once: zstd cost more than the bytes it saves)."""
     store = Path(store)
     _check_new_store(store, block_size, halo)
     codes = np.minimum(np.asarray(codes, dtype=np.uint8), 4)
@@ -390,7 +393,7 @@ def store_from_codes(store: str | os.PathLike, names: list, codes: np.ndarray, o
         packer.add_records(list(names), codes, offsets)
         return checksum
 
-    return _write_store(store, source, block_size, halo, fill)
+    return _write_store(store, source, block_size, halo, fill, compress)
 
 
 # --------------------------------------------------------------------------------------- reader

@@ -373,3 +373,7 @@ def test_store_from_codes_equals_ingest_of_the_same_records(tmp_path, chrx_slice
         assert (got.read_block(got.block(b)) == want.read_block(want.block(b))).all()
     for k, v in recs.items():
         assert decode(got.fetch(k, 0, len(v))) == v.upper()
+    raw = store_from_codes(tmp_path / "raw.zarr", list(recs), codes, offsets, "memory", "sha256:x",
+                           block_size=1000, halo=30, compress=False)        # enrichment's scratch store
+    for b in range(want.n_blocks):
+        assert (raw.read_block(raw.block(b)) == want.read_block(want.block(b))).all()
