@@ -8,7 +8,9 @@ kernels (numba, ``nogil``), Zarr decoding and Parquet writing release the GIL, s
 nothing is pickled to another process (faster, and half the memory of two worker processes on 2 cores:
 docs/benchmarks.md, the CPU scan table).  ``processes=True`` gives single-threaded worker processes instead
 (BLAS pinned to one thread each), for isolation.  Local clusters listen on 127.0.0.1 only (scheduler, workers
-and dashboards; ``motifgrid.cluster.host`` / ``dashboard-address`` in dask.config say otherwise).
+and dashboards; ``motifgrid.cluster.host`` / ``dashboard-address`` in dask.config say otherwise).  Local worker
+processes are forked from a server that imported their modules and loaded numba's kernels once
+(:func:`start_method`, ``motifgrid.cluster.start-method``), which the commands start first (:func:`prestart_workers`).
 
 An existing scheduler on a shared network should use TLS: ``security`` is a ``distributed.Security``
 (the CLI builds it from ``--tls-ca/--tls-cert/--tls-key``); a ``tls://`` scheduler is refused without one.
