@@ -448,12 +448,28 @@ class _EarlyCluster:
         return False
 
 
+def _plan_scan(a, console):
+    """``plan_scan`` of the command's arguments; says where an ingested FASTA went."""
+    from pipeline.scan import plan_scan  # noqa: PLC0415
+
+    job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
+                    pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
+                    strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
+                    select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None),
+                    qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None),
+                    regions=getattr(a, "regions", None))
+    if job.ingested:
+        console.print(f"{a.store}: {len(job.store.records):,} records, {job.store.total_length:,} bp → "
+                      f"{job.store.path} (kept with the hits: exports read the sequences from it; --resume reuses it)")
+    return job
+
+
 def cmd_scan(a, console=None, before_scan=None) -> int:
     """``before_scan(job)``: called once the cluster is up, before the thresholds and blocks (the demo's notes)."""
     import contextlib  # noqa: PLC0415
 
     from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
-    from pipeline.scan import execute_scan, plan_scan  # noqa: PLC0415
+    from pipeline.scan import execute_scan  # noqa: PLC0415
 
     console = console or _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
@@ -464,16 +480,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     early = (_EarlyCluster(**client_kw, quiet=True, dashboard=True) if client_kw["scheduler"] is None and (
         client_kw["device"] == "gpu" or (client_kw["device"] == "cpu" and client_kw["processes"])) else None)
     with early or contextlib.nullcontext():
-        job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
-                        pseudocount=a.pseudocount, resume=a.resume, like=getattr(a, "like", None),
-                        strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
-                        select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None),
-                        qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None),
-                        regions=getattr(a, "regions", None))
-        if job.ingested:
-            console.print(f"{a.store}: {len(job.store.records):,} records, {job.store.total_length:,} bp → "
-                          f"{job.store.path} (kept with the hits: exports read the sequences from it; --resume "
-                          "reuses it)")
+        job = _plan_scan(a, console)
         small = early is None and job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions",
                                                                       default=0))
         if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine
