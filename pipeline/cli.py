@@ -448,6 +448,16 @@ class _EarlyCluster:
         return False
 
 
+def _inputs_present(a) -> bool:
+    """The store (or FASTA) and the motif file of a scan exist (URLs and JASPAR release names are taken as given)."""
+    from pipeline import storage  # noqa: PLC0415
+    from pipeline.motifs.releases import parse_release  # noqa: PLC0415
+
+    store_ok = storage.is_url(a.store) or os.path.exists(a.store)
+    motifs_ok = parse_release(a.motifs) is not None or os.path.exists(a.motifs)
+    return store_ok and motifs_ok
+
+
 def _plan_scan(a, console):
     """``plan_scan`` of the command's arguments; says where an ingested FASTA went."""
     from pipeline.scan import plan_scan  # noqa: PLC0415
@@ -476,9 +486,11 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     client_kw = _client_kwargs(a)
     _prestart(client_kw)                  # the workers' forkserver imports beside the planning below
     # a local cluster of worker processes asked for by name (--device gpu, --device cpu --processes) starts beside
-    # the planning too; --device auto decides after it
+    # the planning too (--device auto decides after it), unless an input is plainly missing: then the planning's
+    # error comes at once instead of after the cluster's start
     early = (_EarlyCluster(**client_kw, quiet=True, dashboard=True) if client_kw["scheduler"] is None and (
-        client_kw["device"] == "gpu" or (client_kw["device"] == "cpu" and client_kw["processes"])) else None)
+        client_kw["device"] == "gpu" or (client_kw["device"] == "cpu" and client_kw["processes"]))
+        and _inputs_present(a) else None)
     with early or contextlib.nullcontext():
         job = _plan_scan(a, console)
         small = early is None and job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions",

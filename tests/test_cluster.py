@@ -240,8 +240,8 @@ def test_start_method_setting_checked():
 
 def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_slice):
     """`scan --device cpu --processes` starts its cluster on a thread while it plans (pipeline.cli._EarlyCluster):
-    the hits equal the in-process run's; a planning error (a missing motif file) is one clear line, and the early
-    cluster is closed (the command returns)."""
+    the hits equal the in-process run's; a planning error (a malformed motif file) is one clear line, and the early
+    cluster is closed (the command returns); a plainly missing input starts no cluster."""
     import gzip
 
     from pipeline.cli import main
@@ -262,4 +262,7 @@ def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_s
     want = table_rows(read_hits(str(tmp_path / "ref")))
     assert len(want) > 50 and table_rows(read_hits(str(tmp_path / "p"))) == want
     assert main(["scan", store.path, str(tmp_path / "missing.jaspar"), "--out", str(tmp_path / "q"), *common,
-                 *processes]) == 2
+                 *processes]) == 2                  # plainly missing: no early cluster, the error at once
+    bad = tmp_path / "bad.jaspar"
+    bad.write_text(">MA9999.1 X\nA [ 1 2 ]\nC [ 1 2 ]\nG [ 1 ]\nT [ 1 2 ]\n")
+    assert main(["scan", store.path, str(bad), "--out", str(tmp_path / "q"), *common, *processes]) == 2
