@@ -212,7 +212,7 @@ def test_forkserver_workers_start_with_kernels_loaded():
 
         if __name__ == "__main__":
             with dask.config.set({"motifgrid.cluster.start-method": "forkserver", "motifgrid.cluster.warm-up": False}):
-                prestart_workers(gpu=False)
+                prestart_workers(gpu=True)      # the GPU preload: CuPy and dask-cuda, absent here, are skipped
                 with get_client(n_workers=1, device="cpu", processes=True, dashboard=False, quiet=True) as (c, _):
                     print("loaded", list(c.run(loaded).values()), "sum", c.submit(sum, [1, 2]).result())
             with dask.config.set({"motifgrid.cluster.start-method": "spawn", "motifgrid.cluster.warm-up": False}):
