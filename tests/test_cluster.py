@@ -226,14 +226,12 @@ def test_forkserver_workers_start_with_kernels_loaded():
 
 
 def test_start_method_setting_checked():
-    from pipeline.cluster import prestart_workers
+    from pipeline.cluster import _start_method, prestart_workers
 
     with dask.config.set({"motifgrid.cluster.start-method": "fork"}), pytest.raises(ClusterError, match="start-method"):
         prestart_workers(gpu=False)
     with dask.config.set({"motifgrid.cluster.start-method": "spawn"}):
         prestart_workers(gpu=False)                # nothing to start
-    from pipeline.cluster import _start_method
-
     with dask.config.set({"motifgrid.cluster.start-method": "auto"}):
         assert _start_method() == "forkserver"    # Linux
 
