@@ -286,14 +286,15 @@ def _segments(x: np.ndarray, y: np.ndarray, x_first: float, kappa):
         Segment ``j`` covers ``(x0[j], x0[j+1]]`` with ``A(s) = a[j] + b[j]*(s - x0[j])``;
         on every step ``i`` inside it ``y[i] <= A(s) <= y[i] + log1p(kappa)``.
     """
-    n = x.size
-    xp = np.empty(n)
-    xp[0] = x_first
-    xp[1:] = x[:-1]
-    lk = np.log1p(np.broadcast_to(np.asarray(kappa, dtype=np.float64), (n,))) * 0.999
-    st, a, b = _nb.segments(np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64),
-                            xp, np.ascontiguousarray(lk), 4096)
-    return xp[st], a + 1e-12, b
+    lk = np.log1p(np.broadcast_to(np.asarray(kappa, dtype=np.float64), (x.size,))) * 0.999
+    return _segments_lk(x, y, x_first, lk)
+
+
+def _segments_lk(x: np.ndarray, y: np.ndarray, x_first: float, lk: np.ndarray):
+    """:func:`_segments` with the allowed log excess per step ``lk`` given (``log1p(kappa) * 0.999``)."""
+    x0, a, b = _nb.segments(np.ascontiguousarray(x, dtype=np.float64), np.ascontiguousarray(y, dtype=np.float64),
+                            float(x_first), np.ascontiguousarray(lk, dtype=np.float64), 4096)
+    return x0, a + 1e-12, b
 
 
 def _class_steps(cl: _Classes, tie: float, above: float):
@@ -544,16 +545,15 @@ def _tail_table(P: PreparedMatrix, p: float, rel_tol: float, lat: Lattice, G, ep
         upper = G.g[i0:]                          # G(c) for c = c_start .. top + 1
         # first cell (at or above alpha) whose bracket G(c) / G(c + w) is too wide
         ib = _nb.first_loose(upper, w, 1.0 + RHO_TAB * rel_tol, max(0, ku - c_start))
-        lower = np.zeros(ib + 1)                  # G(c + w) for the cells used: c_start .. c_start + ib
-        tail = upper[w: w + ib + 1]
-        lower[: tail.size] = tail
         if ib > 0:
-            xs.append(eps * np.arange(c_start, c_start + ib) + lat.d_hi)
-            ys.append(np.log(upper[:ib]))
-            ks.append(np.maximum((1.0 + rel_tol) * lower[:ib] / upper[:ib] - 1.0, 1e-7))
+            x, y, lk = _nb.lattice_steps(upper, w, ib, eps, c_start, lat.d_hi, rel_tol, 0.98)
+            xs.append(x)
+            ys.append(y)
+            ks.append(lk)
         cb = c_start + ib
         s_x = eps * (cb - 1) + lat.d_hi
-        ratio = float(upper[ib] / lower[ib]) - 1.0 if lower[ib] > 0 else math.inf
+        lower_ib = float(upper[ib + w]) if ib + w < upper.size else 0.0     # G(cb + w)
+        ratio = float(upper[ib]) / lower_ib - 1.0 if lower_ib > 0 else math.inf
         shrink = 4.0 if not math.isfinite(ratio) else min(8.0, max(2.0, 2.0 * ratio / (RHO_TAB * rel_tol)))
         eps_next = max(eps / shrink, MIN_EPS, (P.max_score - s_x) / MAX_CELLS)
         # a level that hardly moved the exact part up will not be followed by a better one
@@ -576,13 +576,13 @@ def _tail_table(P: PreparedMatrix, p: float, rel_tol: float, lat: Lattice, G, ep
         cx, cy = _class_steps(cl, P.tie, s_x)
         xs.append(cx)
         ys.append(cy)
-        ks.append(np.full(cx.size, rel_tol))
+        ks.append(np.full(cx.size, math.log1p(rel_tol * 0.98) * 0.999))
         exact_from = s_x
     else:
         exact_from = math.inf
     x = np.concatenate(xs)
     y = np.concatenate(ys)
-    x0, a, b = _segments(x, y, x_first, np.concatenate(ks) * 0.98)
+    x0, a, b = _segments_lk(x, y, x_first, np.concatenate(ks))
     return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
                           exact_threshold=False, max_score=P.max_score, tie=P.tie, eps=eps,
                           exact_from=exact_from, seg_x0=x0, seg_a=a, seg_b=b,

@@ -647,28 +647,73 @@ def _block_fit(x, y, xp, lk, n, st, h):  # pragma: no cover - compiled
     return ok, a, b
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def lattice_steps(upper, w, ib, eps, c_start, d_hi, rel_tol, kscale):  # pragma: no cover - compiled
+    """The tail table's steps from the lattice cells ``c_start .. c_start + ib - 1`` of one level.
+
+    One pass instead of NumPy's temporaries (these levels hold up to ~10^6 cells for long matrices).
+
+    Parameters
+    ----------
+    upper : ndarray, shape (n,), float64
+        ``G(c)`` for ``c = c_start ..`` (0 past the top).
+    w : int
+        Bracket width in cells: ``G(c + w)`` is the lower bound of the step of cell ``c``.
+    ib : int
+        Cells used (``<= n - 1``).
+    eps, c_start, d_hi : float, int, float
+        The lattice: cell ``c`` ends at score ``eps * c + d_hi``.
+    rel_tol : float
+    kscale : float
+        Factor on each step's allowed relative excess.
+
+    Returns
+    -------
+    x, y, lk : ndarray, shape (ib,), float64
+        Step breakpoints, ``log G(c)``, and the allowed log excess of each step (as :func:`segments` takes it).
+    """
+    n = upper.size
+    x = np.empty(ib)
+    y = np.empty(ib)
+    lk = np.empty(ib)
+    for i in range(ib):
+        x[i] = eps * float(c_start + i) + d_hi
+        u = upper[i]
+        y[i] = np.log(u)
+        lo = upper[i + w] if i + w < n else 0.0
+        k = (1.0 + rel_tol) * lo / u - 1.0
+        if k < 1e-7:
+            k = 1e-7
+        lk[i] = np.log1p(k * kscale) * 0.999
+    return x, y, lk
+
+
 @numba.njit(cache=True, nogil=True)
-def segments(x, y, xp, lk, H):  # pragma: no cover - compiled
+def segments(x, y, x_first, lk, H):  # pragma: no cover - compiled
     """Blocks of ``H`` steps (then ``H/4``, ... down to 1 where a block fails) covered by one segment.
 
     Parameters
     ----------
     x, y : ndarray, shape (n,), float64
         Step breakpoints and log p-value bounds.
-    xp : ndarray, shape (n,), float64
-        Exclusive left edge of each step.
+    x_first : float
+        Exclusive left edge of the first step (step ``i > 0`` starts at ``x[i-1]``).
     lk : ndarray, shape (n,), float64
         Allowed log excess per step.
     H : int
 
     Returns
     -------
-    starts : ndarray, shape (s,), int64
-        First step of each segment, ascending.
+    x0 : ndarray, shape (s,), float64
+        Exclusive left edge of each segment, ascending.
     a, b : ndarray, shape (s,), float64
         Each segment's log bound at its left edge and its slope.
     """
     n = x.size
+    xp = np.empty(n)
+    if n:
+        xp[0] = x_first
+        xp[1:] = x[:-1]
     cap = n + 1
     out_s = np.empty(cap, dtype=np.int64)
     out_a = np.empty(cap, dtype=np.float64)
@@ -706,4 +751,4 @@ def segments(x, y, xp, lk, H):  # pragma: no cover - compiled
                     stack_s[sp] = st + q
                     stack_h[sp] = nh
                     sp += 1
-    return out_s[:c], out_a[:c], out_b[:c]
+    return xp[out_s[:c]], out_a[:c], out_b[:c]
