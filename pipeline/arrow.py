@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["column", "strings", "dictionary", "table", "to_numpy"]
+__all__ = ["column", "strings", "nullable", "scalar", "dictionary", "table", "to_numpy"]
 
 
 def strings(values) -> pa.Array:
@@ -46,6 +46,26 @@ def column(values, type: pa.DataType | None = None) -> pa.Array:
     else:
         data = np.ascontiguousarray(arr)
     return pa.Array.from_buffers(typ, len(arr), [None, pa.py_buffer(data)])
+
+
+def nullable(values, type: pa.DataType) -> pa.Array:
+    """An array of ``type`` (a string or a numeric type) from a list in which ``None`` entries are nulls."""
+    values = list(values)
+    valid = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    if pa.types.is_string(type) or pa.types.is_large_string(type):
+        base = column(["" if v is None else v for v in values], type)
+    else:
+        base = column(np.array([0 if v is None else v for v in values]), type)
+    if valid.all():
+        return base
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(base.type, len(values), [bitmap] + base.buffers()[1:],
+                                 null_count=int(valid.size - valid.sum()))
+
+
+def scalar(value, type: pa.DataType) -> pa.Scalar:
+    """An Arrow scalar (for compute functions: ``pc.equal(a, "-")`` converts its Python scalar with the probe)."""
+    return column([value], type)[0]
 
 
 def dictionary(indices, values: pa.Array) -> pa.DictionaryArray:

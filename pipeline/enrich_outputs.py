@@ -58,6 +58,34 @@ def write_outputs(job, pos: np.ndarray, neg: np.ndarray) -> tuple[pa.Table, int 
     return table, n_clusters
 
 
+def preload(job) -> None:
+    """Import and load what :func:`write_outputs` needs — scipy's special functions (the Fisher tests) and
+    clustering, Arrow's compute functions, the Tomtom kernel, matplotlib for the pictures — so that it is not done
+    after the scan, on the command's critical path (~1 s of imports on the VM, more when they share the GIL with the
+    sites scan).  :func:`pipeline.enrich._execute` runs it on a thread beside the scan and waits for it before
+    writing.  A failure here is left for the step that needs the module to report."""
+    try:
+        import pyarrow.compute  # noqa: F401, PLC0415
+        import scipy.special  # noqa: F401, PLC0415
+
+        if job.settings.cluster is not None:
+            import scipy.cluster.hierarchy  # noqa: F401, PLC0415
+            import scipy.spatial.distance  # noqa: F401, PLC0415
+
+            import pipeline.identify  # noqa: F401, PLC0415
+            import pipeline.motif_clusters  # noqa: F401, PLC0415
+            from workers.compare.tomtom_numba import convolve_spans  # noqa: PLC0415
+
+            # the layouts of the real call (slices of the span pmfs), so that numba's cached machine code is loaded
+            f = np.zeros((2, 3, 2))
+            convolve_spans(f[:, :2], f[:, 1:], np.zeros(1, np.int64), np.zeros((2, 2, 3)))
+        from pipeline import enrich_report  # noqa: PLC0415
+
+        enrich_report.preload()
+    except Exception:  # noqa: BLE001, S110 - the step that needs it raises it with its own message
+        pass
+
+
 def write_sites(job, ranked: pa.Table) -> None:
     """``sites.parquet``: the sites of the ``--top`` motifs of ``ranked`` (the table's rows, best first)."""
     storage.write_parquet(sites_table(job, ranked), os.path.join(job.out, SITES))
@@ -125,7 +153,8 @@ def best_per_cluster(table: pa.Table) -> pa.Table:
     import pyarrow.compute as pc  # noqa: PLC0415
 
     cl = table.column("cluster")
-    keep = pc.fill_null(pc.equal(table.column("motif_id"), table.column("representative")), False)
+    keep = pc.fill_null(pc.equal(table.column("motif_id"), table.column("representative")),
+                        arrow.scalar(False, pa.bool_()))
     sizes = pc.value_counts(cl.drop_null())
     size_of = dict(zip(sizes.field("values").to_pylist(), sizes.field("counts").to_pylist()))
     best = table.filter(keep)
@@ -213,11 +242,11 @@ def top_sites(job, ids: list) -> tuple[pa.Table, np.ndarray]:
     end = start + plan.lengths[row]
     inside = pos + plan.lengths[row] <= off[rec + 1]                  # no window across two targets
     motif = plan.row_motif[row].astype(np.int32)
-    t = pa.table({"start": start[inside], "end": end[inside],
-                  "strand": arrow.dictionary(plan.row_strand[row][inside].astype(np.int32), arrow.strings(["+", "-"])),
-                  "motif_id": arrow.dictionary(motif[inside], arrow.strings(sub.ids)),
-                  "motif_name": arrow.dictionary(motif[inside], arrow.strings(sub.names)),
-                  "score": score[inside], "pvalue": pvalue[inside]})
+    t = arrow.table({"start": start[inside], "end": end[inside],
+                     "strand": arrow.dictionary(plan.row_strand[row][inside].astype(np.int32), arrow.strings(["+", "-"])),
+                     "motif_id": arrow.dictionary(motif[inside], arrow.strings(sub.ids)),
+                     "motif_name": arrow.dictionary(motif[inside], arrow.strings(sub.names)),
+                     "score": score[inside], "pvalue": pvalue[inside]})
     return t, rec[inside]
 
 
@@ -236,7 +265,7 @@ def sites_table(job, table: pa.Table) -> pa.Table:
     rank = np.array([rank_of[x] for x in ids], dtype=np.int32)[which]
     start, end = arrow.to_numpy(t.column("start")), arrow.to_numpy(t.column("end"))
     strand = t.column("strand").cast(pa.string())
-    order = _site_order(rank, rec, start, arrow.to_numpy(pc.equal(strand, "-").cast(pa.int8())))
+    order = _site_order(rank, rec, start, arrow.to_numpy(pc.equal(strand, arrow.scalar("-", pa.string())).cast(pa.int8())))
     tg = job.targets
     cols = {"rank": rank, "motif_id": _cat(t.column("motif_id")), "motif_name": _cat(t.column("motif_name")),
             "sequence": arrow.dictionary(rec.astype(np.int32), arrow.strings(tg.names)),

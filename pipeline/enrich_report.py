@@ -137,6 +137,23 @@ class _LogoPainter:
         return buf.getvalue()
 
 
+def preload() -> None:
+    """Load what drawing the pictures needs (matplotlib's modules, the Agg canvas and its PNG writer, the font, the
+    four glyphs) by drawing a tiny picture.  :mod:`pipeline.enrich` runs it on a thread while its scan runs (on a GPU
+    the command only waits then); nothing else may draw meanwhile (matplotlib is not thread-safe)."""
+    if not available():
+        return
+    from matplotlib.figure import Figure  # noqa: PLC0415
+    from matplotlib.patches import Rectangle  # noqa: PLC0415
+
+    fig = Figure(figsize=(1, 1))
+    ax = fig.add_axes((0, 0, 1, 1))
+    patches, colors = _logo_patches(np.full((1, 4), 0.25) + np.eye(4)[:1] * 0.5, ax.transData)
+    ax.add_collection(_collection(patches + [Rectangle((0, 0), 1, 1)], colors + ["#255C99"]))
+    ax.text(0, 0, "A", fontsize=8, bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0, "pad": 1})
+    fig.savefig(io.BytesIO(), format="png", dpi=20)
+
+
 def _rows(table, top: int) -> list[dict]:
     return table.slice(0, min(int(top), table.num_rows)).to_pylist()
 

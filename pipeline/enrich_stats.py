@@ -190,7 +190,7 @@ def enrichment_table(motif_ids, motif_names, pos_seqs, pos_total, neg_seqs, neg_
     if extra is not None:
         if extra.num_rows != M:
             raise EnrichError(f"extra columns have {extra.num_rows} rows for {M} motifs")
-        taken = extra.take(pa.array(order))
+        taken = extra.take(arrow.column(np.asarray(order, np.int64)))
         arrays += list(taken.columns)
         schema = pa.schema(list(ENRICHMENT_SCHEMA) + list(extra.schema))
     meta = {**(params or {}), "n_tests": T, "motifgrid_version": __version__}
@@ -206,4 +206,4 @@ def _optional(name: str, typ: pa.DataType, values, order, M: int) -> pa.Array:
     if values.shape != (M,):
         raise EnrichError(f"{name}: {values.shape[0] if values.ndim else 0} values for {M} motifs")
     taken = values[order].tolist()
-    return pa.array([v if v is None or pa.types.is_string(typ) else int(v) for v in taken], type=typ)
+    return arrow.nullable([v if v is None or pa.types.is_string(typ) else int(v) for v in taken], typ)

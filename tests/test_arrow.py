@@ -82,3 +82,33 @@ print('pandas' in sys.modules)
                        cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "False", r.stdout
+
+
+def test_enrich_never_imports_pandas(tmp_path):
+    """A whole enrichment (shuffled controls, clusters, sites of the top motifs, pictures) in a fresh process: pandas
+    stays unimported, and what writing the outputs needs was loaded beside the scan (``enrich_outputs.preload``)."""
+    code = f"""
+import sys
+from pipeline.enrich import EnrichSettings, run_enrich
+from pipeline.cluster import get_client
+with get_client(n_workers=1, device='cpu', quiet=True, dashboard=False) as (client, dev):
+    res = run_enrich({str(DATA / 'ctcf_gm12878_top500.fa.gz')!r}, {str(DATA / 'jaspar2024_subset.jaspar')!r},
+                     {str(tmp_path / 'enr')!r}, client, EnrichSettings(seed=1))
+assert res['clusters'], res
+print(res['seconds_steps']['preload_wait'] < 60, 'scipy.cluster.hierarchy' in sys.modules, 'pandas' in sys.modules)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "True True False", r.stdout
+
+
+def test_nullable_equals_pa_array():
+    """arrow.nullable (None entries are nulls) = pa.array of the same list, strings and integers, with and without
+    nulls, empty."""
+    for values, typ in ((["a", None, "ccc", None, "", "dd", "e", "f", "g"], pa.string()),
+                        ([3, None, -1, 7, None, 0, 1, 2, 3, 4], pa.int32()),
+                        ([1, 2], pa.int64()), ([None, None], pa.string()), ([], pa.int32())):
+        got = arrow.nullable(values, typ)
+        assert got.equals(pa.array(values, type=typ)), (values, got)
+        assert got.null_count == sum(v is None for v in values)

@@ -337,9 +337,14 @@ def span_log_cdf(f):
     out = xp.zeros((Q, int(first[n + 1]), n * bins + 1))
     taps = np.flatnonzero(to_numpy(f.reshape(-1, K).any(axis=0)))
     pmf = f
+    if xp is np:
+        from workers.compare.tomtom_numba import log_cdf_spans  # noqa: PLC0415
     for m in range(1, n + 1):
         L = m * bins + 1
-        out[:, first[m]:first[m + 1], :L] = _log_cdf(pmf, xp)
+        if xp is np:
+            log_cdf_spans(pmf, out[:, first[m]:first[m + 1], :L], _LOG_ZERO)
+        else:
+            out[:, first[m]:first[m + 1], :L] = _log_cdf(pmf, xp)
         if m == n:
             break
         pmf = _convolve(pmf[:, :n - m], f[:, m:], taps, xp)
