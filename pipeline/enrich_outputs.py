@@ -203,9 +203,10 @@ def centrality_columns(job) -> pa.Table:
 _SITES_PIECE = 1 << 20
 
 
-def top_sites(job, ids: list) -> tuple[pa.Table, np.ndarray]:
-    """The sites of motifs ``ids`` in the targets, as :func:`_target_hits`: scanned here on the CPU from the
-    targets in memory, at the thresholds of the enrichment's scan (from the cache it filled).
+def top_sites(job, ids: list) -> dict:
+    """The sites of motifs ``ids`` in the targets, scanned here on the CPU from the targets in memory, at the
+    thresholds of the enrichment's scan (from the cache it filled): ``{motif, rec, start, end, minus, score,
+    pvalue}``, NumPy arrays in scan order (``motif`` indexes ``ids``; ``rec`` is the target number).
 
     With ``--top`` 20 of 2,346 motifs this is ~1 % of the first scan's work; a second scan on the workers cost
     6 s of a 100,000-peak enrichment on one H100 (every block of targets and controls read again), and writing
@@ -238,39 +239,46 @@ def top_sites(job, ids: list) -> tuple[pa.Table, np.ndarray]:
     pos, row, score, pvalue = (np.concatenate(c) for c in zip(*parts)) if parts else \
         (np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0), np.zeros(0))
     rec = np.searchsorted(off, pos, side="right") - 1
-    start = pos - off[rec]
-    end = start + plan.lengths[row]
     inside = pos + plan.lengths[row] <= off[rec + 1]                  # no window across two targets
-    motif = plan.row_motif[row].astype(np.int32)
-    t = arrow.table({"start": start[inside], "end": end[inside],
-                     "strand": arrow.dictionary(plan.row_strand[row][inside].astype(np.int32), arrow.strings(["+", "-"])),
-                     "motif_id": arrow.dictionary(motif[inside], arrow.strings(sub.ids)),
-                     "motif_name": arrow.dictionary(motif[inside], arrow.strings(sub.names)),
-                     "score": score[inside], "pvalue": pvalue[inside]})
-    return t, rec[inside]
+    pos, row, rec = pos[inside], row[inside], rec[inside]
+    start = pos - off[rec]
+    return {"motif": plan.row_motif[row].astype(np.int32), "rec": rec, "start": start,
+            "end": start + plan.lengths[row], "minus": plan.row_strand[row].astype(np.int8),
+            "score": score[inside], "pvalue": pvalue[inside]}
+
+
+def _read_sites(job, ids: list) -> dict:
+    """:func:`top_sites`'s arrays from the scan's hits (``--centrality`` keeps them)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    t, rec = _target_hits(job, _HIT_COLUMNS, pc.field("motif_id").isin(ids))
+    strand = t.column("strand").cast(pa.string())
+    return {"motif": arrow.to_numpy(pc.index_in(t.column("motif_id").cast(pa.string()),
+                                                value_set=arrow.strings(ids))).astype(np.int32),
+            "rec": rec, "start": arrow.to_numpy(t.column("start")), "end": arrow.to_numpy(t.column("end")),
+            "minus": arrow.to_numpy(pc.equal(strand, arrow.scalar("-", pa.string())).cast(pa.int8())),
+            "score": arrow.to_numpy(t.column("score")), "pvalue": arrow.to_numpy(t.column("pvalue"))}
 
 
 def sites_table(job, table: pa.Table) -> pa.Table:
-    """Every site of the ``--top`` motifs in the targets, by motif rank, target, start, strand."""
-    import pyarrow.compute as pc  # noqa: PLC0415
-
+    """Every site of the ``--top`` motifs in the targets, by motif rank, target, start, strand: the columns
+    gathered once in that order, dictionary columns straight from their indices."""
     from pipeline.schema import ENRICH_SITES_SCHEMA  # noqa: PLC0415
 
     top = table.slice(0, job.settings.top)
     ids = top.column("motif_id").to_pylist()
-    rank_of = dict(zip(ids, top.column("rank").to_pylist()))
-    t, rec = (_target_hits(job, _HIT_COLUMNS, pc.field("motif_id").isin(ids)) if job.scan.hits
-              else top_sites(job, ids))
-    which = arrow.to_numpy(pc.index_in(t.column("motif_id").cast(pa.string()), value_set=arrow.strings(ids)))
-    rank = np.array([rank_of[x] for x in ids], dtype=np.int32)[which]
-    start, end = arrow.to_numpy(t.column("start")), arrow.to_numpy(t.column("end"))
-    strand = t.column("strand").cast(pa.string())
-    order = _site_order(rank, rec, start, arrow.to_numpy(pc.equal(strand, arrow.scalar("-", pa.string())).cast(pa.int8())))
+    s = _read_sites(job, ids) if job.scan.hits else top_sites(job, ids)
+    rank = np.asarray(top.column("rank").to_pylist(), dtype=np.int32)[s["motif"]]
+    order = _site_order(rank, s["rec"], s["start"], s["minus"])
+    motif, rec, start, end = s["motif"][order], s["rec"][order], s["start"][order], s["end"][order]
     tg = job.targets
-    cols = {"rank": rank, "motif_id": _cat(t.column("motif_id")), "motif_name": _cat(t.column("motif_name")),
+    names = top.column("motif_name").to_pylist()
+    cols = {"rank": rank[order], "motif_id": arrow.dictionary(motif, arrow.strings(ids)),
+            "motif_name": arrow.dictionary(motif, arrow.strings(names)),
             "sequence": arrow.dictionary(rec.astype(np.int32), arrow.strings(tg.names)),
-            "sequence_index": rec.astype(np.int32), "start": start, "end": end, "strand": _cat(strand),
-            "score": arrow.to_numpy(t.column("score")), "pvalue": arrow.to_numpy(t.column("pvalue"))}
+            "sequence_index": rec.astype(np.int32), "start": start, "end": end,
+            "strand": arrow.dictionary(s["minus"][order].astype(np.int32), arrow.strings(["+", "-"])),
+            "score": s["score"][order], "pvalue": s["pvalue"][order]}
     arrays = [arrow.column(cols[f.name], f.type) if not pa.types.is_dictionary(f.type) else cols[f.name]
               for f in ENRICH_SITES_SCHEMA if f.name in cols]
     if tg.record is not None:
@@ -279,8 +287,7 @@ def sites_table(job, table: pa.Table) -> pa.Table:
                    arrow.column(tg.start[rec] + start), arrow.column(tg.start[rec] + end)]
     else:
         arrays += [pa.nulls(len(rec), f.type) for f in ENRICH_SITES_SCHEMA if f.name not in cols]
-    out = pa.Table.from_arrays(arrays, schema=ENRICH_SITES_SCHEMA)
-    return out.take(arrow.column(order))
+    return pa.Table.from_arrays(arrays, schema=ENRICH_SITES_SCHEMA)
 
 
 def _site_order(rank: np.ndarray, rec: np.ndarray, start: np.ndarray, minus: np.ndarray) -> np.ndarray:
@@ -295,15 +302,6 @@ def _site_order(rank: np.ndarray, rec: np.ndarray, start: np.ndarray, minus: np.
     for x, b in ((rec, bits[1]), (start, bits[2]), (minus, 1)):
         key = (key << b) | x.astype(np.int64)
     return np.argsort(key, kind="stable")
-
-
-def _cat(values) -> pa.DictionaryArray:
-    """One dictionary<int32, string> array of string or dictionary values (chunks joined)."""
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    values = values.cast(pa.string())
-    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    return pc.dictionary_encode(values).cast(pa.dictionary(pa.int32(), pa.string()))
 
 
 # ------------------------------------------------------------------------------------ pictures
