@@ -421,6 +421,18 @@ def _prestart(client_kw: dict) -> None:
         prestart_workers(gpu=gpu)
 
 
+def _background(fn) -> threading.Thread:
+    """``fn()`` on a daemon thread (loading ahead of need: a failure is left for the step that needs it to report)."""
+    def run():
+        try:
+            fn()
+        except Exception:  # noqa: BLE001, S110
+            pass
+    t = threading.Thread(target=run, name=f"motifgrid-{getattr(fn, '__name__', 'load')}", daemon=True)
+    t.start()
+    return t
+
+
 class _EarlyCluster:
     """``get_client(**kw)`` entered on a thread at once, so that a local GPU cluster starts while the command
     plans (reading the motifs and the store: 1.4 s on a 16-core H200 host, beside a 4-6 s start); ``get()`` waits
@@ -728,6 +740,7 @@ def cmd_enrich(a) -> int:
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.enrich import (EnrichSettings, abandon, execute_enrich, prepare_enrich, read_inputs,  # noqa: PLC0415
                                  result_lines)
+    from pipeline.enrich_inputs import load_kernels  # noqa: PLC0415
 
     console = _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
@@ -738,6 +751,7 @@ def cmd_enrich(a) -> int:
                         pseudocount=a.pseudocount, top=a.top, select=a.motif_select, motif_format=a.motif_format,
                         overwrite=a.overwrite)
     _one_line_warnings("enrich")
+    _background(load_kernels)             # numba and the controls' kernels beside reading the inputs
     inputs = read_inputs(a.sequences, a.motifs, a.out, st, command=command)
     small = inputs.positions() < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
     # the controls and the store are made while the cluster starts (3 s of a GPU cluster's start, 1 s of a CPU one's)

@@ -323,10 +323,14 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     sec = job.seconds
     t = time.perf_counter()
     sec["cluster_start"] = max(t - job.t_planned, 0.0)    # the wait for the cluster once the inputs were ready
+    # the outputs' imports while the scan's tasks run (after its thresholds: reading ~5,000 cached tables holds the GIL)
     pool = ThreadPoolExecutor(1, thread_name_prefix="enrich-preload")
-    loaded = pool.submit(preload, job)                    # the outputs' imports, while the scan runs
-    pool.shutdown(wait=False)
-    res = execute_scan(job.scan, client, device=device, progress=progress, command=command, console=console)
+    loaded = []
+    job.scan.on_tasks = lambda: loaded.append(pool.submit(preload, job))
+    try:
+        res = execute_scan(job.scan, client, device=device, progress=progress, command=command, console=console)
+    finally:
+        pool.shutdown(wait=False)
     scan_summary = json.loads(storage.read_bytes(os.path.join(job.scan.out, "_summary.json")))
     sec["thresholds"] = scan_summary["seconds_thresholds"]
     sec["scan"] = scan_summary["seconds_tasks_wall"]
@@ -336,7 +340,8 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     pos, neg = sequences_with_hits(job.scan.out, job.scan.store, len(job.targets), len(job.motifs))
     sec["counts"] = time.perf_counter() - t
     t = time.perf_counter()
-    loaded.result()
+    for f in loaded:
+        f.result()
     sec["preload_wait"] = time.perf_counter() - t
     table, clusters = write_outputs(job, pos, neg)
     t = time.perf_counter()

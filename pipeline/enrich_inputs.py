@@ -233,3 +233,19 @@ def sequence_store(path: str, targets: Sequences, controls: Sequences, halo: int
     return store_from_codes(path, record_names(len(targets), len(controls)), codes, offsets,
                             source=f"enrich:{targets.source}", checksum=targets.checksum,
                             block_size=block_size, halo=halo, compress=False)
+
+
+def load_kernels() -> None:
+    """Import numba and load the compiled kernels that making the controls needs (the shuffle, ``control.fa``'s
+    layout) from numba's cache, on tiny inputs of the real types.  ``motifgrid enrich`` runs this on a thread from
+    its start, beside reading the motifs and targets: done first inside the shuffle it was most of that step (numba's
+    import and its first cache load, ~1 s of the ~2 s "controls" of 10⁵ peaks on a GPU host)."""
+    from workers.enrich.fasta_numba import fasta_layout  # noqa: PLC0415
+    from workers.enrich.shuffle import shuffle_dinucleotides  # noqa: PLC0415
+
+    from pipeline.genome import LETTERS  # noqa: PLC0415
+
+    codes = np.array([0, 1, 2, 3, 0, 4], np.uint8)
+    offsets = np.array([0, 6], np.int64)
+    shuffle_dinucleotides(codes, offsets, 1, 0, np.zeros(1, np.int64))
+    fasta_layout(np.frombuffer(b">a\n", np.uint8), np.array([0, 3], np.int64), LETTERS[codes], offsets, 60)  # as write_fasta

@@ -284,6 +284,7 @@ class ScanJob:
     ingested: bool = False               # the store was ingested from a FASTA into HITS/_genome.zarr
     region_counts: bool = True           # _region_counts.parquet at the end (enrich reduces _counts/ itself)
     hits: bool = True                    # False: no hits files, only the blocks' (record, motif) pairs in _counts/
+    on_tasks: object = None              # called once the block tasks are submitted (enrich loads its outputs' modules)
 
     @property
     def positions(self) -> int:
@@ -545,6 +546,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     t_tasks0 = time.perf_counter()
     run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan",
                   key=lambda g: store.block(g[0][0]).block_id)
+    if job.on_tasks is not None:
+        job.on_tasks()
     # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
     # the blocks this run skips are those of ``done``: a task of an interrupted client may still finish a block
     # (its manifest entry appears now) that this run has just resubmitted and will count itself

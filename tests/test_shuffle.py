@@ -140,3 +140,21 @@ def test_control_fasta_lines(tmp_path, width):
     assert (tmp_path / "c.fa").read_bytes() == b"".join(want)
     back = read_sequences(str(tmp_path / "c.fa"), None, "controls")
     assert list(back.names) == names and np.diff(back.offsets).tolist() == lens.tolist()
+
+
+def test_load_kernels_loads_the_production_signatures(tmp_path):
+    """``enrich_inputs.load_kernels`` (run by the CLI beside reading its inputs) leaves the shuffle and FASTA layout
+    kernels compiled for the types the controls step then calls them with (no second load there)."""
+    from pipeline.enrich_controls import write_fasta
+    from pipeline.enrich_inputs import load_kernels
+    from workers.enrich.fasta_numba import fasta_layout
+    from workers.enrich.shuffle_numba import shuffle_records
+
+    load_kernels()
+    before = (len(shuffle_records.signatures), len(fasta_layout.signatures))
+    codes = np.random.default_rng(0).integers(0, 5, 500).astype(np.uint8)
+    offsets = np.array([0, 200, 500], np.int64)
+    shuffle_dinucleotides(codes, offsets, 2, 7)
+    write_fasta(tmp_path / "c.fa", ["a", "b"], codes, offsets)
+    assert before[0] >= 1 and before[1] >= 1
+    assert (len(shuffle_records.signatures), len(fasta_layout.signatures)) == before
