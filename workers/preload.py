@@ -7,6 +7,8 @@ part of the warm-up stays in each worker (:mod:`workers.warmup`).
 """
 from __future__ import annotations
 
+import time
+
 from workers.backend import skip_numba_blas_probe
 
 skip_numba_blas_probe()      # this server is a worker process of ours, never the user's (workers.backend)
@@ -17,3 +19,6 @@ try:
     warm("cpu")
 except Exception:            # noqa: BLE001 - the forkserver must start whatever happens; the workers load it later
     pass
+
+#: when this server had imported and loaded everything (epoch seconds; its forked workers inherit it)
+READY_AT = time.time()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -24,6 +25,8 @@ from workers.scan.distinct_numba import bh_steps
 from workers.scan.table_numba import row_columns
 
 _done: dict = {}
+#: when :func:`warm` finished, per device (epoch seconds; benchmarks/gpu_startup.py reads it)
+done_at: dict = {}
 _lock = threading.Lock()
 
 
@@ -62,6 +65,7 @@ def warm(device: str = "cpu") -> None:
             distinct_pairs(z, np.ones(2), device="gpu")
             distinct_pairs(z, np.ones(2), z + 1, device="gpu")
         _done[device] = True
+        done_at[device] = time.time()
 
 
 def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None,
