@@ -272,12 +272,17 @@ def _prepare(out, st, motifs, targets, controls, info, motif_list, store, create
 
     params = run_parameters(st, motifs, targets, controls, info, command)
     storage.atomic_write_bytes(os.path.join(out, RUN_FILE), json.dumps(params, indent=1).encode())
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
     t = time.perf_counter()
-    write_controls(out, targets, controls, info, store)
     bases = int(targets.offsets[-1] + controls.offsets[-1])
     halo = max(127, max(m.length for m in motif_list) - 1)
     block = dask.config.get("motifgrid.enrich.block-size", default=None) or block_size_for(bases)
-    sequence_store(os.path.join(out, STORE_DIR), targets, controls, halo, int(block))
+    # control.fa (or .bed) written beside the scratch store: both are mostly compiled layout and file writes
+    with ThreadPoolExecutor(1, thread_name_prefix="enrich-controls") as pool:
+        written = pool.submit(write_controls, out, targets, controls, info, store)
+        sequence_store(os.path.join(out, STORE_DIR), targets, controls, halo, int(block))
+        written.result()
     seconds["store"] = time.perf_counter() - t
     t = time.perf_counter()
     scan = plan_scan(os.path.join(out, STORE_DIR), motifs, os.path.join(out, HITS_DIR), pvalue=st.pvalue,
