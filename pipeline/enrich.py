@@ -348,7 +348,7 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     for f in loaded:
         f.result()
     sec["preload_wait"] = time.perf_counter() - t
-    table, clusters = write_outputs(job, pos, neg)
+    table, clusters = write_outputs(job, pos, neg, client)
     t = time.perf_counter()
     for temporary in (HITS_DIR, STORE_DIR):
         shutil.rmtree(os.path.join(job.out, temporary), ignore_errors=True)

@@ -18,10 +18,11 @@ TABLE, CLUSTERS_TSV, SITES = "enrichment", "enrichment_clusters.tsv", "sites.par
 _HIT_COLUMNS = ["chrom", "start", "end", "strand", "motif_id", "motif_name", "score", "pvalue"]
 
 
-def write_outputs(job, pos: np.ndarray, neg: np.ndarray) -> tuple[pa.Table, int | None]:
+def write_outputs(job, pos: np.ndarray, neg: np.ndarray, client=None) -> tuple[pa.Table, int | None]:
     """Write ``enrichment.tsv/.parquet``, ``enrichment_clusters.tsv``, ``sites.parquet`` and the pictures;
     return the table and the number of clusters (None without clustering).  Seconds per step into
-    ``job.seconds``."""
+    ``job.seconds``.  ``client``: the cluster, for the clusters' identification tasks when
+    ``motifgrid.enrich.cluster-on`` is ``workers``."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     from pipeline.dataset import table_tsv  # noqa: PLC0415
@@ -38,7 +39,7 @@ def write_outputs(job, pos: np.ndarray, neg: np.ndarray) -> tuple[pa.Table, int 
     with ThreadPoolExecutor(1, thread_name_prefix="enrich-sites") as pool:
         sites = pool.submit(_timed, write_sites, job, first)
         t = time.perf_counter()
-        clusters, reps, n_clusters = cluster_columns(job, first.column("motif_id").to_pylist())
+        clusters, reps, n_clusters = cluster_columns(job, first.column("motif_id").to_pylist(), client)
         sec["clustering"] = time.perf_counter() - t
         t = time.perf_counter()
         extra = centrality_columns(job) if job.settings.centrality else None
@@ -124,14 +125,15 @@ def cluster_top(settings) -> int:
     return int(n)
 
 
-def cluster_columns(job, ranked_ids: list):
+def cluster_columns(job, ranked_ids: list, client=None):
     """``(cluster, representative, n_clusters)``: per motif (motif order) its cluster number and the cluster's
     best-ranked member's id, for the ``cluster_top`` best-ranked motifs (None for the others); clusters are
     numbered 0, 1, … by their best member's rank.  ``(None, None, None)`` without clustering.
 
     Computed in this process, on threads (:func:`pipeline.identify.run_identify` without a client): the 300²
     pairs of the default take ~1.5 s of one core.  On one H100 machine this took 2.0-3.9 s, as GPU tasks 2.7 s and
-    as CPU tasks of the GPU worker 2.8-4.8 s (docs/benchmarks.md)."""
+    as CPU tasks of the GPU worker 2.8-4.8 s (docs/benchmarks.md).  ``motifgrid.enrich.cluster-on: workers`` sends
+    the tasks to ``client``'s workers instead (each worker process has its own GIL)."""
     st = job.settings
     if st.cluster is None:
         return None, None, None
@@ -139,7 +141,13 @@ def cluster_columns(job, ranked_ids: list):
 
     index = {m.id: i for i, m in enumerate(job.motifs)}
     idx = [index[x] for x in ranked_ids[:cluster_top(st)]]
-    labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, client=None, device="cpu")[0]
+    import dask.config  # noqa: PLC0415
+
+    on = str(dask.config.get("motifgrid.enrich.cluster-on", default="here"))
+    if on not in ("here", "workers"):
+        raise ValueError(f"motifgrid.enrich.cluster-on must be here or workers, not {on!r}")
+    where = client if on == "workers" else None
+    labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, client=where, device="cpu")[0]
               if len(idx) > 1 else np.zeros(len(idx), np.int64))
     M = len(job.motifs)
     cluster, rep = [None] * M, [None] * M

@@ -390,3 +390,18 @@ def test_gpu_run_equals_cpu_run(tmp_path, client):
         run_enrich(fa, MOTIFS, str(tmp_path / "gpu"), gpu, EnrichSettings(shuffles=2, seed=5, top=3), device=device)
     for name in ("enrichment.parquet", "sites.parquet"):
         assert pq.read_table(tmp_path / "cpu" / name).equals(pq.read_table(tmp_path / "gpu" / name)), name
+
+
+def test_clusters_on_the_workers_equal_those_made_here(client, tmp_path):
+    """``motifgrid.enrich.cluster-on: workers`` (the identification tasks on the cluster) gives the table made
+    with them on the command's threads."""
+    import dask.config
+
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(120))
+    tables = {}
+    for on in ("here", "workers"):
+        with dask.config.set({"motifgrid.enrich.cluster-on": on}):
+            run_enrich(fa, MOTIFS, str(tmp_path / on), client, EnrichSettings(seed=3))
+        tables[on] = pq.read_table(tmp_path / on / "enrichment.parquet")
+    assert tables["here"].column("cluster").null_count < tables["here"].num_rows
+    assert tables["here"].equals(tables["workers"])
