@@ -130,10 +130,11 @@ def cluster_columns(job, ranked_ids: list, client=None):
     best-ranked member's id, for the ``cluster_top`` best-ranked motifs (None for the others); clusters are
     numbered 0, 1, … by their best member's rank.  ``(None, None, None)`` without clustering.
 
-    Computed in this process, on threads (:func:`pipeline.identify.run_identify` without a client): the 300²
-    pairs of the default take ~1.5 s of one core.  On one H100 machine this took 2.0-3.9 s, as GPU tasks 2.7 s and
-    as CPU tasks of the GPU worker 2.8-4.8 s (docs/benchmarks.md).  ``motifgrid.enrich.cluster-on: workers`` sends
-    the tasks to ``client``'s workers instead (each worker process has its own GIL)."""
+    The identification tasks (:func:`pipeline.identify.run_identify`; the 300² pairs of the default take ~1.5 s of
+    one core) run where ``motifgrid.enrich.cluster-on`` says: ``here`` on this process's threads, ``workers`` as CPU
+    tasks of ``client``'s workers, ``auto`` (default) on the workers when they are processes of their own — each has
+    its own GIL, while here they shared it with the sites' scan and the pictures: on one H200 with four GPU worker
+    processes the step took 0.78-0.83 s there against 1.42-1.49 s here (docs/benchmarks.md, issue 19)."""
     st = job.settings
     if st.cluster is None:
         return None, None, None
@@ -143,9 +144,11 @@ def cluster_columns(job, ranked_ids: list, client=None):
     idx = [index[x] for x in ranked_ids[:cluster_top(st)]]
     import dask.config  # noqa: PLC0415
 
-    on = str(dask.config.get("motifgrid.enrich.cluster-on", default="here"))
-    if on not in ("here", "workers"):
-        raise ValueError(f"motifgrid.enrich.cluster-on must be here or workers, not {on!r}")
+    on = str(dask.config.get("motifgrid.enrich.cluster-on", default="auto"))
+    if on not in ("auto", "here", "workers"):
+        raise ValueError(f"motifgrid.enrich.cluster-on must be auto, here or workers, not {on!r}")
+    if on == "auto":
+        on = "workers" if client is not None and _other_processes(client) else "here"
     where = client if on == "workers" else None
     labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, client=where, device="cpu")[0]
               if len(idx) > 1 else np.zeros(len(idx), np.int64))
@@ -158,6 +161,14 @@ def cluster_columns(job, ranked_ids: list, client=None):
             number[lab], best[lab] = len(number), job.motifs[i].id
         cluster[i], rep[i] = number[lab], best[lab]
     return cluster, rep, len(number)
+
+
+def _other_processes(client) -> bool:
+    """Whether ``client``'s workers run in processes other than this one."""
+    try:
+        return any(pid != os.getpid() for pid in client.run(os.getpid).values())
+    except Exception:  # noqa: BLE001 - no answer: keep the work here
+        return False
 
 
 def best_per_cluster(table: pa.Table) -> pa.Table:

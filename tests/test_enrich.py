@@ -405,3 +405,11 @@ def test_clusters_on_the_workers_equal_those_made_here(client, tmp_path):
         tables[on] = pq.read_table(tmp_path / on / "enrichment.parquet")
     assert tables["here"].column("cluster").null_count < tables["here"].num_rows
     assert tables["here"].equals(tables["workers"])
+
+
+def test_cluster_on_auto_keeps_the_work_here_with_an_in_process_cluster(client):
+    """``cluster-on: auto`` sends the identification tasks to the workers only when they are other processes: the
+    in-process CPU cluster's worker is this process."""
+    from pipeline.enrich_outputs import _other_processes
+
+    assert _other_processes(client) is False
