@@ -242,6 +242,27 @@ def start_method(gpu: bool):
         yield
 
 
+@contextlib.contextmanager
+def _quick_switches():
+    """This process's GIL handed between threads every ``motifgrid.cluster.start-switch-interval`` seconds while a
+    local cluster starts.  Its scheduler and nannies run on an event loop thread here, in many short steps; beside a
+    thread that holds the GIL (an enrichment's controls and store, a scan's planning) each step waited up to Python's
+    5 ms switch interval: a local cluster of two worker processes took 3.6-5.5 s to start beside a busy thread at 5
+    ms, 2.2-2.3 s at 0.5 ms (1.6 s alone; the VM, docs/benchmarks.md)."""
+    import sys  # noqa: PLC0415
+
+    value = dask.config.get("motifgrid.cluster.start-switch-interval", default=None)
+    if not value:
+        yield
+        return
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(min(old, float(value)))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
 def _register_warmup(client, device: str, gc_threshold=None) -> None:
     """Each worker loads its kernels in the background as it joins (``workers.warmup``; ``motifgrid.cluster.warm-up:
     false`` skips it), and takes this process's ``motifgrid.cluster.switch-interval``, ``gc_threshold`` (parsed
@@ -266,8 +287,6 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     log nothing below CRITICAL, nor does tornado in this process (the caller reports failed tasks itself, in
     one line).  ``dashboard=False``: a local cluster without the Dask dashboard (bokeh's import and server
     are most of a local cluster's start-up: ~0.4 s, for a job over in a second)."""
-    from distributed import Client, LocalCluster  # noqa: PLC0415
-
     from workers.backend import gc_threshold_setting  # noqa: PLC0415
 
     try:
@@ -293,6 +312,19 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         finally:
             client.close()
         return
+    with _quick_switches():
+        cluster, client, dev = _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc)
+    try:
+        yield client, dev
+    finally:
+        client.close()
+        cluster.close()
+
+
+def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc):
+    """:func:`get_client`'s local cluster, its client (warm-up plugin registered) and device."""
+    from distributed import Client, LocalCluster  # noqa: PLC0415
+
     host = dask.config.get("motifgrid.cluster.host")
     dash = dask.config.get("motifgrid.cluster.dashboard-address") if dashboard else None
     worker_dash = f"{host}:0" if dashboard else None
@@ -326,8 +358,4 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         dev = "cpu"
     client = Client(cluster)
     _register_warmup(client, dev, gc)
-    try:
-        yield client, dev
-    finally:
-        client.close()
-        cluster.close()
+    return cluster, client, dev

@@ -264,3 +264,29 @@ def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_s
     bad = tmp_path / "bad.jaspar"
     bad.write_text(">MA9999.1 X\nA [ 1 2 ]\nC [ 1 2 ]\nG [ 1 ]\nT [ 1 2 ]\n")
     assert main(["scan", store.path, str(bad), "--out", str(tmp_path / "q"), *common, *processes]) == 2
+
+
+def test_switch_interval_lowered_only_while_a_local_cluster_starts():
+    """``motifgrid.cluster.start-switch-interval``: the GIL switch interval is lowered while the local cluster
+    starts (its scheduler waits on threads that plan beside it) and Python's is back once the client is yielded."""
+    import sys
+
+    import pipeline.cluster as pc
+
+    seen = []
+    real = pc._local_cluster
+
+    def spy(*args):
+        seen.append(sys.getswitchinterval())
+        return real(*args)
+
+    before = sys.getswitchinterval()
+    pc._local_cluster = spy
+    try:
+        with dask.config.set({"motifgrid.cluster.start-switch-interval": 0.0005}):
+            with pc.get_client(device="cpu", quiet=True, dashboard=False) as (client, _):
+                inside = sys.getswitchinterval()
+    finally:
+        pc._local_cluster = real
+    assert seen == [min(before, 0.0005)]
+    assert inside == before == sys.getswitchinterval()
