@@ -84,10 +84,11 @@ class _Packer:
     Holds one row (B + H codes) plus the batch of finished rows waiting for their write.
     """
 
-    def __init__(self, root, block_size: int, halo: int, gap: int = RECORD_GAP, compress: bool = True):
+    def __init__(self, root, block_size: int, halo: int, gap: int = RECORD_GAP, compress: bool = True,
+                 write_bytes: int = 4 << 20):
         self.B, self.H, self.gap = block_size, halo, gap
         self.W = block_size + halo
-        self.rows_per_write = max(1, (4 << 20) // self.W)       # ~4 MB of rows per zarr write
+        self.rows_per_write = max(1, int(write_bytes) // self.W)     # rows per zarr write
         self.shard_rows = max(1, (1 << 20) // self.W)          # short rows: many chunks in one shard file
         self.blocks = _create_blocks(root, self.W, self.shard_rows, compress)
         self.buf = np.full(self.W, 4, dtype=np.uint8)
@@ -219,7 +220,8 @@ def _write_records(root, names: list, offsets: list, lengths: list) -> None:
     g.create_array("length", shape=(n,), chunks=(chunk,), dtype="int64")[:] = np.asarray(lengths, np.int64)
 
 
-def _write_store(store, source: str, block_size: int, halo: int, fill, compress: bool = True) -> "GenomeStore":
+def _write_store(store, source: str, block_size: int, halo: int, fill, compress: bool = True,
+                 write_bytes: int = 4 << 20) -> "GenomeStore":
     """Write a genome store: ``fill(packer)`` lays the records into the packer and returns the source checksum.
     Built under a temporary name beside ``store`` and renamed when complete (a URL: built locally and uploaded
     with the root ``zarr.json`` last), so an interrupted write never leaves something that looks finished."""
@@ -233,7 +235,7 @@ def _write_store(store, source: str, block_size: int, halo: int, fill, compress:
         tmp_store = Path(tempfile.mkdtemp(prefix=f".{store.name}.", suffix=".partial", dir=store.parent))
     try:
         root = zarr.open_group(str(tmp_store), mode="w", zarr_format=3)
-        packer = _Packer(root, block_size, halo, compress=compress)
+        packer = _Packer(root, block_size, halo, compress=compress, write_bytes=write_bytes)
         checksum = fill(packer)
         packed = packer.close()
         root.create_array("n_fraction", shape=(packer.n_rows,), chunks=(max(1, packer.n_rows),),
@@ -393,7 +395,10 @@ def store_from_codes(store: str | os.PathLike, names: list, codes: np.ndarray, o
         packer.add_records(list(names), codes, offsets)
         return checksum
 
-    return _write_store(store, source, block_size, halo, fill, compress)
+    # the records are in memory already: ~32 MB of rows per zarr write instead of ingest's bounded 4 MB (each write
+    # resizes the array and waits on zarr's event loop; enrich's scratch store of 10⁵ peaks and shuffles, 72 rows:
+    # 1.34-1.40 s at 4 MB a write, 1.15-1.38 s at 32 MB on the VM)
+    return _write_store(store, source, block_size, halo, fill, compress, write_bytes=32 << 20)
 
 
 # --------------------------------------------------------------------------------------- reader
