@@ -4,7 +4,8 @@
 # from outside: cold thresholds, then warm twice, for each source tree of SRCS (default "."; e.g. ".base ." runs an
 # earlier commit unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the
 # same call).  RUNS: device:phase of each run (default "gpu:cold gpu:warm gpu:warm"; "warm" keeps the threshold
-# cache of the runs before it).  CPU=1 adds the warm run on the CPU workers of the same machine.
+# cache of the runs before it; each tree has its own cache, which its "cold" run empties).  CPU=1 adds the warm run
+# on the CPU workers of the same machine.
 # Carry: .whl .devdata (.devdata/shared/motifs, .devdata/genomes/hs37_chrX_1-70Mb.fa.gz) [.base]
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
@@ -15,9 +16,11 @@ runs=${RUNS:-gpu:cold gpu:warm gpu:warm}; [ "${CPU:-0}" = 1 ] && runs="$runs cpu
 for src in ${SRCS:-.}; do
   for run in $runs; do
     d=${run%%:*}; phase=${run##*:}
-    [ $phase = cold ] && rm -rf ~/.cache/motifgrid
+    cache=/tmp/thresholds-cache-${src//[^A-Za-z0-9]/_}     # one per tree: a tree's cold run keeps the others' cache
+    [ $phase = cold ] && rm -rf "$cache"
     rm -rf /tmp/enr
-    (cd "$ROOT/$src" && PYTHONPATH=/tmp/site:$ROOT/$src /usr/bin/time -f "enrich [$src] 100k peaks x 2,346 CORE on $d ($phase thresholds): %e s, %M KB" \
+    (cd "$ROOT/$src" && DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR=$cache/thresholds DASK_MOTIFGRID__MOTIFS__CACHE_DIR=$cache/motifs \
+      PYTHONPATH=/tmp/site:$ROOT/$src /usr/bin/time -f "enrich [$src] 100k peaks x 2,346 CORE on $d ($phase thresholds): %e s, %M KB" \
       python3 -m pipeline.cli enrich /tmp/peaks100000.fa --motifs $CORE --out /tmp/enr --device $d 2>&1) | tail -1 \
       | tee -a "$OUT/enrich.txt"
     python3 -c "import json; s = json.load(open('/tmp/enr/_summary.json')); st = s.get('seconds_steps') or {}
