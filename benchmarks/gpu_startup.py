@@ -3,8 +3,8 @@
     python benchmarks/gpu_startup.py [--device gpu|cpu] [--processes]
 
 Runs what ``motifgrid scan --device gpu`` runs before its first task — the workers' forkserver started first
-(:func:`pipeline.cluster.prestart_workers`), then :func:`pipeline.cluster.get_client` — and prints one JSON line per
-run with seconds from the script's start (its interpreter start excluded):
+(:func:`pipeline.cluster.prestart_workers`), then :func:`pipeline.cluster.get_client` — and prints one JSON line of
+seconds from the script's start (its interpreter start excluded):
 ``prestart`` (the server asked for), ``client_imports`` (distributed and the cluster module here), ``server_ready``
 (its imports and CPU kernels done: ``workers.preload.READY_AT``, seen from a worker), ``workers_created`` (first and
 last worker process), ``workers_joined`` (the scheduler's add-worker events, first and last), ``get_client``
