@@ -267,13 +267,13 @@ def _read_motifs(motifs: str, st: EnrichSettings) -> list:
 
 
 def _prepare(out, st, motifs, targets, controls, info, motif_list, store, created, command, seconds, t0) -> EnrichJob:
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
     from pipeline.enrich_inputs import sequence_store, write_controls  # noqa: PLC0415
     from pipeline.scan import block_size_for, plan_scan  # noqa: PLC0415
 
     params = run_parameters(st, motifs, targets, controls, info, command)
     storage.atomic_write_bytes(os.path.join(out, RUN_FILE), json.dumps(params, indent=1).encode())
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
-
     t = time.perf_counter()
     bases = int(targets.offsets[-1] + controls.offsets[-1])
     halo = max(127, max(m.length for m in motif_list) - 1)
@@ -320,7 +320,7 @@ def execute_enrich(job: EnrichJob, client, device: str = "cpu", progress: bool =
 
 
 def _execute(job: EnrichJob, client, device, progress, command, console) -> dict:
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+    import threading  # noqa: PLC0415
 
     from pipeline.enrich_outputs import preload, write_outputs  # noqa: PLC0415
     from pipeline.scan import execute_scan  # noqa: PLC0415
@@ -329,13 +329,9 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     t = time.perf_counter()
     sec["cluster_start"] = max(t - job.t_planned, 0.0)    # the wait for the cluster once the inputs were ready
     # the outputs' imports while the scan's tasks run (after its thresholds: reading ~5,000 cached tables holds the GIL)
-    pool = ThreadPoolExecutor(1, thread_name_prefix="enrich-preload")
-    loaded = []
-    job.scan.on_tasks = lambda: loaded.append(pool.submit(preload, job))
-    try:
-        res = execute_scan(job.scan, client, device=device, progress=progress, command=command, console=console)
-    finally:
-        pool.shutdown(wait=False)
+    preloading = threading.Thread(target=preload, args=(job,), name="enrich-preload", daemon=True)
+    job.scan.on_tasks = preloading.start
+    res = execute_scan(job.scan, client, device=device, progress=progress, command=command, console=console)
     scan_summary = json.loads(storage.read_bytes(os.path.join(job.scan.out, "_summary.json")))
     sec["thresholds"] = scan_summary["seconds_thresholds"]
     sec["scan"] = scan_summary["seconds_tasks_wall"]
@@ -345,8 +341,8 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     pos, neg = sequences_with_hits(job.scan.out, job.scan.store, len(job.targets), len(job.motifs))
     sec["counts"] = time.perf_counter() - t
     t = time.perf_counter()
-    for f in loaded:
-        f.result()
+    if preloading.ident is not None:                      # started (a scan with no block to run never starts it)
+        preloading.join()
     sec["preload_wait"] = time.perf_counter() - t
     table, clusters = write_outputs(job, pos, neg, client)
     t = time.perf_counter()

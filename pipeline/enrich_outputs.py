@@ -257,11 +257,11 @@ def top_sites(job, ids: list) -> dict:
         pos = h.pos.astype(np.int64)
         rec = np.searchsorted(off[a:b + 1] - lo, pos, side="right") - 1       # among this piece's records
         inside = pos + plan.lengths[h.row] <= off[a + 1 + rec] - lo           # no window across two targets
-        rec, row = rec[inside] + a, h.row[inside]
+        rec, row, score = rec[inside] + a, h.row[inside], h.score[inside]
         start = pos[inside] + lo - off[rec]
         return {"motif": plan.row_motif[row].astype(np.int32), "rec": rec, "start": start,
-                "end": start + plan.lengths[row], "minus": plan.row_strand[row].astype(np.int8),
-                "score": h.score[inside], "pvalue": plan.pvalues.lookup(h.row, h.score, seg=h.seg)[inside]}
+                "end": start + plan.lengths[row], "minus": plan.row_strand[row].astype(np.int8), "score": score,
+                "pvalue": plan.pvalues.lookup(row, score, seg=None if h.seg is None else h.seg[inside])}
 
     spans = [(a, b) for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()) if off[b] > off[a]] if plan.n_rows else []
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1, max(len(spans), 1))) as pool:

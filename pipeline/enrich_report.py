@@ -86,7 +86,7 @@ def _glyph(letter: str):
     return Affine2D().translate(-ext.x0, -ext.y0).scale(1 / ext.width, 1 / ext.height).transform_path(path)
 
 
-def _logo_patches(ppm, place) -> tuple[list, list]:
+def _logo_paths(ppm, place) -> tuple[list, list]:
     """The letters of the logo of ``ppm`` (stacked by height, the tallest on top; column ``i`` spans x ``i - 0.5 ..
     i + 0.5``, heights in bits) as outline paths under the affine map ``place`` (logo → drawing coordinates), with
     their colours: plain paths for one collection (a ``PathPatch`` artist per letter was half of a report's time)."""
@@ -134,7 +134,7 @@ class _LogoPainter:
 
     def png(self, ppm, dpi: int = 80) -> bytes:
         self.fig.set_size_inches(max(1.2, 0.22 * len(ppm)), 0.7)
-        coll = self.ax.add_collection(_collection(*_logo_patches(ppm, self.identity)))
+        coll = self.ax.add_collection(_collection(*_logo_paths(ppm, self.identity)))
         self.ax.set_xlim(-0.5, len(ppm) - 0.5)
         buf = io.BytesIO()
         try:
@@ -154,7 +154,7 @@ def preload() -> None:
 
     fig = Figure(figsize=(1, 1))
     ax = fig.add_axes((0, 0, 1, 1))
-    paths, colors = _logo_patches(np.full((1, 4), 0.25) + np.eye(4)[:1] * 0.5, ax.transData)
+    paths, colors = _logo_paths(np.full((1, 4), 0.25) + np.eye(4)[:1] * 0.5, ax.transData)
     ax.add_collection(_collection(paths + [_rectangle((0, 0), 1, 1)], colors + ["#255C99"]))
     ax.text(0, 0, "A", fontsize=8, bbox={"facecolor": "white", "alpha": 0.7, "linewidth": 0, "pad": 1})
     fig.savefig(io.BytesIO(), format="png", dpi=20)
@@ -185,17 +185,17 @@ def write_png(path, rows: list[dict], probabilities: dict, title: str) -> None:
     best = max([-r["log10_pvalue"] for r in rows] + [1e-9])
     columns = max([len(probabilities[r["motif_id"]]) for r in rows if r["motif_id"] in probabilities] + [1])
     half = _ROW_FILL / 2
-    patches, colors = [], []
+    paths, colors = [], []
     for i, r in enumerate(rows):
         yc = n - 1 - i
         ppm = probabilities.get(r["motif_id"])
         if ppm is not None:        # logo x -0.5 .. columns-0.5, y 0 .. 2 bits → its panel
             place = (Affine2D().translate(0.5, 0).scale(_WIDTHS[0] / columns, _ROW_FILL / 2)
                      .translate(x_logo, yc - half))
-            more, cols = _logo_patches(ppm, place)
-            patches += more
+            more, cols = _logo_paths(ppm, place)
+            paths += more
             colors += cols
-        patches.append(_rectangle((x_bar, yc - 0.3 * _ROW_FILL), _WIDTHS[1] * -r["log10_pvalue"] / (best * 1.02),
+        paths.append(_rectangle((x_bar, yc - 0.3 * _ROW_FILL), _WIDTHS[1] * -r["log10_pvalue"] / (best * 1.02),
                                   0.6 * _ROW_FILL))
         colors.append("#255C99")
         ax.text(x_bar + 0.01 * _WIDTHS[1], yc,
@@ -205,11 +205,11 @@ def write_png(path, rows: list[dict], probabilities: dict, title: str) -> None:
         unit = _WIDTHS[2] / 1.45              # the shares' panel spans 0 .. 1.45 (room for the labels)
         for share, dy, color, label in ((r["pos_seqs"] / r["pos_total"], 0.2, "#D62839", "targets"),
                                         (r["neg_seqs"] / r["neg_total"], -0.2, "#999999", "controls")):
-            patches.append(_rectangle((x_share, yc + (dy - 0.175) * _ROW_FILL), unit * share, 0.35 * _ROW_FILL))
+            paths.append(_rectangle((x_share, yc + (dy - 0.175) * _ROW_FILL), unit * share, 0.35 * _ROW_FILL))
             colors.append(color)
             ax.text(x_share + 1.03 * unit, yc + dy * _ROW_FILL, f"{100 * share:.0f}% {label}", va="center",
                     fontsize=7)
-    ax.add_collection(_collection(patches, colors))
+    ax.add_collection(_collection(paths, colors))
     ax.set_xlim(0, x_share + _WIDTHS[2])
     ax.set_ylim(-0.5, n - 0.5)
     ax.set_axis_off()
