@@ -470,8 +470,9 @@ def _inputs_present(a) -> bool:
     return store_ok and motifs_ok
 
 
-def _plan_scan(a, console):
-    """``plan_scan`` of the command's arguments; says where an ingested FASTA went."""
+def _plan_scan(a, console, threshold_threads: int = 0):
+    """``plan_scan`` of the command's arguments; says where an ingested FASTA went.  ``threshold_threads``: the
+    thresholds start on that many threads of this process as soon as the motifs are read (a local cluster)."""
     from pipeline.scan import plan_scan  # noqa: PLC0415
 
     job = plan_scan(a.store, a.motifs, a.out, pvalue=a.pvalue, background=a.background,
@@ -479,7 +480,7 @@ def _plan_scan(a, console):
                     strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
                     select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None),
                     qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None),
-                    regions=getattr(a, "regions", None))
+                    regions=getattr(a, "regions", None), threshold_threads=threshold_threads)
     if job.ingested:
         console.print(f"{a.store}: {len(job.store.records):,} records, {job.store.total_length:,} bp → "
                       f"{job.store.path} (kept with the hits: exports read the sequences from it; --resume reuses it)")
@@ -490,7 +491,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     """``before_scan(job)``: called once the cluster is up, before the thresholds and blocks (the demo's notes)."""
     import contextlib  # noqa: PLC0415
 
-    from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
+    from pipeline.cluster import cpu_count, dashboard_link, get_client  # noqa: PLC0415
     from pipeline.scan import execute_scan  # noqa: PLC0415
 
     console = console or _console()
@@ -504,7 +505,9 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         client_kw["device"] == "gpu" or (client_kw["device"] == "cpu" and client_kw["processes"]))
         and _inputs_present(a) else None)
     with early or contextlib.nullcontext():
-        job = _plan_scan(a, console)
+        # a local cluster runs on this machine's cores: the thresholds take them now, beside the FASTA's ingest and
+        # the cluster's start (docs/benchmarks.md, issue 16: 100,000 peaks' cold run)
+        job = _plan_scan(a, console, cpu_count() if client_kw["scheduler"] is None else 0)
         small = early is None and job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions",
                                                                       default=0))
         if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine

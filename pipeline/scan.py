@@ -132,11 +132,13 @@ class MotifSet:
                 for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
 
 
-def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False):
+def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, early=None):
     """``(plan, tables, kept rows, unreachable motif ids)``: the scan plan of ``mset``'s rows at their thresholds
     for ``pvalue`` (rows that cannot reach it left out), with the kept rows' score -> p-value tables
-    (``plan.pvalues``); ``tables`` the ScoreThreshold of every row (:func:`row_thresholds`)."""
-    tables = row_thresholds(mset, pvalue, client=client, store_later=store_later)
+    (``plan.pvalues``); ``tables`` the ScoreThreshold of every row (:func:`row_thresholds`, or ``early.result()``
+    of the same, started beforehand)."""
+    tables = (early.result() if early is not None else
+              row_thresholds(mset, pvalue, client=client, store_later=store_later))
     pwms, row_motif, row_strand = mset.rows()
     thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
     plan = make_plan(pwms, thr, row_motif, row_strand)
@@ -285,6 +287,7 @@ class ScanJob:
     region_counts: bool = True           # _region_counts.parquet at the end (enrich reduces _counts/ itself)
     hits: bool = True                    # False: no hits files, only the blocks' (record, motif) pairs in _counts/
     on_tasks: object = None              # called once the block tasks are submitted (enrich loads its outputs' modules)
+    thresholds: object = None            # pipeline.thresholds.Early: the rows' thresholds started by plan_scan
 
     @property
     def positions(self) -> int:
@@ -329,7 +332,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
               strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
               qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None,
-              region_counts: bool = True, hits: bool = True) -> ScanJob:
+              region_counts: bool = True, hits: bool = True, threshold_threads: int = 0) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
 
     ``source``: a genome store, or a FASTA file (plain, gzip, bgzip), ingested into ``OUT/_genome.zarr`` (kept
@@ -341,7 +344,11 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     end-of-run q-value reduction (:mod:`pipeline.qvalues`); ``max_qvalue``: recorded, applied where the hits are
     read.  ``region_counts=False``: no ``_region_counts.parquet`` (a caller that reads the blocks' ``_counts/``).
     ``hits=False``: no hits files, only each block's distinct (record, motif) pairs with hits in ``_counts/``
-    (:func:`pipeline.region_counts.block_presence`; needs ``qvalues=False`` and ``region_counts=False``)."""
+    (:func:`pipeline.region_counts.block_presence`; needs ``qvalues=False`` and ``region_counts=False``).
+    ``threshold_threads``: the motifs' thresholds computed on that many threads of this process, started as soon
+    as the motifs are read (before a FASTA's ingest, unless the background is the genome's), while the caller
+    goes on to start its cluster (:func:`threshold_plan` takes them from the job); 0: computed by
+    :func:`execute_scan` on the cluster."""
     t_start = time.perf_counter()
     _check_settings(pvalue, like, strands, qvalues, max_qvalue)
     if not hits and (qvalues or region_counts):
@@ -349,21 +356,43 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
                         "region_counts=False")
     if background is None:
         background = default_background(like)
-    store, staged = _open_source(source, out, resume, overwrite)
+    mset = early = None
+    if background != "genome":      # the motifs need no store: read first, their thresholds start beside the ingest
+        mset = _motif_set(None, motifs, background, pseudocount, select, motif_format, like, strands)
+        early = _early_thresholds(mset, pvalue, threshold_threads)
     try:
-        bed = None if regions is None else _read_regions(regions, store)
-        mset = _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands, source)
-        params = _run_params(store, mset, pvalue, background, bed)
-        done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
-        if staged is not None:
-            store = _place_store(staged, out)
-    finally:
-        if staged is not None:
-            import shutil  # noqa: PLC0415
+        store, staged = _open_source(source, out, resume, overwrite)
+        try:
+            bed = None if regions is None else _read_regions(regions, store)
+            if mset is None:
+                mset = _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands)
+            _check_halo(store, mset, motifs, source)
+            params = _run_params(store, mset, pvalue, background, bed)
+            done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
+            if staged is not None:
+                store = _place_store(staged, out)
+        finally:
+            if staged is not None:
+                import shutil  # noqa: PLC0415
 
-            shutil.rmtree(staged.parent, ignore_errors=True)
+                shutil.rmtree(staged.parent, ignore_errors=True)
+    except BaseException:
+        if early is not None:
+            early.cancel()
+        raise
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
-                   regions=bed, ingested=_is_fasta(source), region_counts=region_counts, hits=hits)
+                   regions=bed, ingested=_is_fasta(source), region_counts=region_counts, hits=hits,
+                   thresholds=early)
+
+
+def _early_thresholds(mset: MotifSet, pvalue: float, threads: int):
+    """The rows' thresholds (:func:`row_thresholds`) started on ``threads`` threads of this process, one of them
+    left to the caller until it asks for them (:class:`pipeline.thresholds.Early`); None for ``threads`` 0."""
+    if not threads:
+        return None
+    from pipeline.thresholds import Early  # noqa: PLC0415
+
+    return Early(lambda pool: row_thresholds(mset, pvalue, client=pool, store_later=True), threads, beside=1)
 
 
 def _region_counts_step(job: ScanJob, out: str, store: GenomeStore, mset: MotifSet, streaming=None) -> float:
@@ -395,16 +424,19 @@ def _check_settings(pvalue, like, strands, qvalues, max_qvalue) -> None:
     _compression()                  # a bad setting is refused before anything is claimed
 
 
-def _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands, source) -> MotifSet:
+def _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands) -> MotifSet:
+    """The motif set under ``background`` (``store``'s composition for "genome"; ``store`` None otherwise)."""
     from pipeline.motifs import read_background  # noqa: PLC0415
 
-    bg = read_background(background, genome_background=store.background)
-    mset = MotifSet.load(motifs, bg, pseudocount, select=select, format=motif_format, like=like, strands=strands)
+    bg = read_background(background, genome_background=None if store is None else store.background)
+    return MotifSet.load(motifs, bg, pseudocount, select=select, format=motif_format, like=like, strands=strands)
+
+
+def _check_halo(store, mset: MotifSet, motifs, source) -> None:
     if mset.max_length - 1 > store.halo:
         longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
         raise ScanError(f"{source}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
                         f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
-    return mset
 
 
 GENOME_IN_HITS = "_genome.zarr"      # where a scan keeps the store of a FASTA it was given
@@ -524,7 +556,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
 
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
     t_thr0 = time.perf_counter()
-    plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True)  # cache: written later
+    plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True,  # cache: written later
+                                                     early=job.thresholds)
     row_strand = mset.rows()[2]
     lats = mset.row_lattices()
     lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),

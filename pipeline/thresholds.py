@@ -8,8 +8,10 @@ does not); batches are dealt round-robin from the matrices
 sorted by decreasing length so that each batch gets a similar share of the expensive long matrices,
 and the results come back in input order.
 
-With a ``distributed.Client`` (given, or the current one) the batches go through ``client.map``;
-without one, a plain loop runs in this process.  Nothing here touches the command line.
+With a ``distributed.Client`` (given, or the current one) the batches go through ``client.map``; with a
+``concurrent.futures.Executor`` (:class:`Early`: a scan's thresholds computed on the command's threads while it
+reads its FASTA and starts its cluster) small batches, longest matrices first, go through ``executor.map``;
+without either, a plain loop runs in this process.  Nothing here touches the command line.
 
 Results are cached on disk, one ``.npy`` per matrix (``motifgrid.thresholds.cache-dir``, by default
 ``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1`` turns it off).  The key is the
@@ -21,6 +23,7 @@ atomically.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import dataclasses
 import functools
 import hashlib
@@ -35,7 +38,7 @@ import numpy as np
 import workers.distribution
 from workers.distribution import ScoreThreshold, pvalues_to_scores, pvalues_to_scores_bucket
 
-__all__ = ["compute_thresholds", "compute_thresholds_many", "thresholds_table", "METHODS", "method_for"]
+__all__ = ["compute_thresholds", "compute_thresholds_many", "thresholds_table", "METHODS", "method_for", "Early"]
 
 
 METHODS = ("exact", "bucket", "auto")
@@ -95,7 +98,7 @@ def compute_thresholds(pwms: list[np.ndarray], background: np.ndarray, pvalue: f
         Background letter probabilities.
     pvalue : float
         Requested p-value.
-    client : distributed.Client, optional
+    client : distributed.Client or concurrent.futures.Executor, optional
         Where to run.  ``None``: the current client if there is one, else a plain loop here.
     batch : int
         Matrices per task at most (fewer when that gives the cluster's threads two batches each, up to
@@ -207,6 +210,8 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
         client = _current_client()
     if client is None:
         return _threshold_batch(pwms, bg, pvalues, rel_tol, table, method, device)
+    if isinstance(client, concurrent.futures.Executor):
+        return _compute_here(client, pwms, bg, pvalues, rel_tol, table, method, device)
     nthreads = client.nthreads()
     threads = sum(nthreads.values())
     if threads:
@@ -225,6 +230,81 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
         for i, r in zip(g, res):
             out[int(i)] = r
     return out
+
+
+EXECUTOR_BATCH = 4    # matrices per batch on an executor: the longest first, so the threads end together
+
+
+def _compute_here(pool, pwms, bg, pvalues, rel_tol, table, method, device) -> list[list[ScoreThreshold]]:
+    """The batches on this process's threads, longest matrices first (a pool takes the next batch as a thread
+    frees up, so the long matrices' cost spreads over the threads instead of ending on one)."""
+    order = np.argsort([-w.shape[0] for w in pwms], kind="stable")
+    groups = [order[i:i + EXECUTOR_BATCH] for i in range(0, len(order), EXECUTOR_BATCH)]
+    results = pool.map(lambda g: _threshold_batch([pwms[i] for i in g], bg, pvalues, rel_tol, table, method,
+                                                  device), groups)
+    out: list = [None] * len(pwms)
+    for g, res in zip(groups, results):
+        for i, r in zip(g, res):
+            out[int(i)] = r
+    return out
+
+
+class _GatedPool(concurrent.futures.ThreadPoolExecutor):
+    """A thread pool running at most ``running`` of its tasks at once until :meth:`open` lets all its threads run."""
+
+    def __init__(self, threads: int, running: int):
+        super().__init__(threads, thread_name_prefix="motifgrid-thresholds")
+        self._gate = threading.Semaphore(running)
+        self._held = threads - running
+
+    def submit(self, fn, /, *args, **kwargs):
+        return super().submit(self._gated, fn, *args, **kwargs)
+
+    def _gated(self, fn, *args, **kwargs):
+        with self._gate:
+            return fn(*args, **kwargs)
+
+    def open(self) -> None:
+        held, self._held = self._held, 0
+        for _ in range(held):
+            self._gate.release()
+
+
+class Early:
+    """Thresholds computed on this process's threads while the caller goes on.
+
+    ``compute(executor)`` runs on a thread of its own and hands ``executor`` (a pool of ``threads`` threads) to
+    :func:`compute_thresholds_many` as its client.  Until the caller asks for the :meth:`result`, ``beside``
+    of the threads wait: the caller's own work (a FASTA's ingest, a cluster's start: Python that holds the GIL)
+    keeps that many cores; then every thread computes.  :meth:`result` returns ``compute``'s value or raises its
+    error; :meth:`cancel` drops the batches not started (the caller failed and will not wait).  The kernels
+    release the GIL, so the threads compute beside the caller's own work.
+    """
+
+    def __init__(self, compute, threads: int, beside: int = 0):
+        threads = max(1, int(threads))
+        self._pool = _GatedPool(threads, max(1, threads - int(beside)))
+        self._value = self._error = None
+        self._thread = threading.Thread(target=self._run, args=(compute,), name="motifgrid-thresholds", daemon=True)
+        self._thread.start()
+
+    def _run(self, compute) -> None:
+        try:
+            self._value = compute(self._pool)
+        except BaseException as e:  # noqa: BLE001 - handed to whoever asks for the result
+            self._error = e
+        finally:
+            self._pool.shutdown(wait=False)
+
+    def result(self):
+        self._pool.open()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def cancel(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 # ------------------------------------------------------------------------------------ disk cache

@@ -506,3 +506,20 @@ def test_thresholds_selected_motifs(tmp_path):
     keep = ("MA0079.5", "MA0139.2", "MA1930.2")
     rows = full.stdout.splitlines()
     assert part.stdout.splitlines() == [rows[0]] + [r for r in rows[1:] if r.split("\t")[0] in keep]
+
+
+def test_plan_scan_starts_the_thresholds_beside_the_planning(genome, tmp_path):
+    """``threshold_threads``: the thresholds start as the motifs are read and equal those computed afterwards; with
+    the genome's background (read from the store) they wait for the execution; a refused output still raises."""
+    from pipeline.scan import plan_scan, row_thresholds, threshold_plan
+
+    store, _ = genome
+    job = plan_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, threshold_threads=2)
+    assert job.thresholds is not None
+    plan, tables, keep, _ = threshold_plan(job.mset, 1e-3, early=job.thresholds)
+    assert tables == row_thresholds(job.mset, 1e-3) and keep.size == len(tables)
+    genome_bg = plan_scan(store.path, MOTIFS, str(tmp_path / "g"), pvalue=1e-3, background="genome",
+                          threshold_threads=2)
+    assert genome_bg.thresholds is None
+    with pytest.raises(ScanError, match="holds an unfinished scan"):
+        plan_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, threshold_threads=2)

@@ -112,3 +112,67 @@ def test_disk_cache_hits_misses_and_survives_corruption(tmp_path):
     other = compute_thresholds(pwms, bg, 1e-5, cache=tmp_path)   # another p-value is another key
     assert len([p for p in tmp_path.rglob("*.npy") if p.parent.name != "sets"]) == 6
     assert [t.threshold for t in other] != [t.threshold for t in cold]
+
+
+def test_early_on_threads_equals_serial():
+    """Early: the batches on a thread pool (longest first) give the serial loop's thresholds, in input order."""
+    from pipeline.thresholds import Early, compute_thresholds
+
+    _, _, pwms = _pwms()
+    pwms = pwms + [w[::-1, ::-1].copy() for w in pwms]
+    serial = compute_thresholds(pwms, BG, 1e-5, client=None, cache=False)
+    early = Early(lambda pool: compute_thresholds(pwms, BG, 1e-5, client=pool, cache=False), threads=3, beside=1)
+    assert early.result() == serial
+
+
+def test_early_leaves_the_callers_core_until_asked():
+    """``beside=1``: one of two threads runs until ``result()`` is asked for, then both; errors reach the caller."""
+    import threading
+    import time
+
+    from pipeline.thresholds import Early
+
+    lock, running, seen = threading.Lock(), [0], {"before": 0, "after": 0}
+    opened = threading.Event()
+
+    def task():
+        with lock:
+            running[0] += 1
+            key = "after" if opened.is_set() else "before"
+            seen[key] = max(seen[key], running[0])
+        time.sleep(0.02)
+        with lock:
+            running[0] -= 1
+        return 1
+
+    early = Early(lambda pool: sum(f.result() for f in [pool.submit(task) for _ in range(60)]), threads=2, beside=1)
+    time.sleep(0.2)
+    opened.set()
+    assert early.result() == 60
+    assert seen["before"] == 1 and seen["after"] == 2
+
+    def boom(pool):
+        raise ValueError("bad matrix")
+
+    with pytest.raises(ValueError, match="bad matrix"):
+        Early(boom, threads=2).result()
+
+
+def test_early_cancel_drops_the_batches_not_started():
+    import concurrent.futures
+    import time
+
+    from pipeline.thresholds import Early
+
+    ran = []
+
+    def task(i):
+        time.sleep(0.01)
+        ran.append(i)
+
+    early = Early(lambda pool: [f.result() for f in [pool.submit(task, i) for i in range(200)]], threads=1)
+    time.sleep(0.05)
+    early.cancel()
+    with pytest.raises(concurrent.futures.CancelledError):
+        early.result()
+    assert 0 < len(ran) < 200
