@@ -491,8 +491,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     """``before_scan(job)``: called once the cluster is up, before the thresholds and blocks (the demo's notes)."""
     import contextlib  # noqa: PLC0415
 
-    from pipeline.cluster import cpu_count, dashboard_link, get_client  # noqa: PLC0415
-    from pipeline.scan import execute_scan  # noqa: PLC0415
+    from pipeline.cluster import cpu_count  # noqa: PLC0415
 
     console = console or _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
@@ -508,25 +507,38 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         # a local cluster runs on this machine's cores: the thresholds take them now, beside the FASTA's ingest and
         # the cluster's start (docs/benchmarks.md, issue 16: 100,000 peaks' cold run)
         job = _plan_scan(a, console, cpu_count() if client_kw["scheduler"] is None else 0)
-        small = early is None and job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions",
-                                                                      default=0))
-        if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine
-            choice = _auto_device(job, a.pvalue)
-            if choice is not None:
-                client_kw["device"] = choice.device
-                console.print(choice.line())
-        with (contextlib.nullcontext(early.get()) if early else
-              get_client(**client_kw, quiet=True, dashboard=not small)) as (client, device):
-            addr = client.scheduler.address or ""
-            follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"   # for notebooks/dashboard.ipynb
-            console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
-                          f"worker(s); dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
-            if before_scan is not None:
-                before_scan(job)
-            res = execute_scan(job, client, device=device, progress=not a.no_progress, command=command,
-                               console=console)
+        try:
+            res = _run_planned(job, a, client_kw, early, console, command, before_scan)
+        except BaseException:
+            if job.thresholds is not None:
+                job.thresholds.cancel()         # the cluster did not start: the batches not begun are dropped
+            raise
     _print_summary(res, console)
     return 0
+
+
+def _run_planned(job, a, client_kw, early, console, command, before_scan):
+    """:func:`cmd_scan` once its inputs are planned: the cluster (``early``'s, or one started now), the scan."""
+    import contextlib  # noqa: PLC0415
+
+    from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
+    from pipeline.scan import execute_scan  # noqa: PLC0415
+
+    small = early is None and job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
+    if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine
+        choice = _auto_device(job, a.pvalue)
+        if choice is not None:
+            client_kw["device"] = choice.device
+            console.print(choice.line())
+    with (contextlib.nullcontext(early.get()) if early else
+          get_client(**client_kw, quiet=True, dashboard=not small)) as (client, device):
+        addr = client.scheduler.address or ""
+        follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"   # for notebooks/dashboard.ipynb
+        console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
+                      f"worker(s); dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
+        if before_scan is not None:
+            before_scan(job)
+        return execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
 
 
 def _auto_device(job, pvalue: float):
@@ -740,7 +752,7 @@ def cmd_enrich(a) -> int:
     _local_out(a)
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
-    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.cluster import cpu_count, get_client  # noqa: PLC0415
     from pipeline.enrich import (EnrichSettings, abandon, execute_enrich, prepare_enrich, read_inputs,  # noqa: PLC0415
                                  result_lines)
     from pipeline.enrich_inputs import load_kernels  # noqa: PLC0415
@@ -759,7 +771,8 @@ def cmd_enrich(a) -> int:
     small = inputs.positions() < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
     # the controls and the store are made while the cluster starts (3 s of a GPU cluster's start, 1 s of a CPU one's)
     with ThreadPoolExecutor(1, thread_name_prefix="enrich-prepare") as pool:
-        planned, job = pool.submit(prepare_enrich, inputs), None
+        # a local cluster: the scan's thresholds start on this machine's cores once the scan is planned
+        planned, job = pool.submit(prepare_enrich, inputs, cpu_count() if kw["scheduler"] is None else 0), None
         try:
             with get_client(**kw, quiet=True, dashboard=not small) as (client, device):
                 job = planned.result()

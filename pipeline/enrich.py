@@ -221,9 +221,10 @@ def read_inputs(sequences: str, motifs: str, out: str, settings: EnrichSettings,
     return EnrichInputs(sequences, motifs, out, st, store, motif_list, targets, command, seconds, t0)
 
 
-def prepare_enrich(inputs: EnrichInputs) -> EnrichJob:
+def prepare_enrich(inputs: EnrichInputs, threshold_threads: int = 0) -> EnrichJob:
     """Make (or read) the controls, claim the output folder, write the controls made and the store of targets and
-    controls, and plan its scan.  The CLI runs this while its cluster starts."""
+    controls, and plan its scan.  The CLI runs this while its cluster starts.  ``threshold_threads``: the scan's
+    thresholds start on that many threads of this process once it is planned (``pipeline.scan.plan_scan``)."""
     from pipeline.enrich_inputs import make_controls  # noqa: PLC0415
 
     st, seconds = inputs.settings, inputs.seconds
@@ -233,7 +234,7 @@ def prepare_enrich(inputs: EnrichInputs) -> EnrichJob:
     created = claim_output(inputs.out, st.overwrite)
     try:
         return _prepare(inputs.out, st, inputs.motifs_path, inputs.targets, controls, info, inputs.motifs,
-                        inputs.store, created, inputs.command, seconds, inputs.t0)
+                        inputs.store, created, inputs.command, seconds, inputs.t0, threshold_threads)
     except BaseException:
         remove_outputs(inputs.out, folder=created)
         raise
@@ -266,7 +267,8 @@ def _read_motifs(motifs: str, st: EnrichSettings) -> list:
     return found
 
 
-def _prepare(out, st, motifs, targets, controls, info, motif_list, store, created, command, seconds, t0) -> EnrichJob:
+def _prepare(out, st, motifs, targets, controls, info, motif_list, store, created, command, seconds, t0,
+             threshold_threads: int = 0) -> EnrichJob:
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     from pipeline.enrich_inputs import sequence_store, write_controls  # noqa: PLC0415
@@ -287,7 +289,8 @@ def _prepare(out, st, motifs, targets, controls, info, motif_list, store, create
     t = time.perf_counter()
     scan = plan_scan(os.path.join(out, STORE_DIR), motifs, os.path.join(out, HITS_DIR), pvalue=st.pvalue,
                      background=st.background, pseudocount=st.pseudocount, select=st.select,
-                     motif_format=st.motif_format, qvalues=False, region_counts=False, hits=st.centrality)
+                     motif_format=st.motif_format, qvalues=False, region_counts=False, hits=st.centrality,
+                     threshold_threads=threshold_threads)
     seconds["scan_plan"] = time.perf_counter() - t
     return EnrichJob(os.path.abspath(out), st, targets, controls, info, motif_list, scan, created, seconds, t0,
                      t_planned=time.perf_counter())
@@ -408,7 +411,10 @@ def sequences_with_hits(hits: str, store, n_targets: int, n_motifs: int) -> tupl
 
 
 def abandon(job: EnrichJob) -> None:
-    """Remove what a planned run wrote (it will not be executed: the cluster did not start)."""
+    """Remove what a planned run wrote (it will not be executed: the cluster did not start); drop the thresholds'
+    batches not begun."""
+    if job.scan.thresholds is not None:
+        job.scan.thresholds.cancel()
     remove_outputs(job.out, folder=job.created)
 
 
