@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 19 on the lent GPU machine, one call: `motifgrid enrich` of 100,000 peak-like records (150-600 bp cut from
 # human chrX 1-70 Mb, benchmarks/peaks.py's set) x 2,346 JASPAR 2024 CORE matrices on the GPU, the whole command timed
-# from outside: cold thresholds, then warm twice, for each source tree of SRCS (default "."; e.g. ".base ." runs an
+# from outside: cold thresholds, then warm twice, for each source tree of SRCS (interleaved) (default "."; e.g. ".base ." runs an
 # earlier commit unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the
 # same call).  RUNS: device:phase of each run (default "gpu:cold gpu:warm gpu:warm"; "warm" keeps the threshold
 # cache of the runs before it; each tree has its own cache, which its "cold" run empties).  CPU=1 adds the warm run
@@ -13,8 +13,8 @@ ROOT=$PWD
 CORE=$ROOT/.devdata/shared/motifs/JASPAR2024_CORE_non-redundant.jaspar
 python3 -c "from benchmarks.peaks import peak_set; from pathlib import Path; print(peak_set(Path('.devdata/genomes'), 100000, Path('/tmp')))"
 runs=${RUNS:-gpu:cold gpu:warm gpu:warm}; [ "${CPU:-0}" = 1 ] && runs="$runs cpu:warm"
-for src in ${SRCS:-.}; do
-  for run in $runs; do
+for run in $runs; do                 # the trees interleaved run by run: a baseline beside each run of the other
+  for src in ${SRCS:-.}; do
     d=${run%%:*}; phase=${run##*:}
     cache=/tmp/thresholds-cache-${src//[^A-Za-z0-9]/_}     # one per tree: a tree's cold run keeps the others' cache
     [ $phase = cold ] && rm -rf "$cache"
@@ -24,6 +24,6 @@ for src in ${SRCS:-.}; do
       python3 -m pipeline.cli enrich /tmp/peaks100000.fa --motifs $CORE --out /tmp/enr --device $d 2>&1) | tail -1 \
       | tee -a "$OUT/enrich.txt"
     python3 -c "import json; s = json.load(open('/tmp/enr/_summary.json')); st = s.get('seconds_steps') or {}
-print('  steps', {k: round(v, 2) for k, v in st.items()})" | tee -a "$OUT/enrich.txt"
+print('  steps', {k: round(v, 2) for k, v in st.items()}); print('  scan thread-s', s.get('scan_thread_seconds'))" | tee -a "$OUT/enrich.txt"
   done
 done

@@ -290,7 +290,8 @@ def _prepare(out, st, motifs, targets, controls, info, motif_list, store, create
     scan = plan_scan(os.path.join(out, STORE_DIR), motifs, os.path.join(out, HITS_DIR), pvalue=st.pvalue,
                      background=st.background, pseudocount=st.pseudocount, select=st.select,
                      motif_format=st.motif_format, qvalues=False, region_counts=False, hits=st.centrality,
-                     threshold_threads=threshold_threads)
+                     threshold_threads=threshold_threads,
+                     presence_groups=None if st.centrality else np.repeat(np.int8([0, 1]), [len(targets), len(controls)]))
     seconds["scan_plan"] = time.perf_counter() - t
     return EnrichJob(os.path.abspath(out), st, targets, controls, info, motif_list, scan, created, seconds, t0,
                      t_planned=time.perf_counter())
@@ -341,7 +342,8 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     sec["scan_summaries"] = time.perf_counter() - t - sec["thresholds"] - sec["scan"]   # region counts, files
     scan_steps = {k: round(v, 3) for k, v in scan_summary.get("task_seconds_by_step", {}).items()}
     t = time.perf_counter()
-    pos, neg = sequences_with_hits(job.scan.out, job.scan.store, len(job.targets), len(job.motifs))
+    pos, neg = sequences_with_hits(job.scan.out, job.scan.store, len(job.targets), len(job.motifs),
+                                   grouped=job.scan.presence_groups is not None)
     sec["counts"] = time.perf_counter() - t
     t = time.perf_counter()
     if preloading.ident is not None:                      # started (a scan with no block to run never starts it)
@@ -371,29 +373,40 @@ def _significant(table: pa.Table) -> dict:
     return {"qvalue_0.05": int((q <= 0.05).sum()), "evalue_1": int((e <= 1).sum())}
 
 
-def sequences_with_hits(hits: str, store, n_targets: int, n_motifs: int) -> tuple[np.ndarray, np.ndarray]:
+def sequences_with_hits(hits: str, store, n_targets: int, n_motifs: int,
+                        grouped: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Per motif: targets and controls with at least one hit, ``(M,)`` int64 each, from the blocks' counts
-    (``_counts/<block>.parquet``: one row per (record, motif) with hits in the block; records ``t<i>`` then ``c<j>``
-    are record numbers ``i`` and ``T + j``).  A record whose windows start in two block cores has a row in each
+    (``_counts/<block>.parquet``: one row per (record, motif) with hits in the block, records ``t<i>`` then ``c<j>``
+    being record numbers ``i`` and ``T + j``; or, from the scan's presence groups (targets 0, controls 1), the
+    counts of the block's own records per (group, motif) and rows for the records it shares:
+    :func:`pipeline.region_counts.block_presence`; ``grouped``: the scan had them).  A record whose windows start in two block cores has a row in each
     block: those records' rows (at most one per block boundary) are made distinct, the others are counted as read.
 
     The scan's own reduction, ``_region_counts.parquet``, names every (record, motif) row with strings: 1.7 s of a
     10-s enrichment of 10⁴ peaks, ten times that for 10⁵; this reads two integer columns."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
+    from pipeline.region_counts import split_keys  # noqa: PLC0415
+
     folder = os.path.join(hits, "_counts")
     files = [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".parquet")
              and not f.startswith(".")] if os.path.isdir(folder) else []
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:      # Parquet decoding releases the GIL
-        parts = list(pool.map(lambda f: storage.read_parquet(f, columns=["key", "motif"]), files))
-    rec, B = store.records, store.block_size
-    split = rec.offsets // B != np.maximum(rec.ends - 1, rec.offsets) // B
+        cols = ["key", "motif", "records"] if grouped else ["key", "motif"]
+        parts = list(pool.map(lambda f: storage.read_parquet(f, columns=cols), files))
+    split = split_keys(store.records.offsets, store.records.ends, store.block_size)
     pos, neg = np.zeros(n_motifs, np.int64), np.zeros(n_motifs, np.int64)
     dup_key, dup_motif = [], []
     # counted block by block (no concatenation of the ~3·10⁷ rows of 10⁵ peaks: 3.7-5.3 s on the VM before);
     # the rows of records in two block cores, a few per block, are set aside and made distinct after
     for t in parts:
         key, motif = arrow.to_numpy(t.column("key")), arrow.to_numpy(t.column("motif"))
+        if "records" in t.column_names:              # a block's counts per (group, motif): key = -1 - group
+            records, counted = arrow.to_numpy(t.column("records")), key < 0
+            for group, total in ((0, pos), (1, neg)):
+                mine = counted & (key == -1 - group)
+                total += np.bincount(motif[mine], weights=records[mine], minlength=n_motifs).astype(np.int64)
+            key, motif = key[~counted], motif[~counted]
         target = key < n_targets
         pos += np.bincount(motif[target], minlength=n_motifs)
         neg += np.bincount(motif[~target], minlength=n_motifs)

@@ -288,6 +288,7 @@ class ScanJob:
     hits: bool = True                    # False: no hits files, only the blocks' (record, motif) pairs in _counts/
     on_tasks: object = None              # called once the block tasks are submitted (enrich loads its outputs' modules)
     thresholds: object = None            # pipeline.thresholds.Early: the rows' thresholds started by plan_scan
+    presence_groups: np.ndarray | None = None   # (K,) group of each record (hits=False: counts per group, motif)
 
     @property
     def positions(self) -> int:
@@ -332,7 +333,8 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
               pseudocount: float = 0.1, resume: bool = False, *, like: str | None = None,
               strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
               qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None,
-              region_counts: bool = True, hits: bool = True, threshold_threads: int = 0) -> ScanJob:
+              region_counts: bool = True, hits: bool = True, threshold_threads: int = 0,
+              presence_groups: np.ndarray | None = None) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
 
     ``source``: a genome store, or a FASTA file (plain, gzip, bgzip), ingested into ``OUT/_genome.zarr`` (kept
@@ -345,6 +347,8 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     read.  ``region_counts=False``: no ``_region_counts.parquet`` (a caller that reads the blocks' ``_counts/``).
     ``hits=False``: no hits files, only each block's distinct (record, motif) pairs with hits in ``_counts/``
     (:func:`pipeline.region_counts.block_presence`; needs ``qvalues=False`` and ``region_counts=False``).
+    ``presence_groups``: with ``hits=False`` and no ``regions``, the group of every record, (K,) int: each block
+    writes the count of its own records with hits per (group, motif) instead of their pairs.
     ``threshold_threads``: the motifs' thresholds computed on that many threads of this process, started as soon
     as the motifs are read (before a FASTA's ingest, unless the background is the genome's), while the caller
     goes on to start its cluster (:func:`threshold_plan` takes them from the job); 0: computed by
@@ -354,6 +358,8 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     if not hits and (qvalues or region_counts):
         raise ScanError("a scan without hits files has no q-values and no region counts: pass qvalues=False, "
                         "region_counts=False")
+    if presence_groups is not None and (hits or regions is not None):
+        raise ScanError("presence groups count the records of a scan without hits files or regions")
     if background is None:
         background = default_background(like)
     mset = early = None
@@ -382,7 +388,17 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
         raise
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
                    regions=bed, ingested=_is_fasta(source), region_counts=region_counts, hits=hits,
-                   thresholds=early)
+                   thresholds=early, presence_groups=_checked_groups(presence_groups, store))
+
+
+def _checked_groups(groups, store: GenomeStore):
+    if groups is None:
+        return None
+    groups = np.asarray(groups)
+    if groups.shape != (len(store.records),) or not np.issubdtype(groups.dtype, np.integer) or (groups < 0).any():
+        raise ScanError(f"presence groups: one non-negative integer per record of {store.path} "
+                        f"({len(store.records)}), not {groups.shape} {groups.dtype}")
+    return groups
 
 
 def _early_thresholds(mset: MotifSet, pvalue: float, threads: int):
@@ -566,7 +582,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     ctx = ScanContext(store=store, plan=plan, motif_ids=mset.ids,
                       motif_names=mset.names, out=_abspath(out), metadata=_hits_metadata(job, command, device),
                       device=device, compression=_compression(device), lattice=lattice, window_lengths=np.unique(lengths),
-                      regions=job.regions, write_hits=job.hits, **_kept_pairs_settings(job, client, plan, pub.scan_id, device))
+                      regions=job.regions, write_hits=job.hits, presence_groups=job.presence_groups,
+                      **_kept_pairs_settings(job, client, plan, pub.scan_id, device))
 
     all_units = job.units()
     todo = [u for u in all_units if store.block(u[0]).block_id not in done]

@@ -21,7 +21,7 @@ from pipeline import arrow
 from pipeline.dataset import write_manifest_entry, write_part
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
-from pipeline.region_counts import block_counts, block_presence, write_block_counts
+from pipeline.region_counts import block_counts, block_presence, split_keys, write_block_counts
 from pipeline.schema import HITS_SCHEMA, REGION_HITS_SCHEMA
 from workers.scan import ScanPlan, scan_blocks, valid_windows
 
@@ -43,10 +43,18 @@ class ScanContext:
     regions: Regions | None = None  # --regions: the BED regions (hits carry the name of one holding them)
     write_hits: bool = True        # False: only the blocks' (record, motif) pairs with hits and manifest entries
                                    # (enrich's counting scan)
+    presence_groups: np.ndarray | None = None   # (K,) group of each record: without hits files, the blocks count
+                                   # their own records with hits per (group, motif) (region_counts.block_presence)
     pairs_run: str | None = None   # keep each block file's (family, p-value) pairs in the worker under this run key
                                    # for the q-values (workers.scan.kept_pairs); None: they are read back from files
     row_family: np.ndarray | None = None   # (R,) int32 q-value family (motif id) of each plan row
     pairs_budget: int = 0          # bytes of pairs a worker may keep
+
+    @functools.cached_property
+    def split_records(self) -> np.ndarray:
+        """(K,) bool: the records whose windows start in more than one block core (built on first use, per worker)."""
+        rec = self.store.records
+        return split_keys(rec.offsets, rec.ends, self.store.block_size)
 
     @functools.cached_property
     def columns(self) -> dict:
@@ -262,8 +270,10 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     if len(hits) and not ctx.write_hits:          # no hits file: the distinct (record, motif) pairs only
         t0 = t1 = t2 = time.perf_counter()
         key = (record_positions(ctx.store, index, hits.pos)[0] if ctx.regions is None else _region_keys(ctx, hits))
+        grouped = ctx.presence_groups is not None
         counts_rel = write_block_counts(ctx.out, blk.block_id, block_presence(
-            key, ctx.columns["row_motif"][hits.row], len(ctx.motif_ids)))
+            key, ctx.columns["row_motif"][hits.row], len(ctx.motif_ids), ctx.presence_groups,
+            ctx.split_records if grouped else None))
         t3 = time.perf_counter()
     elif len(hits):
         t0 = time.perf_counter()

@@ -141,14 +141,17 @@ def _check_statistics(table: list, n_tests: int) -> None:
     assert [r["rank"] for r in table] == list(range(1, len(table) + 1))
 
 
-def test_sequences_with_hits_counts_each_record_once(tmp_path):
+@pytest.mark.parametrize("grouped", [False, True])
+def test_sequences_with_hits_counts_each_record_once(tmp_path, grouped):
     """Per motif, the targets and controls with a hit from the blocks' (record, motif) rows = the distinct pairs
-    over all blocks, where records crossing one or two block borders have rows in two or three blocks."""
+    over all blocks, where records crossing one or two block borders have rows in two or three blocks; the same
+    from blocks that count their own records per (group, motif) and list only the records they share."""
     from types import SimpleNamespace
 
     import pyarrow as pa
 
     from pipeline.enrich import sequences_with_hits
+    from pipeline.region_counts import block_presence, split_keys
 
     rng = np.random.default_rng(6)
     B, T, M = 1000, 40, 9                                    # block size, targets, motifs; 40 controls after them
@@ -156,6 +159,7 @@ def test_sequences_with_hits_counts_each_record_once(tmp_path):
     lengths[[5, 47]] = 2300                                  # across two block borders
     offsets = np.r_[0, np.cumsum(lengths + 10)[:-1]]
     ends = offsets + lengths
+    groups, split = np.repeat([0, 1], [T, T]), split_keys(offsets, ends, B)
     (tmp_path / "_counts").mkdir()
     pairs = set()
     for b in range(int(ends[-1] // B) + 1):
@@ -165,11 +169,12 @@ def test_sequences_with_hits_counts_each_record_once(tmp_path):
                 rows.append((r, m))
                 pairs.add((r, m))
         rows.sort()
-        pq.write_table(pa.table({"key": pa.array([r for r, _ in rows], pa.int64()),
-                                 "motif": pa.array([m for _, m in rows], pa.int32())}),
-                       tmp_path / "_counts" / f"b{b:04d}.parquet")
+        key, motif = np.array([r for r, _ in rows], np.int64), np.array([m for _, m in rows], np.int32)
+        table = (block_presence(key, motif, M, groups, split) if grouped else
+                 pa.table({"key": pa.array(key, pa.int64()), "motif": pa.array(motif, pa.int32())}))
+        pq.write_table(table, tmp_path / "_counts" / f"b{b:04d}.parquet")
     store = SimpleNamespace(records=SimpleNamespace(offsets=offsets, ends=ends), block_size=B)
-    pos, neg = sequences_with_hits(str(tmp_path), store, T, M)
+    pos, neg = sequences_with_hits(str(tmp_path), store, T, M, grouped=grouped)
     want_pos = np.bincount([m for r, m in pairs if r < T], minlength=M)
     want_neg = np.bincount([m for r, m in pairs if r >= T], minlength=M)
     assert np.array_equal(pos, want_pos) and np.array_equal(neg, want_neg)

@@ -322,3 +322,13 @@ def test_block_presence_is_the_distinct_pairs(monkeypatch, cells):
     want = sorted(set(zip(key.tolist(), motif.tolist())))
     assert list(zip(t.column("key").to_pylist(), t.column("motif").to_pylist())) == want
     assert t.column("key").type == pa.int64() and region_counts.block_presence(key[:0], motif[:0], 7).num_rows == 0
+    # with groups: the keys of this block alone counted per (group, motif), the split keys' pairs listed
+    groups, split = rng.integers(0, 3, 100), rng.random(100) < 0.2
+    g = region_counts.block_presence(key, motif, 7, groups, split)
+    counted = {}
+    for k, m in want:
+        if not split[k]:
+            counted[(-1 - groups[k], m)] = counted.get((-1 - groups[k], m), 0) + 1
+    rows = list(zip(g.column("key").to_pylist(), g.column("motif").to_pylist(), g.column("records").to_pylist()))
+    assert rows == sorted((k, m, c) for (k, m), c in counted.items()) + [(k, m, 1) for k, m in want if split[k]]
+    assert region_counts.block_presence(key[:0], motif[:0], 7, groups, split).num_rows == 0
