@@ -421,6 +421,21 @@ def _prestart(client_kw: dict) -> None:
         prestart_workers(gpu=gpu)
 
 
+def _threshold_threads(client_kw: dict) -> int:
+    """Threads of this process for the thresholds beside the planning (``pipeline.scan.plan_scan``): every core when
+    the scan's cluster will be threads of this process (CPU, no ``--processes``), which would compute them on the
+    same cores after its start anyway; else 0: worker processes start on those cores meanwhile (16 threshold threads
+    beside the start of one H100's four GPU workers made the whole scan 0.4-0.5 s slower; docs/benchmarks.md)."""
+    from pipeline.cluster import cpu_count  # noqa: PLC0415
+    from workers.backend import gpu_available  # noqa: PLC0415
+
+    if client_kw["scheduler"] is not None or client_kw["processes"]:
+        return 0
+    if client_kw["device"] == "gpu" or (client_kw["device"] is None and gpu_available()):
+        return 0
+    return cpu_count()
+
+
 def _background(fn) -> threading.Thread:
     """``fn()`` on a daemon thread (loading ahead of need: a failure is left for the step that needs it to report)."""
     def run():
@@ -491,8 +506,6 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     """``before_scan(job)``: called once the cluster is up, before the thresholds and blocks (the demo's notes)."""
     import contextlib  # noqa: PLC0415
 
-    from pipeline.cluster import cpu_count  # noqa: PLC0415
-
     console = console or _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
@@ -504,9 +517,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         client_kw["device"] == "gpu" or (client_kw["device"] == "cpu" and client_kw["processes"]))
         and _inputs_present(a) else None)
     with early or contextlib.nullcontext():
-        # a local cluster runs on this machine's cores: the thresholds take them now, beside the FASTA's ingest and
-        # the cluster's start (docs/benchmarks.md, issue 16: 100,000 peaks' cold run)
-        job = _plan_scan(a, console, cpu_count() if client_kw["scheduler"] is None else 0)
+        job = _plan_scan(a, console, _threshold_threads(client_kw))
         try:
             res = _run_planned(job, a, client_kw, early, console, command, before_scan)
         except BaseException:
@@ -752,7 +763,7 @@ def cmd_enrich(a) -> int:
     _local_out(a)
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
-    from pipeline.cluster import cpu_count, get_client  # noqa: PLC0415
+    from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.enrich import (EnrichSettings, abandon, execute_enrich, prepare_enrich, read_inputs,  # noqa: PLC0415
                                  result_lines)
     from pipeline.enrich_inputs import load_kernels  # noqa: PLC0415
@@ -771,8 +782,8 @@ def cmd_enrich(a) -> int:
     small = inputs.positions() < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
     # the controls and the store are made while the cluster starts (3 s of a GPU cluster's start, 1 s of a CPU one's)
     with ThreadPoolExecutor(1, thread_name_prefix="enrich-prepare") as pool:
-        # a local cluster: the scan's thresholds start on this machine's cores once the scan is planned
-        planned, job = pool.submit(prepare_enrich, inputs, cpu_count() if kw["scheduler"] is None else 0), None
+        # an in-process cluster: the scan's thresholds start on this machine's cores once the scan is planned
+        planned, job = pool.submit(prepare_enrich, inputs, _threshold_threads(kw)), None
         try:
             with get_client(**kw, quiet=True, dashboard=not small) as (client, device):
                 job = planned.result()

@@ -62,3 +62,21 @@ def test_every_subcommand_has_its_command():
 
     assert set(SUBCOMMANDS) == set(COMMANDS) | {"bench"}
     assert list(_subparsers()) == list(SUBCOMMANDS)
+
+
+def test_thresholds_beside_the_planning_only_for_an_in_process_cluster(monkeypatch):
+    """The thresholds take this machine's cores beside the planning where the cluster will be threads of this
+    process; never beside worker processes starting (GPU, --processes) or for a remote scheduler."""
+    import workers.backend
+    from pipeline import cli
+    from pipeline.cluster import cpu_count
+
+    kw = dict(scheduler=None, device="cpu", processes=False)
+    assert cli._threshold_threads(kw) == cpu_count() >= 1
+    assert cli._threshold_threads({**kw, "processes": True}) == 0
+    assert cli._threshold_threads({**kw, "scheduler": "tcp://10.0.0.1:8786"}) == 0
+    assert cli._threshold_threads({**kw, "device": "gpu"}) == 0
+    monkeypatch.setattr(workers.backend, "gpu_available", lambda: False)
+    assert cli._threshold_threads({**kw, "device": None}) == cpu_count()
+    monkeypatch.setattr(workers.backend, "gpu_available", lambda: True)
+    assert cli._threshold_threads({**kw, "device": None}) == 0
