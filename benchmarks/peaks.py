@@ -1,7 +1,7 @@
 """Peaks and promoters benchmark (issue 16): many short records, FASTA in → Parquet out, peers in the same run.
 
     python benchmarks/peaks.py [--set promoters|peaks|both] [--genomes DIR] [--peaks N] [--motifs F] [--pvalue P]
-                               [--workers N] [--peers memelite,moods] [--work DIR]
+                               [--workers N] [--peers memelite,moods] [--work DIR] [--rounds R]
 
 Sets (``../shared/data/get-genomes.sh DIR`` builds them; default DIR /work/genomes):
 - ``promoters``: the 26,454 dm3 2 kb promoters (``dm3_upstream2000.fa.gz``, 52.9 Mb);
@@ -12,6 +12,9 @@ ingested inside the run) with a cold threshold cache, then again with it warm; m
 ``benchmarks/peers.py --all-records`` (same probability matrices, Parquet out).  Peak memory is the peak summed
 RSS of the process tree (sampled every 50 ms).  Prints one JSON line per tool and set, and the window scores per
 second (bases × 2 strands × motifs / seconds) to compare with the 10 Mb chrX run of ``benchmarks/cpu_scan.py``.
+``--rounds R`` runs every tool R times, interleaved round by round (the VM's speed drifts by up to 1.7x within
+minutes: a loop of 10⁷ additions took 0.97-1.75 s on 2026-11-27), and ends each set with the median seconds and the
+ratios of the medians; every run also reports its CPU seconds (user + system of the process tree).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -61,11 +65,18 @@ class PeerFailed(RuntimeError):
     """A peer that did not finish (memelite is killed for memory on 100,000 peaks of a 23 GB VM): reported, not fatal."""
 
 
+def _children_cpu() -> float:
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
 def run(cmd: list, env: dict, fatal: bool = True) -> tuple[float, float, str]:
+    """``(seconds, peak MB, stdout)`` of ``cmd``; its CPU seconds in ``run.cpu`` (the last call's)."""
     with PeakRSS() as rss:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _children_cpu()
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         secs = time.perf_counter() - t0
+        run.cpu = _children_cpu() - c0
     if r.returncode:
         why = f"killed by signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
         msg = f"{' '.join(cmd[:3])}: {why} after {secs:.1f} s at {rss.peak / 2**20:.0f} MB peak RSS"
@@ -85,7 +96,7 @@ def motifgrid(fasta: Path, a, work: Path, name: str) -> dict:
         secs, mb, _ = run([sys.executable, "-m", "pipeline.cli", "scan", str(fasta), a.motifs, "--pvalue", str(a.pvalue),
                            "--out", str(out), "--workers", str(a.workers), "--device", "cpu", "--no-progress"], env)
         s = json.loads((out / "_summary.json").read_text())
-        res[phase] = {"seconds": secs, "peak_rss_mb": mb, "hits": s["hits"]}
+        res[phase] = {"seconds": secs, "cpu_seconds": round(run.cpu, 2), "peak_rss_mb": mb, "hits": s["hits"]}
     return {"tool": "motifgrid", "set": name, **res, "blocks": s["blocks"], "positions": s["positions"]}
 
 
@@ -96,7 +107,8 @@ def peer(tool: str, fasta: Path, a, work: Path, name: str) -> dict:
                                 str(a.pvalue), str(work / f"{tool}-{name}.parquet"), "--all-records"], env, fatal=False)
     except PeerFailed as e:
         return {"tool": tool, "set": name, "failed": str(e)}
-    return {"tool": tool, "set": name, "seconds": secs, "peak_rss_mb": mb, **json.loads(stdout.splitlines()[-1])}
+    return {"tool": tool, "set": name, "seconds": secs, "cpu_seconds": round(run.cpu, 2), "peak_rss_mb": mb,
+            **json.loads(stdout.splitlines()[-1])}
 
 
 def _rate(r: dict, bp: int, n_motifs: int | None) -> dict:
@@ -117,6 +129,7 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--peers", default="memelite,moods")
     ap.add_argument("--work", default="/tmp/motifgrid-peaks-bench")
+    ap.add_argument("--rounds", type=int, default=1, help="runs of every tool, interleaved (medians at the end)")
     a = ap.parse_args(argv)
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -129,21 +142,48 @@ def main(argv=None) -> int:
     n_motifs = sum(1 for line in open(a.motifs) if line.startswith(">")) if not a.motifs.startswith("JASPAR") else None
     for name, fasta in sets:
         bp = bases(fasta)
-        rows = [motifgrid(fasta, a, work, name)]
-        print(json.dumps(_rate(rows[0], bp, n_motifs)), flush=True)
-        for t in a.peers.split(","):
-            if t:
-                rows.append(peer(t, fasta, a, work, name))
-                print(json.dumps(_rate(rows[-1], bp, n_motifs)), flush=True)
-        mg = rows[0]
-        for r in rows[1:]:
-            if "failed" in r:
-                print(f"{name}: motifgrid {mg['cold']['seconds']:.1f} s cold vs {r['tool']}: {r['failed']}", flush=True)
-                continue
-            print(f"{name}: motifgrid {mg['cold']['seconds']:.1f} s cold / {mg['warm']['seconds']:.1f} s warm "
-                  f"({mg['warm']['peak_rss_mb']:.0f} MB) vs {r['tool']} {r['seconds']:.1f} s ({r['peak_rss_mb']:.0f} MB): "
-                  f"{r['seconds'] / mg['cold']['seconds']:.2f}x cold, {r['seconds'] / mg['warm']['seconds']:.2f}x warm",
-                  flush=True)
+        rounds = []
+        for _ in range(a.rounds):
+            rows = [motifgrid(fasta, a, work, name)]
+            print(json.dumps(_rate(rows[0], bp, n_motifs)), flush=True)
+            for t in a.peers.split(","):
+                if t:
+                    rows.append(peer(t, fasta, a, work, name))
+                    print(json.dumps(_rate(rows[-1], bp, n_motifs)), flush=True)
+            _ratios(name, rows)
+            rounds.append(rows)
+        if a.rounds > 1:
+            _medians(name, rounds)
+    return 0
+
+
+def _ratios(name: str, rows: list) -> None:
+    mg = rows[0]
+    for r in rows[1:]:
+        if "failed" in r:
+            print(f"{name}: motifgrid {mg['cold']['seconds']:.1f} s cold vs {r['tool']}: {r['failed']}", flush=True)
+            continue
+        print(f"{name}: motifgrid {mg['cold']['seconds']:.1f} s cold / {mg['warm']['seconds']:.1f} s warm "
+              f"({mg['warm']['peak_rss_mb']:.0f} MB) vs {r['tool']} {r['seconds']:.1f} s ({r['peak_rss_mb']:.0f} MB): "
+              f"{r['seconds'] / mg['cold']['seconds']:.2f}x cold, {r['seconds'] / mg['warm']['seconds']:.2f}x warm",
+              flush=True)
+
+
+def _medians(name: str, rounds: list) -> None:
+    """The median seconds of each tool over the rounds, and the ratios of the medians (per round in brackets)."""
+    cold = np.median([r[0]["cold"]["seconds"] for r in rounds])
+    warm = np.median([r[0]["warm"]["seconds"] for r in rounds])
+    for k in range(1, len(rounds[0])):
+        runs = [r[k] for r in rounds if "failed" not in r[k]]
+        if not runs:
+            continue
+        peer_s = np.median([r["seconds"] for r in runs])
+        each = ", ".join(f"{r[k]['seconds'] / r[0]['cold']['seconds']:.2f}" for r in rounds if "failed" not in r[k])
+        print(f"{name}, median of {len(runs)} rounds: motifgrid {cold:.1f} s cold / {warm:.1f} s warm vs "
+              f"{runs[0]['tool']} {peer_s:.1f} s: {peer_s / cold:.2f}x cold ({each} by round), {peer_s / warm:.2f}x warm",
+              flush=True)
+
+
     return 0
 
 
