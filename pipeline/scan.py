@@ -369,6 +369,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     try:
         store, staged = _open_source(source, out, resume, overwrite)
         try:
+            groups = _checked_groups(presence_groups, store)
             bed = None if regions is None else _read_regions(regions, store)
             if mset is None:
                 mset = _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands)
@@ -388,7 +389,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
         raise
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
                    regions=bed, ingested=_is_fasta(source), region_counts=region_counts, hits=hits,
-                   thresholds=early, presence_groups=_checked_groups(presence_groups, store))
+                   thresholds=early, presence_groups=groups)
 
 
 def _checked_groups(groups, store: GenomeStore):

@@ -224,12 +224,7 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
     futures = client.map(_threshold_batch, [[pwms[i] for i in g] for g in groups],
                          background=bg, pvalues=pvalues, rel_tol=rel_tol, table=table,
                          method=method, device=device, pure=False)
-    results = client.gather(futures)
-    out: list = [None] * len(pwms)
-    for g, res in zip(groups, results):
-        for i, r in zip(g, res):
-            out[int(i)] = r
-    return out
+    return _in_input_order(len(pwms), groups, client.gather(futures))
 
 
 EXECUTOR_BATCH = 4    # matrices per batch on an executor: the longest first, so the threads end together
@@ -242,7 +237,12 @@ def _compute_here(pool, pwms, bg, pvalues, rel_tol, table, method, device) -> li
     groups = [order[i:i + EXECUTOR_BATCH] for i in range(0, len(order), EXECUTOR_BATCH)]
     results = pool.map(lambda g: _threshold_batch([pwms[i] for i in g], bg, pvalues, rel_tol, table, method,
                                                   device), groups)
-    out: list = [None] * len(pwms)
+    return _in_input_order(len(pwms), groups, results)
+
+
+def _in_input_order(n: int, groups, results) -> list:
+    """The batches' results (``results[b][j]`` of matrix ``groups[b][j]``) as one list in input order."""
+    out: list = [None] * n
     for g, res in zip(groups, results):
         for i, r in zip(g, res):
             out[int(i)] = r
