@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-from urllib.parse import unquote
 
 import numpy as np
 
