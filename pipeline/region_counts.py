@@ -92,6 +92,8 @@ def block_presence(key: np.ndarray, motif: np.ndarray, n_motifs: int, groups: np
         ``key`` int64, ``motif`` int32 (and ``records`` int64 with ``groups``); one row per (key, motif) with hits,
         sorted by (key, motif).
     """
+    if groups is not None and key.size and (int(key.max()) - int(key.min()) + 1) * n_motifs <= _PRESENCE_CELLS:
+        return _grouped_presence(key, motif, n_motifs, groups, split)
     if key.size == 0:
         k, m = np.zeros(0, np.int64), np.zeros(0, np.int32)
     else:
@@ -114,6 +116,23 @@ def block_presence(key: np.ndarray, motif: np.ndarray, n_motifs: int, groups: np
     return arrow.table({"key": np.concatenate([-1 - nz // n_motifs, k[~alone]]),
                         "motif": np.concatenate([nz % n_motifs, m[~alone]]).astype(np.int32),
                         "records": np.concatenate([counts[nz], np.ones(int((~alone).sum()), np.int64)])})
+
+
+def _grouped_presence(key, motif, n_motifs, groups, split) -> pa.Table:
+    """:func:`block_presence` with groups, in one compiled pass (:func:`workers.scan.counts_numba.presence_counts`)."""
+    from workers.scan.counts_numba import presence_counts  # noqa: PLC0415
+
+    lo = int(key.min())
+    n_groups = int(groups.max()) + 1 if groups.size else 1
+    counts, pk, pm = presence_counts(np.ascontiguousarray(key, np.int64), np.ascontiguousarray(motif, np.int32), lo,
+                                     int(key.max()) - lo + 1, n_motifs, np.ascontiguousarray(groups, np.int64),
+                                     np.ascontiguousarray(split, np.bool_), n_groups)
+    g, m = np.nonzero(counts[::-1])                 # groups descending: keys -1 - group ascending
+    g = n_groups - 1 - g
+    o = np.lexsort((pm, pk))
+    return arrow.table({"key": np.concatenate([-1 - g.astype(np.int64), pk[o]]),
+                        "motif": np.concatenate([m, pm[o]]).astype(np.int32),
+                        "records": np.concatenate([counts[g, m], np.ones(pk.size, np.int64)])})
 
 
 def split_keys(offsets: np.ndarray, ends: np.ndarray, block_size: int) -> np.ndarray:

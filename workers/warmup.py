@@ -19,7 +19,7 @@ import numpy as np
 from workers.backend import limit_blas_threads, retain_freed_memory, set_gc_threshold, skip_numba_blas_probe
 from workers.distribution import pvalue_to_score
 from workers.scan import make_plan, scan_block
-from workers.scan.counts_numba import reduce_block
+from workers.scan.counts_numba import presence_counts, reduce_block
 from workers.scan.distinct import distinct_pairs
 from workers.scan.distinct_numba import bh_steps
 from workers.scan.table_numba import row_columns
@@ -54,6 +54,7 @@ def warm(device: str = "cpu") -> None:
         distinct_pairs(z, np.ones(2), z + 1)                          # their merge of pieces
         bh_steps(z, np.ones(2), z + 1, z + 5, np.empty(2), np.empty(2), np.empty(2, np.int64), np.empty(2, np.int64))
         reduce_block(z, z.astype(np.int32), z.astype(np.int32), np.ones(2), np.ones(2), 1)   # region counts
+        presence_counts(z, z.astype(np.int32), 0, 1, 1, z, np.zeros(2, np.bool_), 1)          # enrich's block counts
         i32 = z.astype(np.int32)
         row_columns(i32, z, z, i32, i32, i32)                         # the hits tables' per-row columns
         if device == "gpu":

@@ -69,3 +69,28 @@ def reduce_block(key, motif, row, score, pvalue, n_motifs):  # pragma: no cover 
     rk, rm = rk[order], rm[order]                # the runs (not the hits) reordered, then a motif's two strands
     first2, hits2, best_s2, best_p2 = _reduce_runs(rk, rm, hits[order], best_s[order], best_p[order])
     return rk[first2], rm[first2], hits2, best_s2, best_p2
+
+
+@numba.njit(cache=True, nogil=True)
+def presence_counts(key, motif, lo, span, n_motifs, groups, split, n_groups):  # pragma: no cover - compiled
+    """One pass over a block's hits ((n,) key int64 in ``[lo, lo + span)``, motif int32): per (group, motif) the
+    number of distinct keys with hits, (n_groups, n_motifs) int64, counting only the keys not ``split``; and the
+    distinct (key, motif) pairs of the split keys, (p,) each, in first-seen order.  A (span, n_motifs) table of marks
+    settles distinctness (the NumPy form marked, then listed every pair: 64 ms for the 395 k hits of a block of
+    100,000 peaks on the VM)."""
+    seen = np.zeros((span, n_motifs), np.bool_)
+    counts = np.zeros((n_groups, n_motifs), np.int64)
+    pk = np.empty(key.size, np.int64)
+    pm = np.empty(key.size, np.int32)
+    p = 0
+    for i in range(key.size):
+        k, m = key[i], motif[i]
+        if seen[k - lo, m]:
+            continue
+        seen[k - lo, m] = True
+        if split[k]:
+            pk[p], pm[p] = k, m
+            p += 1
+        else:
+            counts[groups[k], m] += 1
+    return counts, pk[:p], pm[:p]
