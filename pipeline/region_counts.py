@@ -108,14 +108,10 @@ def block_presence(key: np.ndarray, motif: np.ndarray, n_motifs: int, groups: np
             k, m = k.astype(np.int64) + lo, m.astype(np.int32)
     if groups is None:
         return arrow.table({"key": k, "motif": m})
-    alone = ~split[k]
-    cell = groups[k[alone]].astype(np.int64) * n_motifs + m[alone]
-    counts = np.bincount(cell) if cell.size else np.zeros(0, np.int64)
-    nz = np.flatnonzero(counts)
-    nz = nz[np.lexsort((nz % n_motifs, -(nz // n_motifs)))]        # by (key = -1 - group, motif)
-    return arrow.table({"key": np.concatenate([-1 - nz // n_motifs, k[~alone]]),
-                        "motif": np.concatenate([nz % n_motifs, m[~alone]]).astype(np.int32),
-                        "records": np.concatenate([counts[nz], np.ones(int((~alone).sum()), np.int64)])})
+    alone = ~split[k]                               # keys far apart with groups (a block too wide for the marks)
+    n_groups = int(groups.max()) + 1
+    counts = np.bincount(groups[k[alone]].astype(np.int64) * n_motifs + m[alone], minlength=n_groups * n_motifs)
+    return _grouped_table(counts.reshape(n_groups, n_motifs), k[~alone], m[~alone])
 
 
 def _grouped_presence(key, motif, n_motifs, groups, split) -> pa.Table:
@@ -123,15 +119,21 @@ def _grouped_presence(key, motif, n_motifs, groups, split) -> pa.Table:
     from workers.scan.counts_numba import presence_counts  # noqa: PLC0415
 
     lo = int(key.min())
-    n_groups = int(groups.max()) + 1 if groups.size else 1
     counts, pk, pm = presence_counts(np.ascontiguousarray(key, np.int64), np.ascontiguousarray(motif, np.int32), lo,
                                      int(key.max()) - lo + 1, n_motifs, np.ascontiguousarray(groups, np.int64),
-                                     np.ascontiguousarray(split, np.bool_), n_groups)
-    g, m = np.nonzero(counts[::-1])                 # groups descending: keys -1 - group ascending
-    g = n_groups - 1 - g
+                                     np.ascontiguousarray(split, np.bool_), int(groups.max()) + 1)
     o = np.lexsort((pm, pk))
-    return arrow.table({"key": np.concatenate([-1 - g.astype(np.int64), pk[o]]),
-                        "motif": np.concatenate([m, pm[o]]).astype(np.int32),
+    return _grouped_table(counts, pk[o], pm[o])
+
+
+def _grouped_table(counts: np.ndarray, pk: np.ndarray, pm: np.ndarray) -> pa.Table:
+    """The grouped presence rows: ``counts`` (groups, motifs) as rows ``key = -1 - group`` (keys ascending, so groups
+    descending), then the split keys' pairs ``pk``, ``pm`` (sorted), ``records`` 1 each."""
+    n_groups = counts.shape[0]
+    g, m = np.nonzero(counts[::-1])
+    g = n_groups - 1 - g
+    return arrow.table({"key": np.concatenate([-1 - g.astype(np.int64), pk.astype(np.int64)]),
+                        "motif": np.concatenate([m, pm]).astype(np.int32),
                         "records": np.concatenate([counts[g, m], np.ones(pk.size, np.int64)])})
 
 

@@ -399,7 +399,7 @@ def _checked_groups(groups, store: GenomeStore):
     if groups.shape != (len(store.records),) or not np.issubdtype(groups.dtype, np.integer) or (groups < 0).any():
         raise ScanError(f"presence groups: one non-negative integer per record of {store.path} "
                         f"({len(store.records)}), not {groups.shape} {groups.dtype}")
-    return groups
+    return groups.astype(np.int64)          # the blocks' kernel's type: converted once, not per block
 
 
 def _early_thresholds(mset: MotifSet, pvalue: float, threads: int):
