@@ -295,7 +295,10 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         raise ClusterError(str(e)) from None
     if quiet:
         # a failed scan cancels its futures and closes the client while as_completed still gathers results in the
-        # background; tornado would log those gathers' CommClosedError as a traceback after our one-line error
+        # background; tornado would log those gathers' CommClosedError as a traceback after our one-line error.
+        # distributed sets this logger's level when it is first imported: import it first, or the level is undone
+        import distributed  # noqa: F401, PLC0415
+
         logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
     if scheduler or scheduler_file:
         client = _connect(scheduler_address(scheduler, scheduler_file), security)

@@ -290,3 +290,18 @@ def test_switch_interval_lowered_only_while_a_local_cluster_starts():
         pc._local_cluster = real
     assert seen == [min(before, 0.0005)]
     assert inside == before == sys.getswitchinterval()
+
+
+def test_quiet_client_silences_tornado_even_when_distributed_is_imported_late():
+    """A quiet client's process logs no tornado tracebacks after the one-line error (seen in CI: distributed,
+    imported inside get_client, reset the logger's level to ERROR)."""
+    import subprocess
+    import sys
+
+    code = ("import logging\n"
+            "from pipeline.cluster import get_client\n"
+            "with get_client(n_workers=1, threads_per_worker=1, device='cpu', quiet=True, dashboard=False):\n"
+            "    print(logging.getLogger('tornado.application').getEffectiveLevel())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == str(50), out.stdout
