@@ -13,12 +13,13 @@ With a ``distributed.Client`` (given, or the current one) the batches go through
 reads its FASTA and starts its cluster) small batches, longest matrices first, go through ``executor.map``;
 without either, a plain loop runs in this process.  Nothing here touches the command line.
 
-Results are cached on disk, one ``.npy`` per matrix (``motifgrid.thresholds.cache-dir``, by default
-``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1`` turns it off).  The key is the
+Results are cached on disk, one row per matrix in one SQLite file, ``thresholds.sqlite3`` in
+``motifgrid.thresholds.cache-dir`` (by default ``~/.cache/motifgrid/thresholds``; empty or ``MOTIFGRID_NO_CACHE=1``
+turns it off), and each call's whole result in one more row (a rerun reads one row, not one per matrix).  The key is the
 SHA-256 of the matrix bytes, the background, the p-value, the precision, whether a table is kept and the
 source of the :mod:`workers.distribution` package (exact lattice, BUCKETSCOREDISTRIBUTION, their numba
-kernels), so any change of input or algorithm misses.  Files are plain NumPy arrays read with ``allow_pickle=False`` and written
-atomically.
+kernels), so any change of input or algorithm misses.  Entries are float64 vectors (``_pack``), never pickles;
+a cache that cannot be read or written is recomputed around, never an error.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import dataclasses
 import functools
 import hashlib
 import os
+import sqlite3
 import threading
 import uuid
 from collections.abc import Sequence
@@ -154,9 +156,8 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
         whole = _load_bundle(cache, bundle, len(pvalues), len(pwms))
         if whole is not None:            # the same matrices asked for again (a rerun): one file, not one per matrix
             return whole
-        for j in range(len(pvalues)):
-            for i in range(len(pwms)):
-                out[j][i] = _load(cache, keys[j][i])
+        for j, row in enumerate(keys):
+            out[j] = _load_many(cache, row)
     todo = [i for i in range(len(pwms)) if any(out[j][i] is None for j in range(len(pvalues)))]
     if todo:
         done = _compute([pwms[i] for i in todo], bg, pvalues, client, batch, rel_tol, table, method, device)
@@ -178,11 +179,7 @@ _writers_lock = threading.Lock()
 
 
 def _store_all(cache: Path, entries) -> None:
-    for key, t in entries:
-        if isinstance(t, list):
-            _store_bundle(cache, key, t)
-        else:
-            _store(cache, key, t)
+    _write(cache, [(key, _pack_bundle(t) if isinstance(t, list) else _pack(t)) for key, t in entries])
 
 
 def _store_in_background(cache: Path, entries) -> None:
@@ -379,24 +376,81 @@ def _unpack(v: np.ndarray) -> ScoreThreshold:
     return ScoreThreshold(**kw)
 
 
-def _load(cache: Path, key: str) -> ScoreThreshold | None:
-    """One cache entry: a single ``.npy`` float64 vector (``_pack``), quick to read (docs/benchmarks.md)."""
-    path = cache / key[:2] / f"{key}.npy"
-    try:
-        return _unpack(np.load(path, allow_pickle=False))
-    except (OSError, KeyError, ValueError, IndexError):
-        return None            # missing or unreadable: recompute (and overwrite)
+_DB = "thresholds.sqlite3"
+_IN_CHUNK = 500                    # keys per ``IN (...)`` query (older SQLite builds allow 999 variables)
 
 
-def _store(cache: Path, key: str, t: ScoreThreshold) -> None:
+def _open(cache: Path):
+    """The cache's one SQLite file (``key`` → packed entry), made on first use.  One file instead of one per
+    matrix: 880 new entries were 880 file creations, 0.66 CPU-s of a cold scan on the VM, and thousands of
+    small files on a cluster's shared filesystem (docs/benchmarks.md).  SQLite's rollback journal (not WAL,
+    which needs shared memory that network filesystems lack) serialises concurrent writers."""
+    cache.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(cache / _DB, timeout=60)
     try:
-        d = cache / key[:2]
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{key}.{uuid.uuid4().hex}.npy"
-        np.save(tmp, _pack(t))
-        os.replace(tmp, d / f"{key}.npy")
+        con.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def _set_aside(cache: Path) -> None:
+    """A cache file that is not a database (torn by a crash of its filesystem, overwritten) is renamed, so the
+    next run starts a new one instead of failing to read it forever."""
+    try:
+        os.replace(cache / _DB, cache / f"{_DB}.unreadable-{uuid.uuid4().hex[:8]}")
     except OSError:
-        pass                   # a read-only or full cache never fails a run
+        pass
+
+
+def _read(cache: Path, keys: list[str]) -> dict:
+    """The stored vectors of ``keys`` (those present): ``{key: float64 vector}``."""
+    found: dict = {}
+    if not (cache / _DB).is_file():
+        return found
+    try:
+        con = sqlite3.connect((cache / _DB).absolute().as_uri() + "?mode=ro", uri=True, timeout=60)   # a read-only cache still reads
+        try:
+            for i in range(0, len(keys), _IN_CHUNK):
+                part = keys[i:i + _IN_CHUNK]
+                q = f"SELECT key, value FROM entries WHERE key IN ({','.join('?' * len(part))})"
+                for k, v in con.execute(q, part):
+                    found[k] = np.frombuffer(v, dtype=np.float64) if len(v) % 8 == 0 else None
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        if not isinstance(e, sqlite3.OperationalError):
+            _set_aside(cache)      # "file is not a database", "database disk image is malformed"
+    except (OSError, sqlite3.Error):
+        pass                       # locked past the timeout, unreadable folder: computed instead
+    return found
+
+
+def _write(cache: Path, rows: list) -> None:
+    """Store ``(key, float64 vector)`` rows in one transaction."""
+    try:
+        con = _open(cache)
+        try:
+            with con:
+                con.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?)",
+                                [(k, np.ascontiguousarray(v, np.float64).tobytes()) for k, v in rows])
+        finally:
+            con.close()
+    except (OSError, sqlite3.Error):
+        pass                       # a read-only, full or locked cache never fails a run
+
+
+def _load_many(cache: Path, keys: list[str]) -> list:
+    """The entries of ``keys`` (None where missing or unreadable: recomputed and overwritten)."""
+    found = _read(cache, keys)
+    out = []
+    for k in keys:
+        try:
+            out.append(_unpack(found[k]) if found.get(k) is not None else None)
+        except (KeyError, ValueError, IndexError):
+            out.append(None)
+    return out
 
 
 def _bundle_key(keys: list) -> str:
@@ -407,33 +461,26 @@ def _bundle_key(keys: list) -> str:
 
 
 def _load_bundle(cache: Path, key: str, n_p: int, n_m: int) -> list | None:
-    """Every entry of one call (``result[i_pvalue][i_matrix]``) from one file: 879 matrices were 879 reads
-    (~0.4 s of a small scan's start-up; docs/benchmarks.md)."""
-    path = cache / "sets" / f"{key}.npy"
+    """Every entry of one call (``result[i_pvalue][i_matrix]``) from one row: 879 matrices were 879 reads
+    (~0.4 s of a small scan's start-up when each was a file; docs/benchmarks.md)."""
+    v = _read(cache, [key]).get(key)
     try:
-        v = np.load(path, allow_pickle=False)
         n = int(v[0])
         if n != n_p * n_m:
             return None
         sizes = v[1:1 + n].astype(np.int64)
         ends = np.cumsum(sizes) + 1 + n
+        if int(ends[-1]) != v.size:
+            return None
         flat = [_unpack(v[e - s:e]) for s, e in zip(sizes.tolist(), ends.tolist())]
-    except (OSError, KeyError, ValueError, IndexError):
+    except (TypeError, KeyError, ValueError, IndexError):
         return None
     return [flat[j * n_m:(j + 1) * n_m] for j in range(n_p)]
 
 
-def _store_bundle(cache: Path, key: str, out: list) -> None:
+def _pack_bundle(out: list) -> np.ndarray:
     packed = [_pack(t) for row in out for t in row]
-    v = np.concatenate([np.array([len(packed)] + [x.size for x in packed], np.float64), *packed])
-    try:
-        d = cache / "sets"
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / f".{key}.{uuid.uuid4().hex}.npy"
-        np.save(tmp, v)
-        os.replace(tmp, d / f"{key}.npy")
-    except OSError:
-        pass                   # a read-only or full cache never fails a run
+    return np.concatenate([np.array([len(packed)] + [x.size for x in packed], np.float64), *packed])
 
 
 def thresholds_table(ids: Sequence[str], names: Sequence[str], strands: Sequence,

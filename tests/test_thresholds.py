@@ -90,6 +90,25 @@ def test_thresholds_table():
         thresholds_table(rid[:-1], rname, [0, 1] * 3, tables)
 
 
+def _cache_rows(cache) -> dict:
+    import sqlite3
+
+    con = sqlite3.connect(cache / "thresholds.sqlite3")
+    try:
+        return dict(con.execute("SELECT key, value FROM entries").fetchall())
+    finally:
+        con.close()
+
+
+def _cache_put(cache, key: str, value: bytes) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(cache / "thresholds.sqlite3")
+    with con:
+        con.execute("UPDATE entries SET value = ? WHERE key = ?", (value, key))
+    con.close()
+
+
 def test_disk_cache_hits_misses_and_survives_corruption(tmp_path):
     from pipeline.thresholds import compute_thresholds
 
@@ -97,21 +116,51 @@ def test_disk_cache_hits_misses_and_survives_corruption(tmp_path):
     pwms = [rng.normal(0, 1.2, (int(m), 4)) for m in (6, 9, 12)]
     bg = np.array([0.3, 0.2, 0.2, 0.3])
     cold = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
-    files = sorted(p for p in tmp_path.rglob("*.npy") if p.parent.name != "sets")
-    sets = sorted((tmp_path / "sets").glob("*.npy"))
-    assert len(files) == 3 and len(sets) == 1                # an entry per matrix, and the whole call in one file
+    assert [p.name for p in tmp_path.iterdir()] == ["thresholds.sqlite3"]     # one file, whatever the matrices
+    rows = _cache_rows(tmp_path)
+    sets = [k for k in rows if k.startswith("set-")]
+    entries = sorted(k for k in rows if not k.startswith("set-"))
+    assert len(entries) == 3 and len(sets) == 1               # an entry per matrix, and the whole call in one row
     warm = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
     assert warm == cold
-    sets[0].write_bytes(sets[0].read_bytes()[:-16])           # a torn set: the entries are read instead
-    files[0].write_bytes(b"not a npy")                       # a torn file is recomputed, not trusted
-    data = files[1].read_bytes()
-    files[1].write_bytes(data[: len(data) - 16])             # truncated entry
+    _cache_put(tmp_path, sets[0], rows[sets[0]][:-16])         # a torn set: the entries are read instead
+    _cache_put(tmp_path, entries[0], b"not floats")            # a torn entry is recomputed, not trusted
+    _cache_put(tmp_path, entries[1], rows[entries[1]][:-16])   # truncated entry
     again = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path)
     assert again == cold
+    assert _cache_rows(tmp_path)[entries[1]] == rows[entries[1]]   # recomputed entries overwrite the torn ones
     assert compute_thresholds(pwms[:2], bg, 1e-4, cache=tmp_path) == cold[:2]    # another set of the same entries
     other = compute_thresholds(pwms, bg, 1e-5, cache=tmp_path)   # another p-value is another key
-    assert len([p for p in tmp_path.rglob("*.npy") if p.parent.name != "sets"]) == 6
+    assert len([k for k in _cache_rows(tmp_path) if not k.startswith("set-")]) == 6
     assert [t.threshold for t in other] != [t.threshold for t in cold]
+
+
+def test_disk_cache_not_a_database_or_read_only(tmp_path):
+    """A cache file that is not SQLite is set aside and a new one made; a read-only cache is read, not written,
+    and never fails the run."""
+    import os
+    import stat
+
+    from pipeline.thresholds import compute_thresholds
+
+    pwms, bg = [np.random.default_rng(6).normal(0, 1.2, (8, 4))], np.full(4, 0.25)
+    cold = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path, table=False)
+    db = tmp_path / "thresholds.sqlite3"
+    db.write_bytes(b"garbage " * 100)
+    assert compute_thresholds(pwms, bg, 1e-4, cache=tmp_path, table=False) == cold
+    assert len(list(tmp_path.glob("thresholds.sqlite3.unreadable-*"))) == 1
+    assert compute_thresholds(pwms, bg, 1e-4, cache=tmp_path, table=False) == cold
+    assert len(_cache_rows(tmp_path)) == 2                     # the new file holds the entry and the set
+    if os.geteuid() == 0:
+        return                                                 # root writes through any mode bits
+    os.chmod(tmp_path, stat.S_IRUSR | stat.S_IXUSR)
+    os.chmod(db, stat.S_IRUSR)
+    try:
+        assert compute_thresholds(pwms, bg, 1e-4, cache=tmp_path, table=False) == cold
+        assert compute_thresholds(pwms, bg, 1e-5, cache=tmp_path, table=False)[0].threshold > cold[0].threshold
+    finally:
+        os.chmod(tmp_path, stat.S_IRWXU)
+        os.chmod(db, stat.S_IRUSR | stat.S_IWUSR)
 
 
 def test_early_on_threads_equals_serial():
