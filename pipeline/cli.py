@@ -761,11 +761,9 @@ def cmd_discover(a) -> int:
 
 def cmd_enrich(a) -> int:
     _local_out(a)
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+    import contextlib  # noqa: PLC0415
 
-    from pipeline.cluster import get_client  # noqa: PLC0415
-    from pipeline.enrich import (EnrichSettings, abandon, execute_enrich, prepare_enrich, read_inputs,  # noqa: PLC0415
-                                 result_lines)
+    from pipeline.enrich import EnrichSettings, read_inputs, result_lines  # noqa: PLC0415
     from pipeline.enrich_inputs import load_kernels  # noqa: PLC0415
 
     console = _console()
@@ -778,14 +776,51 @@ def cmd_enrich(a) -> int:
                         overwrite=a.overwrite)
     _one_line_warnings("enrich")
     _background(load_kernels)             # numba and the controls' kernels beside reading the inputs
-    inputs = read_inputs(a.sequences, a.motifs, a.out, st, command=command)
-    small = inputs.positions() < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
-    # the controls and the store are made while the cluster starts (3 s of a GPU cluster's start, 1 s of a CPU one's)
+    early = _early_enrich_cluster(a, kw)
+    with early or contextlib.nullcontext():
+        inputs = read_inputs(a.sequences, a.motifs, a.out, st, command=command)
+        small = early is None and inputs.positions() < int(dask.config.get("motifgrid.scan.dashboard-min-positions",
+                                                                           default=0))
+        res, job = _run_enrich(inputs, kw, early, small, console, a, command)
+    for line in result_lines(job, res):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _early_enrich_cluster(a, kw: dict):
+    """A local cluster of worker processes (GPU workers; CPU ones with ``--processes``) started at once, beside reading
+    the inputs (as ``scan`` does), unless an input is plainly missing: then the error comes without waiting for a
+    start.  On one H100 the cluster was ready ~0.9 s after the controls and the store when started only after reading
+    the targets (docs/benchmarks.md, issue 19).  None for an in-process cluster or a scheduler given."""
+    from pipeline import storage  # noqa: PLC0415
+    from pipeline.motifs.releases import parse_release  # noqa: PLC0415
+    from workers.backend import gpu_available  # noqa: PLC0415
+
+    if kw["scheduler"] is not None:
+        return None
+    if not (kw["device"] == "gpu" or (kw["device"] is None and gpu_available()) or kw["processes"]):
+        return None
+    paths = [a.sequences, a.genome] + ([] if parse_release(a.motifs) is not None else [a.motifs])
+    if not all(p is None or storage.is_url(p) or os.path.exists(p) for p in paths):
+        return None
+    return _EarlyCluster(**kw, quiet=True, dashboard=True)
+
+
+def _run_enrich(inputs, kw, early, small, console, a, command):
+    """:func:`cmd_enrich` once its inputs are read: the controls and the store made while the cluster starts (3 s of
+    a GPU cluster's start, 1 s of a CPU one's), then the scan, statistics and report; ``(result, job)``."""
+    import contextlib  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    from pipeline.cluster import get_client  # noqa: PLC0415
+    from pipeline.enrich import abandon, execute_enrich, prepare_enrich  # noqa: PLC0415
+
     with ThreadPoolExecutor(1, thread_name_prefix="enrich-prepare") as pool:
         # an in-process cluster: the scan's thresholds start on this machine's cores once the scan is planned
         planned, job = pool.submit(prepare_enrich, inputs, _threshold_threads(kw)), None
         try:
-            with get_client(**kw, quiet=True, dashboard=not small) as (client, device):
+            with (contextlib.nullcontext(early.get()) if early else
+                  get_client(**kw, quiet=True, dashboard=not small)) as (client, device):
                 job = planned.result()
                 console.print(f"[bold]motifgrid enrich[/] on {len(client.scheduler_info()['workers'])} "
                               f"{device.upper()} worker(s): {len(job.targets):,} targets, {len(job.controls):,} "
@@ -797,9 +832,7 @@ def cmd_enrich(a) -> int:
             if job is not None:
                 abandon(job)
             raise
-    for line in result_lines(job, res):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    return 0
+    return res, job
 
 
 def _prepared(planned):

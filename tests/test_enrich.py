@@ -418,3 +418,39 @@ def test_cluster_on_auto_keeps_the_work_here_with_an_in_process_cluster(client):
     from pipeline.enrich_outputs import _other_processes
 
     assert _other_processes(client) is False
+
+
+def test_cli_with_worker_processes_started_beside_the_inputs(tmp_path, client, capfd, monkeypatch):
+    """``--device cpu --processes``: the cluster starts beside reading the inputs (as on a GPU node) and gives the
+    in-process run's table; an input that is malformed inside still ends in one line, the early cluster closed;
+    a missing input starts none."""
+    import pipeline.cli as cli
+    from pipeline.cli import main
+
+    started = []
+
+    class Early(cli._EarlyCluster):
+        def __init__(self, **kw):
+            started.append(kw)
+            super().__init__(**kw)
+
+    monkeypatch.setattr(cli, "_EarlyCluster", Early)
+
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(60))
+    run_enrich(fa, MOTIFS, str(tmp_path / "ref"), client, EnrichSettings(shuffles=1, seed=3, cluster=None, top=2))
+    assert main(["enrich", fa, "--motifs", MOTIFS, "--out", str(tmp_path / "cli"), "--device", "cpu", "--processes",
+                 "--workers", "2", "--shuffles", "1", "--seed", "3", "--no-cluster", "--top", "2",
+                 "--no-progress"]) == 0
+    assert "2 CPU worker(s)" in capfd.readouterr().err and len(started) == 1 and started[0]["processes"]
+    assert pq.read_table(tmp_path / "cli" / "enrichment.parquet").equals(
+        pq.read_table(tmp_path / "ref" / "enrichment.parquet"))
+    bad = tmp_path / "bad.fa"
+    bad.write_text(">a\nACGTNNACGT\n>\nACGT\n")
+    assert main(["enrich", str(bad), "--motifs", MOTIFS, "--out", str(tmp_path / "bad"), "--device", "cpu",
+                 "--processes", "--workers", "2", "--no-progress"]) == 2
+    err = capfd.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("motifgrid enrich: error: ") and str(bad) in err[-1], err
+    assert len(started) == 2
+    assert main(["enrich", str(tmp_path / "missing.fa"), "--motifs", MOTIFS, "--out", str(tmp_path / "m"),
+                 "--device", "cpu", "--processes", "--no-progress"]) == 2
+    assert len(started) == 2 and "missing.fa" in capfd.readouterr().err
