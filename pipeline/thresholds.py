@@ -410,7 +410,8 @@ def _read(cache: Path, keys: list[str]) -> dict:
     if not (cache / _DB).is_file():
         return found
     try:
-        con = sqlite3.connect((cache / _DB).absolute().as_uri() + "?mode=ro", uri=True, timeout=60)   # a read-only cache still reads
+        # read-only mode: a cache in a read-only folder still reads
+        con = sqlite3.connect((cache / _DB).absolute().as_uri() + "?mode=ro", uri=True, timeout=60)
         try:
             for i in range(0, len(keys), _IN_CHUNK):
                 part = keys[i:i + _IN_CHUNK]
