@@ -406,17 +406,24 @@ def _client_kwargs(a):
                 threads_per_worker=a.threads, processes=a.processes, security=_security(a))
 
 
+def _local_gpu(client_kw: dict) -> bool:
+    """A local cluster for these arguments would be GPU workers: ``--device gpu``, or ``--device auto`` where a GPU
+    answers (the probe is cached)."""
+    from workers.backend import gpu_available  # noqa: PLC0415
+
+    return client_kw["device"] == "gpu" or (client_kw["device"] is None and gpu_available())
+
+
 def _prestart(client_kw: dict) -> None:
     """A local cluster of worker processes (GPU workers, ``--processes``): start their forkserver now
     (:func:`pipeline.cluster.prestart_workers`), so that it imports and loads kernels while the command reads its
     inputs.  Under ``--device auto`` it is started where a GPU answers (the probe is cached: ``--device auto``
     asks it anyway), and stays idle if the cost model then picks the in-process CPU cluster."""
     from pipeline.cluster import prestart_workers  # noqa: PLC0415
-    from workers.backend import gpu_available  # noqa: PLC0415
 
     if client_kw["scheduler"] is not None:
         return
-    gpu = client_kw["device"] == "gpu" or (client_kw["device"] is None and gpu_available())
+    gpu = _local_gpu(client_kw)
     if gpu or client_kw["processes"]:
         prestart_workers(gpu=gpu)
 
@@ -427,11 +434,8 @@ def _threshold_threads(client_kw: dict) -> int:
     same cores after its start anyway; else 0: worker processes start on those cores meanwhile (16 threshold threads
     beside the start of one H100's four GPU workers made the whole scan 0.4-0.5 s slower; docs/benchmarks.md)."""
     from pipeline.cluster import cpu_count  # noqa: PLC0415
-    from workers.backend import gpu_available  # noqa: PLC0415
 
-    if client_kw["scheduler"] is not None or client_kw["processes"]:
-        return 0
-    if client_kw["device"] == "gpu" or (client_kw["device"] is None and gpu_available()):
+    if client_kw["scheduler"] is not None or client_kw["processes"] or _local_gpu(client_kw):
         return 0
     return cpu_count()
 
@@ -475,14 +479,15 @@ class _EarlyCluster:
         return False
 
 
-def _inputs_present(a) -> bool:
-    """The store (or FASTA) and the motif file of a scan exist (URLs and JASPAR release names are taken as given)."""
+def _inputs_present(paths: list, motifs: str) -> bool:
+    """The input files (``paths``; None for one not given) and the motif file exist: URLs and JASPAR release names are
+    taken as given.  A command starts its cluster beside the planning only then, so a plainly missing input is
+    reported at once instead of after the start."""
     from pipeline import storage  # noqa: PLC0415
     from pipeline.motifs.releases import parse_release  # noqa: PLC0415
 
-    store_ok = storage.is_url(a.store) or os.path.exists(a.store)
-    motifs_ok = parse_release(a.motifs) is not None or os.path.exists(a.motifs)
-    return store_ok and motifs_ok
+    given = [p for p in paths if p is not None] + ([] if parse_release(motifs) is not None else [motifs])
+    return all(storage.is_url(p) or os.path.exists(p) for p in given)
 
 
 def _plan_scan(a, console, threshold_threads: int = 0):
@@ -515,7 +520,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     # error comes at once instead of after the cluster's start
     early = (_EarlyCluster(**client_kw, quiet=True, dashboard=True) if client_kw["scheduler"] is None and (
         client_kw["device"] == "gpu" or (client_kw["device"] == "cpu" and client_kw["processes"]))
-        and _inputs_present(a) else None)
+        and _inputs_present([a.store], a.motifs) else None)
     with early or contextlib.nullcontext():
         job = _plan_scan(a, console, _threshold_threads(client_kw))
         try:
@@ -792,18 +797,10 @@ def _early_enrich_cluster(a, kw: dict):
     the inputs (as ``scan`` does), unless an input is plainly missing: then the error comes without waiting for a
     start.  On one H100 the cluster was ready ~0.9 s after the controls and the store when started only after reading
     the targets (docs/benchmarks.md, issue 19).  None for an in-process cluster or a scheduler given."""
-    from pipeline import storage  # noqa: PLC0415
-    from pipeline.motifs.releases import parse_release  # noqa: PLC0415
-    from workers.backend import gpu_available  # noqa: PLC0415
-
-    if kw["scheduler"] is not None:
-        return None
-    if not (kw["device"] == "gpu" or (kw["device"] is None and gpu_available()) or kw["processes"]):
-        return None
-    paths = [a.sequences, a.genome] + ([] if parse_release(a.motifs) is not None else [a.motifs])
-    if not all(p is None or storage.is_url(p) or os.path.exists(p) for p in paths):
-        return None
-    return _EarlyCluster(**kw, quiet=True, dashboard=True)
+    if kw["scheduler"] is None and (_local_gpu(kw) or kw["processes"]) \
+            and _inputs_present([a.sequences, a.genome], a.motifs):
+        return _EarlyCluster(**kw, quiet=True, dashboard=True)
+    return None
 
 
 def _run_enrich(inputs, kw, early, small, console, a, command):

@@ -156,8 +156,8 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
         whole = _load_bundle(cache, bundle, len(pvalues), len(pwms))
         if whole is not None:            # the same matrices asked for again (a rerun): one file, not one per matrix
             return whole
-        for j, row in enumerate(keys):
-            out[j] = _load_many(cache, row)
+        flat = _load_many(cache, [k for row in keys for k in row])      # one query for every p-value's entries
+        out = [flat[j * len(pwms):(j + 1) * len(pwms)] for j in range(len(pvalues))]
     todo = [i for i in range(len(pwms)) if any(out[j][i] is None for j in range(len(pvalues)))]
     if todo:
         done = _compute([pwms[i] for i in todo], bg, pvalues, client, batch, rel_tol, table, method, device)
@@ -416,8 +416,8 @@ def _read(cache: Path, keys: list[str]) -> dict:
             for i in range(0, len(keys), _IN_CHUNK):
                 part = keys[i:i + _IN_CHUNK]
                 q = f"SELECT key, value FROM entries WHERE key IN ({','.join('?' * len(part))})"
-                for k, v in con.execute(q, part):
-                    found[k] = np.frombuffer(v, dtype=np.float64) if len(v) % 8 == 0 else None
+                found.update((k, np.frombuffer(v, dtype=np.float64)) for k, v in con.execute(q, part)
+                             if len(v) % 8 == 0)       # a torn row is left out: recomputed and overwritten
         finally:
             con.close()
     except sqlite3.DatabaseError as e:
@@ -448,8 +448,8 @@ def _load_many(cache: Path, keys: list[str]) -> list:
     out = []
     for k in keys:
         try:
-            out.append(_unpack(found[k]) if found.get(k) is not None else None)
-        except (KeyError, ValueError, IndexError):
+            out.append(_unpack(found[k]) if k in found else None)
+        except (ValueError, IndexError):
             out.append(None)
     return out
 
