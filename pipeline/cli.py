@@ -515,6 +515,10 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
     _prestart(client_kw)                  # the workers' forkserver imports beside the planning below
+    if os.path.isfile(a.store):           # a FASTA scanned directly: numba and its parser load beside the motifs' read
+        from pipeline.fasta import load_parser  # noqa: PLC0415
+
+        _background(load_parser)
     # a local cluster of worker processes asked for by name (--device gpu, --device cpu --processes) starts beside
     # the planning too (--device auto decides after it), unless an input is plainly missing: then the planning's
     # error comes at once instead of after the cluster's start

@@ -57,27 +57,20 @@ class Sequences:
 # ------------------------------------------------------------------------------------ reading
 def read_fasta(path: str, role: str) -> Sequences:
     """Every record of a FASTA file; a byte that is no nucleotide code is an error naming the record and position."""
-    from pipeline.fasta import NUCLEOTIDE, FastaReader, check_nucleotides  # noqa: PLC0415
-    from pipeline.genome import encode  # noqa: PLC0415
+    from pipeline.fasta import FastaReader  # noqa: PLC0415
 
     reader = FastaReader(path, error=EnrichInputError)
     names, starts, parts, total = [], [], [], 0
-    for nm, st, text in reader.batches():
-        bad = np.flatnonzero(~NUCLEOTIDE[np.frombuffer(text, dtype=np.uint8)])
-        if bad.size:
-            k = int(bad[0])
-            i = int(np.searchsorted(st, k, side="right")) - 1      # -1: the record of the batch before goes on
-            name, pos = (nm[i], k - st[i]) if i >= 0 else (names[-1], total - starts[-1] + k)
-            check_nucleotides(path, name, pos, text[k:k + 1], error=EnrichInputError)
+    for nm, st, codes in reader.code_batches():         # bytes checked: no nucleotide code is an error
         names += nm
-        starts += [total + s for s in st]
-        parts.append(encode(text))
-        total += len(text)
+        starts.append(np.asarray(st, np.int64) + total)
+        parts.append(codes.copy())                        # a view of the chunk's buffer
+        total += codes.size
     if not names:
         raise EnrichInputError(f"{path}: empty file, no FASTA records ({role})")
     if total == 0:
         raise EnrichInputError(f"{path}: no sequence in any of its {len(names)} record(s) ({role})")
-    offsets = np.array(starts + [total], dtype=np.int64)
+    offsets = np.concatenate(starts + [np.array([total], np.int64)])
     return Sequences(names, np.concatenate(parts), offsets, os.path.abspath(path), reader.checksum)
 
 
@@ -236,14 +229,17 @@ def sequence_store(path: str, targets: Sequences, controls: Sequences, halo: int
 
 
 def load_kernels() -> None:
-    """Import numba and load the compiled kernels that making the controls needs (the shuffle, ``control.fa``'s
-    layout) from numba's cache, on tiny inputs of the real types.  ``motifgrid enrich`` runs this on a thread from
+    """Import numba and load the compiled kernels that reading the targets and making the controls need (the FASTA
+    parser, the shuffle, ``control.fa``'s layout) from numba's cache, on tiny inputs of the real types.  ``motifgrid enrich`` runs this on a thread from
     its start, beside reading the motifs and targets: done first inside the shuffle it was most of that step (numba's
     import and its first cache load, ~1 s of the ~2 s "controls" of 10⁵ peaks on a GPU host)."""
     from workers.enrich.fasta_numba import fasta_layout  # noqa: PLC0415
     from workers.enrich.shuffle import shuffle_dinucleotides  # noqa: PLC0415
 
+    from pipeline.fasta import load_parser  # noqa: PLC0415
     from pipeline.genome import LETTERS  # noqa: PLC0415
+
+    load_parser()                                      # the targets' FASTA first: it is read before the shuffle
 
     codes = np.array([0, 1, 2, 3, 0, 4], np.uint8)
     offsets = np.array([0, 6], np.int64)

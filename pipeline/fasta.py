@@ -33,6 +33,11 @@ for _c in b"ACGTUNRYSWKMBDHVX":
     NUCLEOTIDE[_c] = NUCLEOTIDE[_c + 32] = True
 NUCLEOTIDE[list(b"-.")] = True
 
+#: code of each byte: ACGT (either case) → 0..3, everything else → 4
+CODE = np.full(256, 4, dtype=np.uint8)
+for _i, _c in enumerate(b"ACGT"):
+    CODE[_c] = CODE[_c + 32] = _i
+
 _CHUNK = 1 << 20                       # bytes read at a time (then completed to the end of a line)
 _SPACE = b" \t\r\n\v\f"
 _IS_SPACE = np.zeros(256, dtype=bool)
@@ -99,6 +104,15 @@ def _chunks(f) -> Iterator[bytes]:
         yield chunk
 
 
+def load_parser() -> None:
+    """Import numba and load :meth:`FastaReader.code_batches`'s compiled pass from numba's cache (~0.5 s in a fresh
+    process, most of it numba's import): a command runs this on a thread from its start, beside its other
+    start-up work, instead of first thing inside its FASTA's reading."""
+    from workers.fasta_numba import parse_chunk  # noqa: PLC0415
+
+    parse_chunk(np.frombuffer(b">a\nAC\n", np.uint8), CODE, NUCLEOTIDE, _IS_SPACE)
+
+
 class FastaReader:
     """Stream the records of a FASTA file, a few MB at a time.
 
@@ -117,13 +131,38 @@ class FastaReader:
         self._names: set = set()
 
     def batches(self) -> Iterator[tuple[list, list, bytes]]:
+        for chunk in self._stream():
+            yield self._parse(chunk)
+
+    def code_batches(self) -> Iterator[tuple[list, list, np.ndarray]]:
+        """As :meth:`batches`, with the sequence as codes (uint8 ndarray: A=0 C=1 G=2 T=3, anything else 4) and every
+        byte checked: one that is no nucleotide code is an ``error`` naming the record and position.  One compiled
+        pass per chunk (:func:`workers.fasta_numba.parse_chunk`, without the GIL), then the header names."""
+        from workers.fasta_numba import parse_chunk  # noqa: PLC0415
+
+        last, at = None, 0                   # the record going on at the batch's start, and its bases before it
+        for chunk in self._stream():
+            codes, head, stop, starts, bad, byte = parse_chunk(np.frombuffer(chunk, np.uint8), CODE, NUCLEOTIDE,
+                                                               _IS_SPACE)
+            names = [self._name(chunk[h + 1:e]) for h, e in zip(head.tolist(), stop.tolist())]
+            if not self._names and codes.size:
+                raise self.error(f"{self.path}: sequence before the first '>' header (not a FASTA file)")
+            starts_l = starts.tolist()
+            if bad >= 0:
+                i = int(np.searchsorted(starts, bad, side="right")) - 1
+                name, pos = (names[i], bad - starts_l[i]) if i >= 0 else (last, at + bad)
+                check_nucleotides(self.path, name, pos, bytes([byte]), error=self.error)
+            last, at = (names[-1], codes.size - starts_l[-1]) if names else (last, at + codes.size)
+            yield names, starts_l, codes
+
+    def _stream(self) -> Iterator[bytes]:
+        """The file's chunks of whole lines; ``checksum`` is set once the last one has been taken."""
         raw = open(self.path, "rb")
         hashing = _Hashing(raw)
         buffered = io.BufferedReader(hashing, buffer_size=1 << 20)
         f = gzip.GzipFile(fileobj=buffered, mode="rb") if self.kind != "plain" else buffered
         try:
-            for chunk in _chunks(f):
-                yield self._parse(chunk)
+            yield from _chunks(f)
             while buffered.read(1 << 20):       # bytes after the last gzip member still count in the checksum
                 pass
         except (OSError, EOFError) as e:

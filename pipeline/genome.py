@@ -35,18 +35,13 @@ import numpy as np
 
 from pipeline import MotifgridError
 from pipeline import storage
-from pipeline.fasta import FastaReader, check_nucleotides, sniff_fasta
+from pipeline.fasta import CODE, FastaReader, sniff_fasta
 from pipeline.schema import STORE_FORMAT_VERSION
 
 DEFAULT_BLOCK_SIZE = 1 << 20   # 1 Mi positions per block core
 DEFAULT_HALO = 127             # enough for motifs up to 128 columns
 RECORD_GAP = 1                 # codes 4 between two records of the packed sequence
 
-# byte → code lookup: ACGT (either case) → 0..3, everything else → 4
-_CODE = np.full(256, 4, dtype=np.uint8)
-for _i, _c in enumerate(b"ACGT"):
-    _CODE[_c] = _i
-    _CODE[_c + 32] = _i
 LETTERS = np.frombuffer(b"ACGTN", dtype=np.uint8)
 MAX_NAME_BYTES = 240   # a record name becomes one percent-encoded folder name of a hits dataset
 
@@ -59,7 +54,7 @@ def encode(seq: bytes | str) -> np.ndarray:
     """Sequence text → uint8 codes (A=0 C=1 G=2 T=3, else 4)."""
     if isinstance(seq, str):
         seq = seq.encode("ascii", "replace")
-    return _CODE[np.frombuffer(seq, dtype=np.uint8)]
+    return CODE[np.frombuffer(seq, dtype=np.uint8)]
 
 
 def decode(codes: np.ndarray) -> str:
@@ -324,10 +319,7 @@ def _fill_from_fasta(fasta: Path):
     reader = FastaReader(fasta, error=GenomeError)
 
     def fill(packer: _Packer) -> str:
-        at = 0                                   # bases of the current record so far
-        for names, starts, text in reader.batches():
-            _check_batch(fasta, packer, names, starts, text, at)
-            codes = _CODE[np.frombuffer(text, dtype=np.uint8)]
+        for names, starts, codes in reader.code_batches():        # bytes checked: no nucleotide code is an error
             packer.counts += code_counts(codes)
             bounds = starts + [len(codes)]
             if bounds[0]:
@@ -343,7 +335,6 @@ def _fill_from_fasta(fasta: Path):
                 packer.add_records(names[:-1], codes[offsets[0]:offsets[-1]], offsets - offsets[0])
                 packer.start_record(names[-1])
                 packer.add(codes[bounds[-2]:])
-            at = (at + len(codes)) if not names else len(codes) - bounds[-2]
         if not packer.names:
             raise GenomeError(f"{fasta}: empty file, no FASTA records")
         packer.end_record()
@@ -351,19 +342,6 @@ def _fill_from_fasta(fasta: Path):
             raise GenomeError(f"{fasta}: no sequence in any of its {len(packer.names)} record(s)")
         return reader.checksum
     return fill
-
-
-def _check_batch(fasta, packer, names: list, starts: list, text: bytes, at: int) -> None:
-    """Refuse bytes that are no nucleotide code, naming the record and the position in it."""
-    from pipeline.fasta import NUCLEOTIDE  # noqa: PLC0415
-
-    bad = np.flatnonzero(~NUCLEOTIDE[np.frombuffer(text, dtype=np.uint8)])
-    if not bad.size:
-        return
-    k = int(bad[0])
-    i = int(np.searchsorted(starts, k, side="right")) - 1
-    name, pos = (names[i], k - starts[i]) if i >= 0 else (packer.names[-1], at + k)
-    check_nucleotides(fasta, name, pos, text[k:k + 1], error=GenomeError)
 
 
 def ingest(fasta: str | os.PathLike, store: str | os.PathLike, block_size: int = DEFAULT_BLOCK_SIZE,

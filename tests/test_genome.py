@@ -151,6 +151,47 @@ def test_any_layout_cut_anywhere_reads_back(tmp_path, monkeypatch, chrx_slice, c
     check_rows(g, recs)
 
 
+@pytest.mark.parametrize("chunk", [7, 100, 1 << 20])
+def test_compiled_parse_equals_the_numpy_parse(tmp_path, monkeypatch, chrx_slice, chunk):
+    """``code_batches`` (one compiled pass a chunk) against ``batches`` (NumPy passes) then ``encode``: the same
+    names, record starts and codes, chunk by chunk, on lower case, IUPAC letters, gaps, CR LF, blank lines and
+    chunks cut after any line."""
+    from pipeline import fasta as fasta_module
+    from pipeline.fasta import FastaReader
+
+    monkeypatch.setattr(fasta_module, "_CHUNK", chunk)
+    rng = np.random.default_rng(chunk + 1)
+    letters = np.frombuffer(b"acgtNRYKMSWBDHVnX-.U", np.uint8)
+    text = []
+    for i in range(120):
+        n = int(rng.choice([0, 1, 9, 70, 700]))
+        seq = bytes(np.where(rng.random(n) < 0.2, rng.choice(letters, n), np.frombuffer(
+            chrx_slice[:n].encode(), np.uint8))).decode()
+        eol = "\r\n" if rng.random() < 0.3 else "\n"
+        width = int(rng.integers(1, 80))
+        text.append(f">s{i}{' desc' * int(rng.integers(0, 2))}{eol}")
+        text += [seq[k:k + width] + eol + ("\n" if rng.random() < 0.05 else "") for k in range(0, n, width)]
+    fa = write(tmp_path / "mixed.fa", "".join(text))
+    compiled = list(FastaReader(fa).code_batches())
+    plain = list(FastaReader(fa).batches())
+    assert len(compiled) == len(plain)
+    for (n1, s1, c1), (n2, s2, t2) in zip(compiled, plain):
+        assert n1 == n2 and s1 == s2
+        assert np.array_equal(c1, encode(t2))
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_bad_byte_named_in_a_record_that_spans_chunks(tmp_path, monkeypatch, chunk):
+    """The first byte that is no nucleotide code is named by record and position (1-based), wherever the reader's
+    chunks were cut."""
+    from pipeline import fasta as fasta_module
+
+    monkeypatch.setattr(fasta_module, "_CHUNK", chunk)
+    fa = write(tmp_path / "bad.fa", ">a\nACGT\n>b two\nAC\nGTACGTAC\nGGEA\nAAA\n>c\nA*\n")
+    with pytest.raises(GenomeError, match=r"record 'b' position 13: 'E' is not a nucleotide code"):
+        ingest(fa, tmp_path / "bad.zarr")
+
+
 def test_many_small_records_share_blocks(tmp_path, chrx_slice):
     recs = [(f"p{i}", chrx_slice[i * 37:i * 37 + 20 + i % 50]) for i in range(3000)]
     g = ingest(write(tmp_path / "many.fa", fasta(recs)), tmp_path / "m.zarr", block_size=4096, halo=20)
