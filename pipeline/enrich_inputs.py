@@ -61,7 +61,7 @@ def read_fasta(path: str, role: str) -> Sequences:
 
     reader = FastaReader(path, error=EnrichInputError)
     names, starts, parts, total = [], [], [], 0
-    for nm, st, codes in reader.code_batches():         # bytes checked: no nucleotide code is an error
+    for nm, st, codes in reader.batches():         # bytes checked: no nucleotide code is an error
         names += nm
         starts.append(np.asarray(st, np.int64) + total)
         parts.append(codes.copy())                        # a view of the chunk's buffer
@@ -230,9 +230,10 @@ def sequence_store(path: str, targets: Sequences, controls: Sequences, halo: int
 
 def load_kernels() -> None:
     """Import numba and load the compiled kernels that reading the targets and making the controls need (the FASTA
-    parser, the shuffle, ``control.fa``'s layout) from numba's cache, on tiny inputs of the real types.  ``motifgrid enrich`` runs this on a thread from
-    its start, beside reading the motifs and targets: done first inside the shuffle it was most of that step (numba's
-    import and its first cache load, ~1 s of the ~2 s "controls" of 10⁵ peaks on a GPU host)."""
+    parser, the shuffle, ``control.fa``'s layout) from numba's cache, on tiny inputs of the real types.  ``motifgrid
+    enrich`` runs this on a thread from its start, beside reading the motifs and targets: done first inside the
+    shuffle it was most of that step (numba's import and its first cache load, ~1 s of the ~2 s "controls" of 10⁵
+    peaks on a GPU host)."""
     from workers.enrich.fasta_numba import fasta_layout  # noqa: PLC0415
     from workers.enrich.shuffle import shuffle_dinucleotides  # noqa: PLC0415
 

@@ -105,7 +105,7 @@ def _chunks(f) -> Iterator[bytes]:
 
 
 def load_parser() -> None:
-    """Import numba and load :meth:`FastaReader.code_batches`'s compiled pass from numba's cache (~0.5 s in a fresh
+    """Import numba and load :meth:`FastaReader.batches`'s compiled pass from numba's cache (~0.5 s in a fresh
     process, most of it numba's import): a command runs this on a thread from its start, beside its other
     start-up work, instead of first thing inside its FASTA's reading."""
     from workers.fasta_numba import parse_chunk  # noqa: PLC0415
@@ -116,11 +116,12 @@ def load_parser() -> None:
 class FastaReader:
     """Stream the records of a FASTA file, a few MB at a time.
 
-    ``for names, starts, text in reader.batches():`` — ``text`` is the sequence of the batch with
-    whitespace removed (case kept), ``names[i]`` starts at ``text[starts[i]]``, and ``text[:starts[0]]``
-    (all of it when ``names`` is empty) continues the record before.  After the loop,
-    ``reader.checksum`` is ``sha256:<hex>`` of the file's bytes.  Errors are ``error`` lines naming the
-    file, the record and the problem.
+    ``for names, starts, codes in reader.batches():`` — ``codes`` is the sequence of the batch, whitespace
+    removed, as uint8 codes (:data:`CODE`: A=0 C=1 G=2 T=3 in either case, anything else 4), ``names[i]`` starts at
+    ``codes[starts[i]]``, and ``codes[:starts[0]]`` (all of it when ``names`` is empty) continues the record before.
+    Every byte is checked: one that is no nucleotide code (:data:`NUCLEOTIDE`) is an error naming the record and
+    position.  After the loop, ``reader.checksum`` is ``sha256:<hex>`` of the file's bytes.  Errors are ``error``
+    lines naming the file, the record and the problem.
     """
 
     def __init__(self, path: str | os.PathLike, error=FastaError):
@@ -130,14 +131,10 @@ class FastaReader:
         self.checksum: str | None = None
         self._names: set = set()
 
-    def batches(self) -> Iterator[tuple[list, list, bytes]]:
-        for chunk in self._stream():
-            yield self._parse(chunk)
-
-    def code_batches(self) -> Iterator[tuple[list, list, np.ndarray]]:
-        """As :meth:`batches`, with the sequence as codes (uint8 ndarray: A=0 C=1 G=2 T=3, anything else 4) and every
-        byte checked: one that is no nucleotide code is an ``error`` naming the record and position.  One compiled
-        pass per chunk (:func:`workers.fasta_numba.parse_chunk`, without the GIL), then the header names."""
+    def batches(self) -> Iterator[tuple[list, list, np.ndarray]]:
+        """``(names, starts, codes)`` of each chunk (see the class).  One compiled pass per chunk
+        (:func:`workers.fasta_numba.parse_chunk`, without the GIL: NumPy passes and Python per chunk took twice as long
+        and held it), then the header names in Python."""
         from workers.fasta_numba import parse_chunk  # noqa: PLC0415
 
         last, at = None, 0                   # the record going on at the batch's start, and its bases before it
@@ -170,38 +167,6 @@ class FastaReader:
         finally:
             raw.close()
         self.checksum = "sha256:" + hashing.hash.hexdigest()
-
-    def _parse(self, chunk: bytes) -> tuple[list, list, bytes]:
-        """Names, starts and sequence text of one chunk, with whole-chunk array operations: a Python step per
-        record costs ~5 µs, 0.5 s for 100,000 peaks (docs/benchmarks.md, issue 16, session 9)."""
-        a = np.frombuffer(chunk, dtype=np.uint8)
-        heads = np.flatnonzero(a == 62)                                     # '>' at the start of a line
-        heads = heads[(heads == 0) | (a[heads - 1] == 10)] if heads.size else heads
-        names: list = []
-        if not heads.size:
-            text = chunk.translate(None, _SPACE)
-            starts: list = []
-        else:
-            newlines = np.flatnonzero(a == 10)
-            j = np.searchsorted(newlines, heads)
-            stop = np.where(j < newlines.size, newlines[np.minimum(j, newlines.size - 1)], a.size)   # header ends
-            ends = stop + (stop < a.size)                                   # its line end included
-            lo = np.concatenate([[0], ends])                                # sequence pieces: [lo, hi)
-            hi = np.concatenate([heads, [a.size]])
-            lo_l, hi_l = lo.tolist(), hi.tolist()
-            text = b"".join([chunk[x:y] for x, y in zip(lo_l, hi_l)]).translate(None, _SPACE)
-            # bases before each header: the pieces' lengths less their whitespace (one reduceat, no per-record call)
-            space = np.zeros(a.size + 1, np.uint8)                         # (a zero at the end: indices <= size)
-            space[:-1] = _IS_SPACE[a]
-            bounds = np.empty(2 * lo.size, np.int64)
-            bounds[0::2], bounds[1::2] = lo, hi
-            spaces = np.add.reduceat(space, bounds, dtype=np.int64)[0::2]   # whitespace in [lo, hi) each
-            bases = (hi - lo) - np.where(hi > lo, spaces, 0)
-            starts = np.cumsum(bases)[:-1].tolist()
-            names = [self._name(chunk[h + 1:e]) for h, e in zip(heads.tolist(), stop.tolist())]
-        if not self._names and text:
-            raise self.error(f"{self.path}: sequence before the first '>' header (not a FASTA file)")
-        return names, starts, text
 
     def _name(self, header: bytes) -> str:
         words = header.split()

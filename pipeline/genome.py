@@ -320,7 +320,7 @@ def _fill_from_fasta(fasta: Path):
     reader = FastaReader(fasta, error=GenomeError)
 
     def fill(packer: _Packer) -> str:
-        for names, starts, codes in reader.code_batches():        # bytes checked: no nucleotide code is an error
+        for names, starts, codes in reader.batches():        # bytes checked: no nucleotide code is an error
             packer.counts += code_counts(codes)
             bounds = starts + [len(codes)]
             if bounds[0]:

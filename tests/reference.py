@@ -135,3 +135,18 @@ def quantise_row(T, slack: float, min_scale: float, dtype=np.int16):
     out[:, :-1] = np.maximum(Q, floor)
     out[:, -1] = np.where(np.isfinite(T[:, -1]), qmax, floor)
     return out, dtype(thr), scale
+
+
+def fasta_records(path) -> list:
+    """Every record of a plain FASTA file as ``(name, codes)``, read line by line: a header is a line starting with
+    ``>``, its name the first word; whitespace anywhere in a sequence line is dropped; A/C/G/T in either case are codes
+    0-3 and any other byte 4 (the reference for ``pipeline.fasta.FastaReader``)."""
+    table = {ord(c): i % 4 for i, c in enumerate("ACGTacgt")}
+    records = []
+    with open(path, "rb") as f:
+        for line in f:
+            if line.startswith(b">"):
+                records.append((line[1:].split()[0].decode(), []))
+            else:
+                records[-1][1].extend(table.get(b, 4) for b in line.translate(None, b" \t\r\n\v\f"))
+    return [(name, np.array(codes, np.uint8)) for name, codes in records]
