@@ -479,6 +479,15 @@ class _EarlyCluster:
         return False
 
 
+def _early_cluster(kw: dict, processes: bool, paths: list, motifs: str):
+    """The command's local cluster of worker processes (``processes``: the command's arguments ask for one) started now
+    on a thread (:class:`_EarlyCluster`), beside the command's reading of its inputs; None for an in-process cluster,
+    a scheduler given, or an input plainly missing (its error then comes at once, not after a start)."""
+    if kw["scheduler"] is None and processes and _inputs_present(paths, motifs):
+        return _EarlyCluster(**kw, quiet=True, dashboard=True)
+    return None
+
+
 def _inputs_present(paths: list, motifs: str) -> bool:
     """The input files (``paths``; None for one not given) and the motif file exist: URLs and JASPAR release names are
     taken as given.  A command starts its cluster beside the planning only then, so a plainly missing input is
@@ -519,12 +528,10 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         from pipeline.fasta import load_parser  # noqa: PLC0415
 
         _background(load_parser)
-    # a local cluster of worker processes asked for by name (--device gpu, --device cpu --processes) starts beside
-    # the planning too (--device auto decides after it), unless an input is plainly missing: then the planning's
-    # error comes at once instead of after the cluster's start
-    early = (_EarlyCluster(**client_kw, quiet=True, dashboard=True) if client_kw["scheduler"] is None and (
-        client_kw["device"] == "gpu" or (client_kw["device"] == "cpu" and client_kw["processes"]))
-        and _inputs_present([a.store], a.motifs) else None)
+    # worker processes asked for by name (--device gpu, --device cpu --processes) start beside the planning too;
+    # --device auto decides after it, by the cost model
+    early = _early_cluster(client_kw, client_kw["device"] == "gpu" or (
+        client_kw["device"] == "cpu" and client_kw["processes"]), [a.store], a.motifs)
     with early or contextlib.nullcontext():
         job = _plan_scan(a, console, _threshold_threads(client_kw))
         try:
@@ -785,7 +792,9 @@ def cmd_enrich(a) -> int:
                         overwrite=a.overwrite)
     _one_line_warnings("enrich")
     _background(load_kernels)             # numba and the controls' kernels beside reading the inputs
-    early = _early_enrich_cluster(a, kw)
+    # GPU workers (CPU ones with --processes) start at once, beside reading the inputs: on one H100 the cluster was
+    # ready ~0.9 s after the controls and the store when started only after the targets (docs/benchmarks.md, issue 19)
+    early = _early_cluster(kw, _local_gpu(kw) or kw["processes"], [a.sequences, a.genome], a.motifs)
     with early or contextlib.nullcontext():
         inputs = read_inputs(a.sequences, a.motifs, a.out, st, command=command)
         small = early is None and inputs.positions() < int(dask.config.get("motifgrid.scan.dashboard-min-positions",
@@ -794,17 +803,6 @@ def cmd_enrich(a) -> int:
     for line in result_lines(job, res):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0
-
-
-def _early_enrich_cluster(a, kw: dict):
-    """A local cluster of worker processes (GPU workers; CPU ones with ``--processes``) started at once, beside reading
-    the inputs (as ``scan`` does), unless an input is plainly missing: then the error comes without waiting for a
-    start.  On one H100 the cluster was ready ~0.9 s after the controls and the store when started only after reading
-    the targets (docs/benchmarks.md, issue 19).  None for an in-process cluster or a scheduler given."""
-    if kw["scheduler"] is None and (_local_gpu(kw) or kw["processes"]) \
-            and _inputs_present([a.sequences, a.genome], a.motifs):
-        return _EarlyCluster(**kw, quiet=True, dashboard=True)
-    return None
 
 
 def _run_enrich(inputs, kw, early, small, console, a, command):

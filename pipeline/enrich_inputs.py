@@ -64,7 +64,7 @@ def read_fasta(path: str, role: str) -> Sequences:
     for nm, st, codes in reader.batches():         # bytes checked: no nucleotide code is an error
         names += nm
         starts.append(np.asarray(st, np.int64) + total)
-        parts.append(codes.copy())                        # a view of the chunk's buffer
+        parts.append(codes)
         total += codes.size
     if not names:
         raise EnrichInputError(f"{path}: empty file, no FASTA records ({role})")

@@ -465,7 +465,8 @@ class GenomeStore:
         self.packed_length = int(a["packed_length"])
         self._arrays: dict = {}
         # the record table is read once per process: a worker's threads start their first tasks together, and
-        # cached_property no longer locks (Python 3.12): each read the 2·10⁵ names of an enrichment's store
+        # cached_property does not lock (Python 3.12): each read the 2·10⁵ names of an enrichment's store
+        self._records: Records | None = None
         self._lock = threading.Lock()
 
     def __getstate__(self):
@@ -503,14 +504,15 @@ class GenomeStore:
             self._arrays[key] = arr
         return arr
 
-    @cached_property
+    @property
     def records(self) -> Records:
         """The record table (read on first use; one read per process)."""
-        with self._lock:
-            if "records" not in self.__dict__:          # another thread may have read it meanwhile
-                self.__dict__["records"] = Records(self._array("records/name")[:].tolist(),
-                                                   self._array("records/offset")[:], self._array("records/length")[:])
-            return self.__dict__["records"]
+        if self._records is None:
+            with self._lock:
+                if self._records is None:          # another thread may have read it meanwhile
+                    self._records = Records(self._array("records/name")[:].tolist(), self._array("records/offset")[:],
+                                            self._array("records/length")[:])
+        return self._records
 
     @cached_property
     def n_fraction(self) -> np.ndarray:
