@@ -9,7 +9,8 @@
 # trees (space-separated; each a comma-separated list of VAR=VALUE, or "-" for none; default "-"), e.g.
 # SETTINGS="DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=1 DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=4".
 # SPY=1 adds one warm GPU run of this tree under py-spy (the command's process, every thread, idle frames kept:
-# $OUT/enrich-spy.txt, raw; py-spy's wheel from .devdata/tools).
+# $OUT/enrich-spy.txt, raw; py-spy's wheel from .devdata/tools); SPY_FLAGS="--gil" samples only the thread holding
+# the GIL instead.
 # Carry: .whl .devdata (.devdata/shared/motifs, .devdata/genomes/hs37_chrX_1-70Mb.fa.gz) [.base]
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
@@ -39,6 +40,6 @@ if [ "${SPY:-0}" = 1 ]; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/spy .devdata/tools/py_spy-*.whl 2>&1 | tail -1
   rm -rf /tmp/enr
   DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR=/tmp/thresholds-cache-_-_/thresholds DASK_MOTIFGRID__MOTIFS__CACHE_DIR=/tmp/thresholds-cache-_-_/motifs \
-    timeout 90 /tmp/spy/bin/py-spy record -r 200 --threads --idle -f raw -o "$OUT/enrich-spy.txt" -- python3 -m pipeline.cli \
+    timeout 90 /tmp/spy/bin/py-spy record -r 200 --threads ${SPY_FLAGS:---idle} -f raw -o "$OUT/enrich-spy.txt" -- python3 -m pipeline.cli \
     enrich /tmp/peaks100000.fa --motifs $CORE --out /tmp/enr --device gpu --no-progress 2>&1 | tail -1
 fi
