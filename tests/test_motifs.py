@@ -645,3 +645,16 @@ def test_named_releases_cached(tmp_path, monkeypatch):
         assert releases._cache_name("JASPAR2024:CORE:vertebrates", "JASPAR2024") not in (first, name)
         monkeypatch.undo()
     assert releases._cache_name("JASPAR2099", "JASPAR2099") is None      # no such database: nothing cached
+
+
+def test_motif_error_survives_pickling():
+    """A MotifError crosses processes (Dask workers, enrich's input reader) with its fields and message."""
+    import pickle
+
+    from pipeline.motifs.model import MotifError
+
+    e = MotifError("m.jaspar", "row 'C' has 7 values", line=14, record=2, motif_id="MA0001.1", hint="--format")
+    f = pickle.loads(pickle.dumps(e))
+    assert type(f) is MotifError and str(f) == str(e) == "m.jaspar line 14 record 2 (MA0001.1): row 'C' has 7 values (--format)"
+    assert (f.source, f.line, f.record, f.motif_id, f.problem, f.hint) == ("m.jaspar", 14, 2, "MA0001.1",
+                                                                             "row 'C' has 7 values", "--format")

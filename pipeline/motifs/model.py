@@ -59,6 +59,7 @@ class MotifError(MotifgridError, ValueError):
         self.record = record
         self.problem = " ".join(str(problem).split())
         self.hint = hint
+        self.motif_id = motif_id
         where = self.source or "<motifs>"
         if line is not None:
             where += f" line {line}"
@@ -68,6 +69,10 @@ class MotifError(MotifgridError, ValueError):
                 where += f" ({motif_id})"
         self.where = where
         super().__init__(self.with_hint(hint))
+
+    def __reduce__(self):
+        """Pickled with its fields (it crosses processes: Dask workers, ``enrich``'s input reader)."""
+        return type(self), (self.source, self.problem, self.line, self.record, self.motif_id, self.hint)
 
     def with_hint(self, hint: str | None) -> str:
         """The one-line message with another way out than the Python one (``hint``: the CLI's flag), or none."""
