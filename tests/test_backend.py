@@ -142,3 +142,16 @@ print(on, *faults)
     first = int(out["off"][1])                 # faults of a first round (the kernel may map several pages a fault)
     assert all(int(f) < first // 20 for f in out["on"][2:])          # rounds after the first: pages reused
     assert out["off"][0] == "False" and all(int(f) > first // 2 for f in out["off"][2:])
+
+
+def test_numba_never_wraps_the_standard_streams():
+    """Importing the kernels turns numba's colorama highlighting off (it swapped sys.stderr from compiling threads)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os; os.environ.pop('NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING', None); import workers.scan; "
+            "import numba.core.errors as e; print(type(e.termcolor()).__name__)")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "NOPColorScheme", out.stderr
