@@ -184,9 +184,9 @@ def _store_all(cache: Path, entries) -> None:
 
 def _store_in_background(cache: Path, entries) -> None:
     t = threading.Thread(target=_store_all, args=(cache, entries), name="motifgrid-threshold-cache", daemon=True)
-    with _writers_lock:
+    with _writers_lock:         # started before it is listed: a waiter on another thread may join it at once
+        t.start()
         _writers.append(t)
-    t.start()
 
 
 def wait_for_cache_writes() -> None:

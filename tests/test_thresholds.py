@@ -225,3 +225,35 @@ def test_early_cancel_drops_the_batches_not_started():
     with pytest.raises(concurrent.futures.CancelledError):
         early.result()
     assert 0 < len(ran) < 200
+
+
+def test_cache_writer_started_before_a_waiter_can_join_it(monkeypatch, tmp_path):
+    """A background cache writer is listed only once started: a waiter on another thread (the scan's end, the
+    exit) never joins a thread not yet started (RuntimeError), however slow the start."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    import pipeline.thresholds as T
+
+    class SlowStart(threading.Thread):
+        def start(self):
+            time.sleep(0.3)
+            super().start()
+
+    monkeypatch.setattr(T, "threading", SimpleNamespace(Thread=SlowStart))
+    errors = []
+
+    def waiter():
+        time.sleep(0.1)                               # while the writer's start is under way
+        try:
+            T.wait_for_cache_writes()
+        except RuntimeError as e:
+            errors.append(e)
+
+    w = threading.Thread(target=waiter)
+    w.start()
+    T._store_in_background(tmp_path / "cache", [])
+    w.join()
+    T.wait_for_cache_writes()
+    assert not errors, errors
