@@ -2,6 +2,8 @@
 the scanners."""
 from __future__ import annotations
 
+import gzip
+
 import numpy as np
 
 CODE = {c: i for i, c in enumerate("ACGT")}
@@ -138,15 +140,20 @@ def quantise_row(T, slack: float, min_scale: float, dtype=np.int16):
 
 
 def fasta_records(path) -> list:
-    """Every record of a plain FASTA file as ``(name, codes)``, read line by line: a header is a line starting with
-    ``>``, its name the first word; whitespace anywhere in a sequence line is dropped; A/C/G/T in either case are codes
-    0-3 and any other byte 4 (the reference for ``pipeline.fasta.FastaReader``)."""
+    """Every record of a FASTA file (plain or gzip) as ``(name, codes)``, read line by line: a header is a line
+    starting with ``>``, its name the first word; whitespace anywhere in a sequence line is dropped; A/C/G/T in either
+    case are codes 0-3 and any other byte 4 (the reference for ``pipeline.fasta.FastaReader``)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
     table = {ord(c): i % 4 for i, c in enumerate("ACGTacgt")}
     records = []
-    with open(path, "rb") as f:
-        for line in f:
-            if line.startswith(b">"):
-                records.append((line[1:].split()[0].decode(), []))
-            else:
-                records[-1][1].extend(table.get(b, 4) for b in line.translate(None, b" \t\r\n\v\f"))
+    for line in data.split(b"\n"):
+        if not line:
+            continue
+        if line.startswith(b">"):
+            records.append((line[1:].split()[0].decode(), []))
+        else:
+            records[-1][1].extend(table.get(b, 4) for b in line.translate(None, b" \t\r\n\v\f"))
     return [(name, np.array(codes, np.uint8)) for name, codes in records]

@@ -7,7 +7,6 @@ against an independent reading of the file.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shlex
@@ -117,16 +116,11 @@ def _run(args) -> int:
 
 
 def _naive_fasta(path: Path) -> dict:
-    """An independent FASTA reading: records as upper-case text, any line ending."""
-    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    recs, name = {}, None
-    for line in data.decode().replace("\r\n", "\n").split("\n"):
-        if line.startswith(">"):
-            name = line[1:].split()[0]
-            recs[name] = []
-        elif name is not None:
-            recs[name].append(line.strip().upper())
-    return {k: "".join(v) for k, v in recs.items()}
+    """An independent FASTA reading (``tests.reference.fasta_records``): records as upper-case text, N for any byte
+    other than A/C/G/T."""
+    from tests.reference import fasta_records
+
+    return {name: decode(codes) for name, codes in fasta_records(path)}
 
 
 def _nothing_finished(work: Path, inputs: Path, outputs: list[Path]) -> None:
