@@ -432,6 +432,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     where = parts if len(fam_groups) > 1 and pin is None else None
     on = {"workers": [pin], "allow_other_workers": False} if pin and len(nthreads) > 1 else {}
     collected = _kept_collected(client, kept, run, files, starts, device, tag)
+    t_collected = time.perf_counter()                # the kept pairs' collect tasks have answered (if any)
     used_kept = collected is not None
     if not used_kept:
         collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
@@ -457,11 +458,16 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
                          "pvalue": cat["pvalue"].astype(np.float64), "qvalue": cat["qvalue"].astype(np.float64),
                          "hits": cat["hits"].astype(np.int64)}, schema=QVALUES_SCHEMA)
     table = table.replace_schema_metadata({_META_KEY: json.dumps(info).encode()})
+    t_table = time.perf_counter()
     storage.write_parquet(table, storage.join(out, QVALUES_FILE))
+    t_written = time.perf_counter()
     qmap = QvalueMap.from_rows(cat["family"].astype(np.int64), ids, cat["pvalue"], cat["qvalue"], cat["hits"],
                                info)                 # what was just written, not read back
     at = max_qvalue if max_qvalue is not None else level
     return {"level": at, "hits_at_level": qmap.hits_at(at), "max_qvalue": max_qvalue, "steps": table.num_rows,
             "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks, "kept_pairs": used_kept,
             "seconds": time.perf_counter() - t0, "seconds_tasks_wall": t_reduced - t0,
+            # wall-clock phases (docs/benchmarks.md): kept pairs collected, reduced, map built, map written
+            "phases": {"collected": t_collected - t0, "reduced": t_reduced - t0, "table": t_table - t0,
+                       "written": t_written - t0},
             "task_seconds_by_step": steps_s}
