@@ -266,7 +266,8 @@ def _quick_switches():
 def _register_warmup(client, device: str, gc_threshold=None) -> None:
     """Each worker loads its kernels in the background as it joins (``workers.warmup``; ``motifgrid.cluster.warm-up:
     false`` skips it), and takes this process's ``motifgrid.cluster.switch-interval``, ``gc_threshold`` (parsed
-    ``motifgrid.cluster.gc-threshold``) and ``motifgrid.cluster.retain-freed-memory`` (``auto``: GPU workers; on the
+    ``motifgrid.cluster.gc-threshold``), ``motifgrid.cluster.gpu-sync`` and
+    ``motifgrid.cluster.retain-freed-memory`` (``auto``: GPU workers; on the
     2-core VM's in-process CPU cluster it saved nothing and raised the peak memory by 7-20 %)."""
     from pipeline.warmup import WarmupPlugin  # noqa: PLC0415 - imports distributed, which the cluster has loaded
 
@@ -274,7 +275,8 @@ def _register_warmup(client, device: str, gc_threshold=None) -> None:
     try:
         client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),
                                             gc_threshold, retain,
-                                            bool(dask.config.get("motifgrid.cluster.warm-up", default=True))))
+                                            bool(dask.config.get("motifgrid.cluster.warm-up", default=True)),
+                                            dask.config.get("motifgrid.cluster.gpu-sync", default=None)))
     except Exception:          # noqa: BLE001 - an optimisation only: never refuse a cluster over it
         pass
 

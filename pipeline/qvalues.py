@@ -454,7 +454,10 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     cat = {k: v[order] for k, v in cat.items()}
     info = {"method": "benjamini-hochberg", "pi0": 1.0, "tests": "windows without N x 2 strands, per motif id",
             "max_qvalue": max_qvalue, "families": len(ids), "tests_total": int(tests_f.sum())}
-    table = arrow.table({"motif_id": [ids[f] for f in cat["family"].astype(np.int64).tolist()],
+    # motif ids through a dictionary, decoded in Arrow: a Python list of one string per step (1-2 M steps for a
+    # genome at 1e-4) took a fifth of a second on the client
+    motif_id = arrow.dictionary(cat["family"].astype(np.int32), arrow.strings(ids)).dictionary_decode()
+    table = arrow.table({"motif_id": motif_id,
                          "pvalue": cat["pvalue"].astype(np.float64), "qvalue": cat["qvalue"].astype(np.float64),
                          "hits": cat["hits"].astype(np.int64)}, schema=QVALUES_SCHEMA)
     table = table.replace_schema_metadata({_META_KEY: json.dumps(info).encode()})

@@ -597,6 +597,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     t_tasks0 = time.perf_counter()
     run = TaskRun(client, scan_task, ctx, [(g,) for g in groups], name="scan",
                   key=lambda g: store.block(g[0][0]).block_id)
+    t_submitted = time.perf_counter()              # context scattered to the workers, tasks submitted
     if job.on_tasks is not None:
         job.on_tasks()
     # published after the tasks are submitted: whoever sees "running" finds them on the scheduler
@@ -607,6 +608,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     pub.running(plan, [store.block(b) for b, _ in all_units], [store.block(b) for b, _ in todo], earlier, bases)
     tally = _Tally(plan.n_rows, len(ctx.window_lengths), keeps_pairs=ctx.pairs_run is not None)
     stats, stages = tally.stats, tally.stages
+    t_first = None
     # blocks keyed by record are merged into _region_counts.parquet as they finish; regions (which may overlap) at
     # the end
     streaming = StreamingRegionCounts(out, [store.block(b).block_id for b, _ in all_units], done, store.records,
@@ -616,6 +618,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
             # the temporaries of killed writers are swept at the end of the run, not by the task runner: the
             # streamed region counts keep a temporary file open until then
             for res in run.results(lambda exc: ScanError(_failure_message(exc, out)), None):
+                t_first = t_first or time.perf_counter()
                 tally.add(res)
                 if streaming is not None:
                     streaming.finished(res["block_ids"])
@@ -647,6 +650,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         finally:
             _drop_kept_pairs(client, ctx.pairs_run)
         t_region_counts = counted.result() if counted is not None else 0.0
+    t_reduced = time.perf_counter()
     remove_temporaries(out)
     seconds = time.perf_counter() - t_start
     positions = sum(bases.values())
@@ -659,6 +663,10 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "task_seconds_total": stats["seconds_task"], "task_seconds_by_step": stages,
         "seconds_region_counts": t_region_counts,
         "scan_id": pub.scan_id, "tests": int(tests.sum()), "qvalues": qsum,
+        # wall-clock seconds from the thresholds' start: where a run's critical path goes (docs/benchmarks.md)
+        "phases": {k: round(v - t_thr0, 4) for k, v in (("thresholds", t_tasks0), ("submitted", t_submitted),
+                                                         ("first_result", t_first or t_submitted),
+                                                         ("tasks", t_tasks0 + t_tasks_wall), ("reduced", t_reduced))},
     }
     try:
         _write_summaries(out, mset, tables, row_strand, plan, row_hits_all, summary, windows)

@@ -160,7 +160,7 @@ def test_warm_up_setting(monkeypatch):
     from workers import warmup
 
     calls = []
-    monkeypatch.setattr(warmup, "_warm_quietly", lambda device: calls.append(device))
+    monkeypatch.setattr(warmup, "_warm_quietly", lambda device, sync=None: calls.append(device))
     for setting, want in ((False, []), (True, ["cpu"])):
         calls.clear()
         with dask.config.set({"motifgrid.cluster.warm-up": setting}), \
@@ -168,6 +168,46 @@ def test_warm_up_setting(monkeypatch):
             client.submit(sum, [1, 2]).result()
             time.sleep(0.2)
         assert calls == want
+
+
+def test_gpu_sync_setting(monkeypatch):
+    """motifgrid.cluster.gpu-sync (blocking by default) goes to the workers' warm-up, which applies it on GPU workers
+    only, before its kernels open the CUDA context; a policy CUDA has not is refused; without a CUDA driver nothing
+    changes (False)."""
+    import ctypes.util
+
+    import dask.config
+
+    from pipeline.cluster import _register_warmup
+    from workers import warmup
+    from workers.backend import set_gpu_sync
+
+    class Client:
+        def register_plugin(self, plugin):
+            self.plugin = plugin
+
+    c = Client()
+    assert dask.config.get("motifgrid.cluster.gpu-sync") == "blocking"
+    _register_warmup(c, "gpu")
+    assert c.plugin.gpu_sync == "blocking"
+    with dask.config.set({"motifgrid.cluster.gpu-sync": "spin"}):
+        _register_warmup(c, "gpu")
+    assert c.plugin.gpu_sync == "spin"
+    calls = []
+    monkeypatch.setattr(warmup, "set_gpu_sync", calls.append)
+    warmup.start("gpu", load_kernels=False, gpu_sync="blocking")
+    warmup.start("cpu", load_kernels=False, gpu_sync="blocking")
+    assert calls == ["blocking"]
+    order = []
+    monkeypatch.setattr(warmup, "set_gpu_sync", lambda p: order.append(("sync", p)))
+    monkeypatch.setattr(warmup, "warm", lambda d: order.append(("warm", d)))
+    monkeypatch.setattr(warmup, "_import_io", lambda: None)
+    warmup._warm_quietly("gpu", "yield")
+    assert order == [("sync", "yield"), ("warm", "gpu")]
+    with pytest.raises(ValueError, match="one of auto, spin, yield, blocking"):
+        set_gpu_sync("fast")
+    if ctypes.util.find_library("cuda") is None:
+        assert set_gpu_sync("blocking") is False
 
 
 def test_worker_processes_skip_numba_blas_probe():

@@ -231,3 +231,31 @@ def test_kept_pairs_on_the_device_equal_the_host():
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert kept_pairs.held("run-gpu") == (0, False) and c[2].sum() == 120_000
     print("kept pairs on the device == host:", g[0].size, "pairs")
+
+
+def test_gpu_sync_policy_reaches_the_context_and_scans_the_same(chrx_slice):
+    """workers.backend.set_gpu_sync changes how this process's threads wait for the device (read back from the
+    driver's primary context), before or after CuPy opened it; the hits are the CPU's under each policy."""
+    import ctypes
+
+    from workers.backend import GPU_SYNC, set_gpu_sync
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    def policy_bits():
+        dev, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
+        assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+        assert cuda.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)) == 0
+        return flags.value & 0x7, active.value
+
+    plan = plan_for(jaspar_pwms(DATA / "jaspar2024_subset.jaspar"), pvalue=1e-3)
+    codes = block_codes(chrx_slice, 200_000)
+    try:
+        for policy in ("blocking", "spin", "blocking"):
+            assert set_gpu_sync(policy)
+            bits, active = policy_bits()
+            assert bits == GPU_SYNC[policy] and active        # the context was open already (earlier tests)
+            compare(plan, codes, 200_000)
+    finally:
+        set_gpu_sync("auto")
+    assert policy_bits()[0] == GPU_SYNC["auto"]

@@ -136,6 +136,50 @@ def limit_blas_threads(n: int = 1) -> None:
         _blas_limit["n"] = n
 
 
+#: CUDA's context scheduling flags (CU_CTX_SCHED_*): how a thread waits for the device
+GPU_SYNC = {"auto": 0, "spin": 1, "yield": 2, "blocking": 4}
+
+
+def set_gpu_sync(policy: str) -> bool:
+    """How this process's threads wait for its GPUs (every visible device's primary context, the one CuPy uses).
+
+    CUDA's default (``auto``) spins while a process has fewer contexts than the machine has cores: a GPU
+    worker's threads each hold a core busy while their block is on the device, the cores its other threads
+    need for the hits' host work (Arrow tables, Parquet).  ``blocking`` sleeps in the driver until the device
+    is done (a wake-up of some microseconds).  Set before or after the context exists (driver API, CUDA 11+).
+
+    Parameters
+    ----------
+    policy : {"auto", "spin", "yield", "blocking"}
+
+    Returns
+    -------
+    bool
+        True when every device took it; False without a CUDA driver (nothing changed).
+    """
+    import ctypes  # noqa: PLC0415
+
+    if policy not in GPU_SYNC:
+        raise ValueError(f"GPU sync policy must be one of {', '.join(GPU_SYNC)}, not {policy!r}")
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    set_flags = getattr(cuda, "cuDevicePrimaryCtxSetFlags_v2", None) or cuda.cuDevicePrimaryCtxSetFlags
+    n = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(n)) != 0:
+        return False
+    ok = n.value > 0
+    for i in range(n.value):
+        dev, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
+        if cuda.cuDeviceGet(ctypes.byref(dev), i) or cuda.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags),
+                                                                                    ctypes.byref(active)):
+            ok = False
+            continue
+        ok &= set_flags(dev, ctypes.c_uint((flags.value & ~0x7) | GPU_SYNC[policy])) == 0
+    return ok
+
+
 def gc_threshold_setting(setting=None) -> tuple | None:
     """The garbage-collector thresholds a setting asks for.
 

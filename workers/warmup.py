@@ -16,7 +16,8 @@ import time
 
 import numpy as np
 
-from workers.backend import limit_blas_threads, retain_freed_memory, set_gc_threshold, skip_numba_blas_probe
+from workers.backend import (limit_blas_threads, retain_freed_memory, set_gc_threshold, set_gpu_sync,
+                             skip_numba_blas_probe)
 from workers.distribution import pvalue_to_score
 from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import presence_counts, reduce_block
@@ -70,7 +71,8 @@ def warm(device: str = "cpu") -> None:
 
 
 def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None,
-          retain_memory: bool = False, load_kernels: bool = True, skip_blas_probe: bool = False) -> None:
+          retain_memory: bool = False, load_kernels: bool = True, skip_blas_probe: bool = False,
+          gpu_sync: str | None = None) -> None:
     """Set this worker process's GIL switch interval, GC thresholds and malloc settings, then :func:`warm` in a
     background thread.
 
@@ -88,6 +90,9 @@ def start(device: str = "cpu", switch_interval: float | None = None, gc_threshol
         False: no warm-up thread (the client's ``motifgrid.cluster.warm-up``); the first tasks load what they use.
     skip_blas_probe : bool
         :func:`workers.backend.skip_numba_blas_probe` (a worker process of its own, not the user's process).
+    gpu_sync : {"auto", "spin", "yield", "blocking"}, optional
+        A GPU worker's :func:`workers.backend.set_gpu_sync` (the client's ``motifgrid.cluster.gpu-sync``), set
+        before the warm-up opens the CUDA context.
     """
     # a worker's threads hand the GIL to each other between their nogil kernels (Arrow, numba, CUDA);
     # a thread returning from one waits up to the switch interval (default 5 ms) behind one running Python
@@ -98,12 +103,23 @@ def start(device: str = "cpu", switch_interval: float | None = None, gc_threshol
     retain_freed_memory(retain_memory)
     if skip_blas_probe:
         skip_numba_blas_probe()
+    sync = gpu_sync if device == "gpu" else None
     if not load_kernels:
+        _sync_quietly(sync)
         return
-    threading.Thread(target=_warm_quietly, args=(device,), name="motifgrid-warmup", daemon=True).start()
+    threading.Thread(target=_warm_quietly, args=(device, sync), name="motifgrid-warmup", daemon=True).start()
 
 
-def _warm_quietly(device: str) -> None:
+def _sync_quietly(policy: str | None) -> None:
+    if policy:
+        try:
+            set_gpu_sync(policy)
+        except Exception:      # noqa: BLE001 - how threads wait is an optimisation: never fail a worker over it
+            pass
+
+
+def _warm_quietly(device: str, gpu_sync: str | None = None) -> None:
+    _sync_quietly(gpu_sync)              # (cuInit: off the worker's start, like the rest of the warm-up)
     try:
         warm(device)
         _import_io()
