@@ -38,6 +38,7 @@ for l in sys.stdin:
           '| q-value tasks', r.get('qvalues_tasks'), {k: round(v, 1) for k, v in (r.get('qvalues_task_seconds_by_step') or {}).items()},
           'phases', {k: round(v, 2) for k, v in (r.get('qvalues_phases') or {}).items()},
           '| run phases', {k: round(v, 2) for k, v in (r.get('phases') or {}).items()},
+          '| first tasks', r.get('first_tasks'),
           '| thread-s: scan', round(r['task_seconds_scan'], 1), 'io', round(r['task_seconds_io'], 1), st,
           '| first task', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'))"
 done <<< "${RUNS:-}"

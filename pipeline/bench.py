@@ -247,7 +247,8 @@ def part_e2e(args, sink):
                    "seconds_qvalues": (summ.get("qvalues") or {}).get("seconds"),
                    "qvalues_task_seconds_by_step": (summ.get("qvalues") or {}).get("task_seconds_by_step"),
                    "qvalues_tasks": (summ.get("qvalues") or {}).get("tasks"),
-                   "qvalues_phases": (summ.get("qvalues") or {}).get("phases"), "phases": summ.get("phases")}, sink)
+                   "qvalues_phases": (summ.get("qvalues") or {}).get("phases"), "phases": summ.get("phases"),
+                   "first_tasks": summ.get("first_tasks")}, sink)
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)
     if not args.keep and not args.work:

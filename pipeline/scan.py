@@ -585,6 +585,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                       device=device, compression=_compression(device), lattice=lattice, window_lengths=np.unique(lengths),
                       regions=job.regions, write_hits=job.hits, presence_groups=job.presence_groups,
                       **_kept_pairs_settings(job, client, plan, pub.scan_id, device))
+    plan.count_scores = _count_scores(ctx, device)
 
     all_units = job.units()
     todo = [u for u in all_units if store.block(u[0]).block_id not in done]
@@ -662,7 +663,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "task_seconds_scan": stats["seconds_scan"], "task_seconds_io": stats["seconds_io"],
         "task_seconds_total": stats["seconds_task"], "task_seconds_by_step": stages,
         "seconds_region_counts": t_region_counts,
-        "scan_id": pub.scan_id, "tests": int(tests.sum()), "qvalues": qsum,
+        "scan_id": pub.scan_id, "tests": int(tests.sum()), "qvalues": qsum, "first_tasks": tally.first,
         # wall-clock seconds from the thresholds' start: where a run's critical path goes (docs/benchmarks.md)
         "phases": {k: round(v - t_thr0, 4) for k, v in (("thresholds", t_tasks0), ("submitted", t_submitted),
                                                          ("first_result", t_first or t_submitted),
@@ -746,8 +747,12 @@ class _Tally:
         self.windows = np.zeros(n_lengths, np.int64)
         self.files: list = []
         self.kept: dict | None = {} if keeps_pairs else None     # worker -> block files whose pairs it kept
+        self.first: list = []      # the first tasks' thread-seconds by step: what a fresh worker pays once
 
     def add(self, res: dict) -> None:
+        if len(self.first) < 16:
+            self.first.append({"task": round(res["seconds_task"], 3), "scan": round(res["seconds_scan"], 3),
+                               **{k: round(v, 3) for k, v in res["stages"].items() if v >= 0.001}})
         for k in self._SUMMED:
             self.stats[k] += res[k]
         for k, v in res["stages"].items():
@@ -783,6 +788,15 @@ def _kept_pairs_settings(job: ScanJob, client, plan, run: str, device: str) -> d
     fraction = float(dask.config.get("motifgrid.qvalues.keep-pairs-memory-fraction", default=0.1))
     return {"pairs_run": f"{run}-{uuid.uuid4().hex[:8]}", "pairs_budget": int(min(limits, default=0) * fraction),
             "row_family": families(job.mset.ids)[1][plan.row_motif].astype(np.int32)}
+
+
+def _count_scores(ctx: ScanContext, device: str) -> bool:
+    """Whether the scan tasks count each block's distinct (row, score) for the kept pairs (``ScanPlan.count_scores``):
+    where pairs are kept and ``motifgrid.qvalues.count-pairs`` says so (default off: on one H100 the device's sorts
+    added ~0.7 s to a genome's scan tasks at 1e-4 and saved the reduction 0.15-0.2 s; ``auto``: GPU workers)."""
+    from pipeline.cluster import on_for_device  # noqa: PLC0415
+
+    return ctx.pairs_run is not None and on_for_device("motifgrid.qvalues.count-pairs", device)
 
 
 def _drop_kept_pairs(client, run: str | None) -> None:

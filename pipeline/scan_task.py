@@ -78,6 +78,7 @@ class BlockHits:
     row: np.ndarray      # (n,) plan rows
     score: np.ndarray    # (n,) float64
     seg: np.ndarray | None
+    pairs: tuple | None = None   # the distinct (row, score, seg, count) of workers.scan.BlockHits.pairs, or None
 
     def __len__(self) -> int:
         return self.pos.size
@@ -179,13 +180,13 @@ def _merge(parts: list) -> BlockHits:
     """The hits of a block's pieces as one set in packed coordinates, grouped by plan row, position inside."""
     if len(parts) == 1:
         lo, h = parts[0]
-        return BlockHits(np.add(h.pos, lo, dtype=np.int64), h.row, h.score, h.seg)
+        return BlockHits(np.add(h.pos, lo, dtype=np.int64), h.row, h.score, h.seg, h.pairs)
     pos = np.concatenate([h.pos.astype(np.int64) + lo for lo, h in parts])
     row = np.concatenate([h.row for _, h in parts])
     score = np.concatenate([h.score for _, h in parts])
     seg = None if parts[0][1].seg is None else np.concatenate([h.seg for _, h in parts])
     o = np.lexsort((pos, row))
-    return BlockHits(pos[o], row[o], score[o], None if seg is None else seg[o])
+    return BlockHits(pos[o], row[o], score[o], None if seg is None else seg[o])     # (pairs: a pair a hit)
 
 
 def hits_table(ctx: ScanContext, block: int, hits: BlockHits) -> tuple[pa.Table, np.ndarray]:
@@ -288,7 +289,7 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
                                    hits.row, table)
         t3 = time.perf_counter()
         if ctx.pairs_run is not None:
-            stats["kept"] = _keep_pairs(ctx, rel, hits.row, table) and stats.get("kept", True)
+            stats["kept"] = _keep_pairs(ctx, rel, hits, table) and stats.get("kept", True)
         st["pairs"] += time.perf_counter() - t3
     if len(hits):
         st["table"] += t1 - t0
@@ -313,13 +314,19 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     stats["block_hits"].append([blk.block_id, len(hits)])
 
 
-def _keep_pairs(ctx: ScanContext, rel: str, rows: np.ndarray, table: pa.Table) -> bool:
+def _keep_pairs(ctx: ScanContext, rel: str, hits: BlockHits, table: pa.Table) -> bool:
     """The block file's (family, p-value) pairs kept in this worker for the run's q-values; False once they no
-    longer fit (:mod:`workers.scan.kept_pairs`)."""
+    longer fit (:mod:`workers.scan.kept_pairs`).  From the block's distinct (row, score) and their counts where the
+    scan counted them (``ScanPlan.count_scores``: one p-value each, as the hits' own are computed), else a pair a
+    hit."""
     from workers.scan import kept_pairs  # noqa: PLC0415
 
-    return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[rows], arrow.to_numpy(table.column("pvalue")),
-                           ctx.pairs_budget)
+    if hits.pairs is None:
+        return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[hits.row], arrow.to_numpy(table.column("pvalue")),
+                               ctx.pairs_budget)
+    row, score, seg, count = hits.pairs
+    return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[row], ctx.plan.pvalues.lookup(row, score, seg=seg),
+                           ctx.pairs_budget, count=count)
 
 
 def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.ndarray, row: np.ndarray,

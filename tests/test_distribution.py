@@ -456,3 +456,33 @@ def test_several_pvalues_share_work_and_stay_certified(bg):
             assert hi <= p * (1 + FP) and hi <= lo * (1 + REL)
             assert lo * (1 - FP) <= mm.pv(t.threshold + t.tie / 4)
             assert mm.pv(t.threshold - t.tie / 4) <= hi * (1 + FP)
+
+
+def test_pvalue_table_rows_share_a_table():
+    """PvalueTable: rows computed from one ScoreThreshold (a motif's two strands under a strand-symmetric
+    background) share its segments (half the bytes to pickle to every worker); lookups equal score_to_pvalue's
+    and those of a table of separate copies, row by row."""
+    import pickle
+
+    from pipeline.motifs import pwm_from_motif, read_motifs
+    from tests.conftest import DATA
+    from workers.distribution import pvalue_to_score, score_to_pvalue
+    from workers.distribution.pvalue_table import PvalueTable
+
+    pwms = [pwm_from_motif(m, np.full(4, 0.25), 0.1) for m in read_motifs(DATA / "jaspar2024_subset.jaspar")][:8]
+    tabs = [t for t in (pvalue_to_score(w, np.full(4, 0.25), 1e-4, table=True) for w in pwms) if t.reachable]
+    assert len(tabs) >= 4
+    rows = [t for t in tabs for _ in range(2)]                  # each table on two rows (both strands)
+    shared = PvalueTable.from_thresholds(rows)
+    copies = PvalueTable.from_thresholds([pickle.loads(pickle.dumps(t)) for t in rows])     # distinct objects
+    assert shared.x0.size == sum(t.seg_x0.size for t in tabs) == copies.x0.size // 2
+    assert len(pickle.dumps(shared)) < 0.6 * len(pickle.dumps(copies))
+    assert np.array_equal(np.diff(shared.bounds, axis=1), np.diff(copies.bounds, axis=1))
+    rng = np.random.default_rng(3)
+    r = rng.integers(0, len(rows), 5000).astype(np.int32)
+    s = np.array([rows[i].threshold for i in r]) + rng.uniform(-0.5, 6, r.size)
+    want = np.array([score_to_pvalue(rows[i], np.array([x]))[0] for i, x in zip(r, s)])
+    got = shared.lookup(r, s)
+    assert np.isfinite(got[s >= np.array([rows[i].threshold for i in r])]).all()
+    assert np.array_equal(got, want, equal_nan=True) and np.array_equal(copies.lookup(r, s), got, equal_nan=True)
+    assert PvalueTable.from_thresholds([]).bounds.shape == (0, 2)

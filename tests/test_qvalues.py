@@ -273,12 +273,13 @@ def test_many_reduction_tasks_same_map(genome, finished, client, tmp_path, monke
     assert len(where) == 1 or pieces == "files"
 
 
-@pytest.mark.parametrize("fraction", [0.1, 1e-12])
-def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client, tmp_path, fraction):
+@pytest.mark.parametrize("fraction, counted", [(0.1, False), (0.1, True), (1e-12, True)])
+def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client, tmp_path, fraction, counted):
     """The hits' (family, p-value) pairs kept in the two worker processes that scanned them (one collect task on
-    each, nothing read back; ``keep-pairs: true``, as GPU workers do by default) give the map of the files read
-    back; past the memory budget the workers drop them and the files are read; no worker holds any pairs after the
-    run."""
+    each, nothing read back; ``keep-pairs: true``, as GPU workers do by default), a pair a hit or each block's
+    distinct (row, score) counted (``count-pairs: true``, as GPU workers do by default), give the map of the files
+    read back; past the memory budget the workers drop them and the files are read; no worker holds any pairs
+    after the run."""
     import dask.config
 
     from workers.scan import kept_pairs
@@ -287,7 +288,8 @@ def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client
     out, res = finished
     with dask.config.set({"motifgrid.qvalues.keep-pairs": False}):
         read = run_scan(store.path, MOTIFS, str(tmp_path / "read"), pvalue=1e-3, client=client, progress=False)
-    with dask.config.set({"motifgrid.qvalues.keep-pairs": True, "motifgrid.qvalues.keep-pairs-memory-fraction": fraction}):
+    with dask.config.set({"motifgrid.qvalues.keep-pairs": True, "motifgrid.qvalues.keep-pairs-memory-fraction": fraction,
+                          "motifgrid.qvalues.count-pairs": counted}):
         kept = run_scan(store.path, MOTIFS, str(tmp_path / "kept"), pvalue=1e-3, client=client, progress=False)
     assert not read.qvalues["kept_pairs"] and not res.qvalues["kept_pairs"]      # auto: GPU workers only
     assert kept.qvalues["kept_pairs"] == (fraction > 1e-6)
@@ -324,6 +326,34 @@ def test_kept_pairs_bookkeeping():
     kept_pairs.keep("r3", "b0", *files["b0"], 10**6)
     kept_pairs.drop("r3")
     assert kept_pairs.held("r3") == (0, False) and not kept_pairs._runs
+    # a block's pairs counted (its distinct pairs and their hits), beside one kept a pair a hit
+    f, p = files["b1"]
+    d = Counter(zip(f.tolist(), p.tolist()))
+    assert kept_pairs.keep("r4", "b1", np.array([k[0] for k in d]), np.array([k[1] for k in d]), 10**6,
+                           count=np.array(list(d.values())))
+    assert kept_pairs.keep("r4", "b0", *files["b0"], 10**6)
+    fam, pv, cnt = kept_pairs.collect("r4", ["b0", "b1"], "cpu")
+    want = Counter((int(a), float(b)) for f, p in (files["b0"], files["b1"]) for a, b in zip(f, p))
+    assert list(zip(fam.tolist(), pv.tolist())) == sorted(want) and cnt.tolist() == [want[k] for k in sorted(want)]
+
+
+def test_score_runs_count_each_distinct_row_and_score():
+    """workers.scan.distinct.score_runs: a block's distinct (row, score) sorted by row then score, their hits counted
+    and each one's segment, against a Counter."""
+    from collections import Counter
+
+    from workers.scan.distinct import score_runs
+
+    rng = np.random.default_rng(11)
+    row = rng.integers(0, 7, 5000).astype(np.int32)
+    score = rng.choice([-1.5, 0.0, 2.25, 7.125, 7.125 + 1e-12], 5000)
+    seg = (row * 10 + np.searchsorted([0.0, 5.0], score)).astype(np.int32)     # a function of (row, score)
+    r, s, g, c = score_runs(row, score, seg)
+    want = Counter(zip(row.tolist(), score.tolist()))
+    assert list(zip(r.tolist(), s.tolist())) == sorted(want) and c.tolist() == [want[k] for k in sorted(want)]
+    assert g.tolist() == [int(k[0] * 10 + np.searchsorted([0.0, 5.0], k[1])) for k in sorted(want)]
+    e = score_runs(row[:0], score[:0])
+    assert e[0].size == e[1].size == e[3].size == 0 and e[2] is None
 
 
 def test_pieces_kept_in_memory_on_the_worker_with_room():

@@ -383,3 +383,23 @@ def test_scan_blocks_equals_one_scan_per_block(chrx_slice):
 def decode_row(row: np.ndarray, n: int, max_length: int) -> str:
     """The text a block row's first n windows read (code 4 as N)."""
     return "".join("ACGTN"[c] for c in row[:n + max_length - 1])
+
+
+def test_count_scores_gives_each_distinct_row_and_score(chrx_slice, backend):
+    """ScanPlan.count_scores: a block's hits come with their distinct (row, score), sorted, and the hits of each
+    (the q-values' kept pairs; on the GPU counted on the device), equal to counting the hits themselves."""
+    from collections import Counter
+
+    rows, thr, mi, st = motif_panel()
+    plan = make_plan(rows, thr, mi, st)
+    seq = chrx_slice[:200_000]
+    buf = np.full(len(seq) + plan.max_length - 1, 4, np.uint8)
+    buf[:len(seq)] = encode(seq)
+    assert scan_block(buf, len(seq), plan, device=backend[0], method=backend[1]).pairs is None
+    plan.count_scores = True
+    h = scan_block(buf, len(seq), plan, device=backend[0], method=backend[1])
+    r, s, seg, c = h.pairs
+    want = Counter(zip(h.row.tolist(), h.score.tolist()))
+    assert len(h) > 1000 and len(want) < len(h)
+    assert list(zip(r.tolist(), s.tolist())) == sorted(want) and c.tolist() == [want[k] for k in sorted(want)]
+    assert seg is None                                  # (no p-value table in this plan)

@@ -5,6 +5,7 @@ import numpy as np
 
 from workers.backend import resolve_device
 from workers.scan.cpu import scan_cpu
+from workers.scan.distinct import score_runs
 from workers.scan.gpu import scan_gpu
 from workers.scan.plan import BlockHits, ScanPlan
 
@@ -35,8 +36,11 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
         raise ValueError(f"block row of {codes.size} codes is too short for {n_positions} windows of "
                          f"length {plan.max_length}")
     if dev == "gpu":
-        return scan_gpu(codes, n_positions, plan)
-    return scan_cpu(codes, n_positions, plan, method)
+        return scan_gpu(codes, n_positions, plan)            # (its pairs counted on the device)
+    hits = scan_cpu(codes, n_positions, plan, method)
+    if plan.count_scores:
+        hits.pairs = score_runs(hits.row, hits.score, hits.seg)
+    return hits
 
 
 def scan_blocks(codes_list: list, n_positions: list, plan: ScanPlan, device: str | None = None,

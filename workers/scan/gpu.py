@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.backend import cuda_kernels, on_device
+from workers.scan.distinct import score_runs
 from workers.scan.plan import BlockHits, ScanPlan, folded, stacked_weights
 
 SOURCE = Path(__file__).parent / "scan_mma.cu"
@@ -121,7 +122,7 @@ class _DeviceTables:
         self.grid = dev.attributes["MultiProcessorCount"] * 8
         pt = plan.pvalues
         self.seg_x0 = cp.asarray(pt.x0) if pt is not None else None
-        self.seg_offsets = cp.asarray(pt.offsets) if pt is not None else None
+        self.seg_bounds = cp.asarray(pt.bounds) if pt is not None else None
         cp.cuda.Stream.null.synchronize()     # uploaded before any thread's stream reads them
         self._local = threading.local()
 
@@ -248,15 +249,17 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
     if T.seg_x0 is not None and pos.size:
         seg = cp.empty(pos.size, dtype=np.int32)
         segment_index(((pos.size + 255) // 256,), (256,), (row, score, np.uint32(pos.size), T.seg_x0,
-                                                            T.seg_offsets, seg))
+                                                            T.seg_bounds, seg))
     # to the host through page-locked buffers (CuPy's pinned pool): one async copy each on this thread's
     # stream, then one wait; pageable copies cost ten times more (docs/benchmarks.md, the GPU end-to-end
     # table, change 6).  The buffers go back to the pool when the arrays
     # (and the Arrow table built on them) are freed, so nothing is reused while a caller holds it.
-    dev = [pos.astype(np.int64), row, score] + ([seg] if seg is not None else [])
-    out = [_to_host(x) for x in dev]
+    dev = [pos.astype(np.int64), row, score, seg]
+    if plan.count_scores:                  # the q-values' pairs, counted here: a fifth of the hits to keep
+        dev += list(score_runs(row, score, seg))
+    out = [None if x is None else _to_host(x) for x in dev]
     cp.cuda.get_current_stream().synchronize()       # the device arrays stay referenced until here
-    return BlockHits(out[0], out[1], out[2], out[3] if seg is not None else None)
+    return BlockHits(out[0], out[1], out[2], out[3], tuple(out[4:]) if plan.count_scores else None)
 
 
 def _to_host(x):

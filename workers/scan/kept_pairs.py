@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-_ITEM_BYTES = 12                 # int32 family + float64 p-value
+_ITEM_BYTES = 12                 # int32 family + float64 p-value (+ int64 count where counted)
 _lock = threading.Lock()
 _runs: dict = {}                 # run key -> _Kept
 
@@ -31,7 +31,7 @@ class _Kept:
         self.overflow = False
 
 
-def keep(run: str, rel: str, family: np.ndarray, pvalue: np.ndarray, budget: int) -> bool:
+def keep(run: str, rel: str, family: np.ndarray, pvalue: np.ndarray, budget: int, count: np.ndarray | None = None) -> bool:
     """Keep block file ``rel``'s pairs for run ``run``; False when the run's pairs no longer fit ``budget`` bytes
     (then nothing of the run is kept).
 
@@ -43,14 +43,16 @@ def keep(run: str, rel: str, family: np.ndarray, pvalue: np.ndarray, budget: int
     pvalue : ndarray of float64, shape (n,)
     budget : int
         Bytes of pairs the worker may hold for the run.
+    count : ndarray of int, shape (n,), optional
+        Hits each pair stands for (a block's distinct pairs, ``workers.scan.BlockHits.pairs``); default one each.
     """
-    need = family.size * _ITEM_BYTES
+    need = family.size * (_ITEM_BYTES + (0 if count is None else 8))
     with _lock:
         k = _runs.setdefault(run, _Kept(budget))
         if k.overflow:
             return False
         old = k.arrays.pop(rel, None)
-        k.nbytes -= 0 if old is None else old[0].size * _ITEM_BYTES
+        k.nbytes -= 0 if old is None else old[3]
         if k.nbytes + need > k.budget:
             k.overflow, k.arrays, k.nbytes = True, {}, 0
             return False
@@ -58,7 +60,8 @@ def keep(run: str, rel: str, family: np.ndarray, pvalue: np.ndarray, budget: int
     # host copies on any worker: copied to a GPU block by block from pageable memory, 16 threads' copies queued on
     # the driver's staging buffers (+27 thread-s in the scan tasks of a genome at 1e-4 on one H200); the
     # collect uploads them at once
-    arrays = (np.ascontiguousarray(family, np.int32), np.array(pvalue, np.float64))   # (not a view of the table)
+    arrays = (np.ascontiguousarray(family, np.int32), np.array(pvalue, np.float64),     # (not a view of the table)
+              None if count is None else np.array(count, np.int64), need)
     with _lock:
         if k.overflow or _runs.get(run) is not k:
             return False
@@ -80,22 +83,35 @@ def collect(run: str, files: list, device: str):
         return None
     from workers.scan.distinct import distinct_pairs_of, distinct_pairs_on_device  # noqa: PLC0415
 
-    arrays = [k.arrays.pop(rel) for rel in files]
+    arrays = [k.arrays.pop(rel)[:3] for rel in files]
+    counted = any(c is not None for _, _, c in arrays)
     if device != "gpu":
-        return distinct_pairs_of(arrays)
+        if not counted:
+            return distinct_pairs_of([(f, q) for f, q, _ in arrays])
+        from workers.scan.distinct import distinct_pairs  # noqa: PLC0415
+
+        return distinct_pairs(*(np.concatenate(x) for x in zip(*_with_counts(arrays))))
     import cupy as cp  # noqa: PLC0415
 
     n = sum(a[0].size for a in arrays)
     if not n:
         return distinct_pairs_of([])
     fam, p = cp.empty(n, np.int32), cp.empty(n, np.float64)
+    cnt = cp.empty(n, np.int64) if counted else None
     at = 0
-    for f, q in arrays:                       # into the device arrays directly (no host-side concatenation)
+    for f, q, c in _with_counts(arrays) if counted else arrays:   # into the device arrays (no host concatenation)
         fam[at:at + f.size].set(f)
         p[at:at + f.size].set(q)
+        if counted:
+            cnt[at:at + f.size].set(c)
         at += f.size
     del arrays
-    return distinct_pairs_on_device(fam, p)
+    return distinct_pairs_on_device(fam, p, cnt)
+
+
+def _with_counts(arrays: list) -> list:
+    """``(family, p-value, count)`` of each kept array, a count of one where it had none."""
+    return [(f, q, np.ones(f.size, np.int64) if c is None else c) for f, q, c in arrays]
 
 
 def drop(run: str) -> None:

@@ -139,16 +139,16 @@ extern "C" __global__ void rescore_f64(
 }
 
 // Score -> p-value segment of each hit (workers/distribution/pvalue_table.py, _search): the last segment j of
-// row r's range [offsets[r], offsets[r+1]) with x0[j] < score, or offsets[r] - 1 when there is none.
+// row r's range [bounds[r, 0], bounds[r, 1]) with x0[j] < score, or bounds[r, 0] - 1 when there is none.
 // The same binary search as the host's, so the host's exp() sees the same segment.
 extern "C" __global__ void segment_index(
         const int* __restrict__ rows, const double* __restrict__ scores, unsigned int n,
-        const double* __restrict__ x0, const long long* __restrict__ offsets, int* __restrict__ seg) {
+        const double* __restrict__ x0, const long long* __restrict__ bounds, int* __restrict__ seg) {
     const unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int r = rows[i];
     const double s = scores[i];
-    long long L = offsets[r], H = offsets[r + 1];
+    long long L = bounds[2 * r], H = bounds[2 * r + 1];     // (R, 2) row-major: [start, end) of row r
     while (L < H) {
         const long long mid = (L + H) >> 1;
         if (x0[mid] < s) L = mid + 1; else H = mid;
