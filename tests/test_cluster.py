@@ -201,7 +201,7 @@ def test_gpu_sync_setting(monkeypatch):
     order = []
     monkeypatch.setattr(warmup, "set_gpu_sync", lambda p: order.append(("sync", p)))
     monkeypatch.setattr(warmup, "warm", lambda d: order.append(("warm", d)))
-    monkeypatch.setattr(warmup, "_import_io", lambda: None)
+    monkeypatch.setattr(warmup, "_warm_io", lambda: None)
     warmup._warm_quietly("gpu", "yield")
     assert order == [("sync", "yield"), ("warm", "gpu")]
     with pytest.raises(ValueError, match="one of auto, spin, yield, blocking"):

@@ -19,6 +19,7 @@ import numpy as np
 from workers.backend import (limit_blas_threads, retain_freed_memory, set_gc_threshold, set_gpu_sync,
                              skip_numba_blas_probe)
 from workers.distribution import pvalue_to_score
+from workers.distribution.pvalue_table import PvalueTable
 from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import presence_counts, reduce_block
 from workers.scan.distinct import distinct_pairs
@@ -45,11 +46,14 @@ def warm(device: str = "cpu") -> None:
         limit_blas_threads(1)
         rng = np.random.default_rng(0)
         pwm = rng.normal(0.0, 1.0, (10, 4))
-        t = pvalue_to_score(pwm, np.full(4, 0.25), 1e-3)            # numba: DP, classes, segments
+        t = pvalue_to_score(pwm, np.full(4, 0.25), 1e-3, table=True)    # numba: DP, classes, tail segments
         plan = make_plan([pwm, pwm[::-1, ::-1].copy()], np.array([t.threshold] * 2), np.zeros(2, np.int32),
                          np.array([0, 1], np.int8))
+        plan.pvalues = PvalueTable.from_thresholds([t, t])         # (a GPU scan then finds each hit's segment)
         codes = rng.integers(0, 4, 4096 + 16).astype(np.uint8)
-        scan_block(codes, 4096, plan, device="cpu")                  # slices kernels, float64 rescoring
+        h = scan_block(codes, 4096, plan, device="cpu")              # slices kernels, float64 rescoring
+        plan.pvalues.lookup(h.row, h.score)                           # the hits' p-values (search, evaluate)
+        plan.pvalues.lookup(h.row, h.score, seg=np.zeros(len(h), np.int32))
         z = np.zeros(2, np.int64)
         distinct_pairs(z, np.ones(2))                                 # the q-values' sort (numba)
         distinct_pairs(z, np.ones(2), z + 1)                          # their merge of pieces
@@ -122,16 +126,36 @@ def _warm_quietly(device: str, gpu_sync: str | None = None) -> None:
     _sync_quietly(gpu_sync)              # (cuInit: off the worker's start, like the rest of the warm-up)
     try:
         warm(device)
-        _import_io()
+        _warm_io()
     except Exception:          # noqa: BLE001 - a warm-up never fails a worker; the tasks will say what is wrong
         pass
 
 
-def _import_io() -> None:
-    """Import what a scan task's reading and writing use (zarr, Parquet; ~0.65 s on the VM), so that no task pays
-    it: the first task of a fresh worker process did, and the process's other threads waited on the import lock
-    meanwhile (a GPU enrichment's tasks spent 4-5.5 thread-s "reading" 72 blocks on one H100, against 0.4 s on the
-    VM's in-process workers, which had imported them).  Not in :func:`warm`: the workers' forkserver runs that
-    before it can fork, and this would delay every worker's start."""
-    import pyarrow.parquet  # noqa: F401, PLC0415
-    import zarr  # noqa: F401, PLC0415
+def _warm_io() -> None:
+    """Import and run once, on a few bytes, what a scan task's reading and writing use: zarr (its event loop and the
+    store's zstd codec) and Arrow's Parquet writer (the hits files' dictionary pages, delta encoding, statistics and
+    codecs; ~0.65 s of imports on the VM).  A fresh worker process's first tasks paid it, its other threads waiting
+    on the import lock meanwhile (on one H100 the first 16 tasks of a genome scan took 1.7-2.6 s on a fresh
+    cluster against 1.2-1.3 s once warm: docs/benchmarks.md, issue 18).  Not in :func:`warm`: the workers'
+    forkserver runs that before it can fork, and this would delay every worker's start."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+    import zarr  # noqa: PLC0415
+    from zarr.codecs import ZstdCodec  # noqa: PLC0415
+    from zarr.storage import MemoryStore  # noqa: PLC0415
+
+    a = zarr.create_array(MemoryStore(), shape=(1, 64), chunks=(1, 64), dtype="uint8", fill_value=4,
+                          compressors=ZstdCodec(level=1, checksum=False))
+    a[0] = np.arange(64, dtype=np.uint8) % 4
+    np.asarray(a[0])
+    # from buffers: pa.array / pa.table import pandas to check their input (pipeline.arrow's reason)
+    i32 = pa.Array.from_buffers(pa.int32(), 2, [None, pa.py_buffer(np.zeros(2, np.int32))])
+    names = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, 1], np.int32)), pa.py_buffer(b"m")])
+    i64 = pa.Array.from_buffers(pa.int64(), 2, [None, pa.py_buffer(np.array([1, 2], np.int64))])
+    f64 = pa.Array.from_buffers(pa.float64(), 2, [None, pa.py_buffer(np.array([1e-5, 1e-4]))])
+    schema = pa.schema([("motif_id", pa.dictionary(pa.int32(), pa.string())), ("start", pa.int64()),
+                        ("pvalue", pa.float64())])
+    t = pa.Table.from_arrays([pa.DictionaryArray.from_arrays(i32, names), i64, f64], schema=schema)
+    for codec in ("snappy", "zstd"):
+        pq.write_table(t, pa.BufferOutputStream(), compression=codec, use_dictionary=["motif_id"],
+                       write_statistics=["start", "pvalue"], column_encoding={"start": "DELTA_BINARY_PACKED"})
