@@ -304,6 +304,13 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
     if scheduler or scheduler_file:
         client = _connect(scheduler_address(scheduler, scheduler_file), security)
+        # quiet as a local cluster's silence_logs makes it: a failed scan cancels its futures and closes the client
+        # with gathers in flight, which distributed logs ("Couldn't gather ...", a closed comm's traceback) around
+        # the caller's one-line error (seen once in tests/test_faults.py::test_disk_full)
+        dlog = logging.getLogger("distributed")
+        level = dlog.level
+        if quiet:
+            dlog.setLevel(logging.CRITICAL)
         try:
             wait = float(dask.config.get("motifgrid.cluster.wait-for-workers", default=120))
             try:
@@ -316,6 +323,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             yield client, dev
         finally:
             client.close()
+            dlog.setLevel(level)
         return
     with _quick_switches():
         cluster, client, dev = _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc)

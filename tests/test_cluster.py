@@ -345,3 +345,25 @@ def test_quiet_client_silences_tornado_even_when_distributed_is_imported_late():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[-1] == str(50), out.stdout
+
+
+def test_quiet_client_of_a_scheduler_logs_nothing_of_distributed():
+    """get_client(scheduler=..., quiet=True) silences this process's distributed loggers while it is open, as a quiet
+    local cluster does (a failed scan closes its client with gathers in flight, which distributed would log around the
+    command's one-line error), and gives their level back after; not quiet, they are left alone."""
+    import logging
+
+    from distributed import LocalCluster
+
+    from pipeline.cluster import get_client
+
+    dlog = logging.getLogger("distributed")
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
+                      silence_logs=False) as cl:
+        before = dlog.level
+        with get_client(scheduler=cl.scheduler_address, quiet=True) as (client, _):
+            assert dlog.level == logging.CRITICAL
+            assert client.submit(sum, [1, 2]).result() == 3
+        assert dlog.level == before
+        with get_client(scheduler=cl.scheduler_address) as (client, _):
+            assert dlog.level == before
