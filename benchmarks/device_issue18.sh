@@ -16,13 +16,14 @@ nproc
 # numba and CuPy compile (or load) their kernels here, out of the timed runs (a fresh machine compiles ~10 s)
 timeout 200 python3 -m pipeline.cli bench --parts kernel,cpu --motifs $J --cpu-positions 65536 2>&1 | grep -E '"part"|Error' | cut -c1-200
 ROOT=$PWD
+run=0
 [ "${E2E:-1}" = 1 ] && while read -r settings; do
-  echo "== ${settings:-defaults}"
+  run=$((run + 1)); echo "== run $run: ${settings:-defaults}"
   src=$ROOT; [[ " $settings " =~ \ SRC=([^ ]+) ]] && src=$ROOT/${BASH_REMATCH[1]}   # SRC=DIR: that source tree's code
   pv=${PVALUES:-1e-4 1e-5}; [[ " $settings " =~ \ PV=([^ ]+) ]] && pv=${BASH_REMATCH[1]//,/ }   # PV=P1,P2: this line's
   (cd "$src" && env $settings PYTHONPATH=/tmp/site:$src timeout ${E2E_TIMEOUT:-300} python3 -m pipeline.cli bench --parts e2e \
     --motifs $ROOT/$J --genome-size ${SIZE:-3.1e9} \
-    --pvalues $pv --work /tmp/e2e --workers ${WORKERS:-1} --json "$OUT/e2e.jsonl" 2>&1) | grep -E '"part"|Error' \
+    --pvalues $pv --work /tmp/e2e --workers ${WORKERS:-1} --json "$OUT/e2e-$run.jsonl" 2>&1) | grep -E '"part"|Error' \
     | python3 -c "import sys, json
 for l in sys.stdin:
     if not l.startswith('{'):
@@ -38,7 +39,8 @@ for l in sys.stdin:
           '| q-value tasks', r.get('qvalues_tasks'), {k: round(v, 1) for k, v in (r.get('qvalues_task_seconds_by_step') or {}).items()},
           'phases', {k: round(v, 2) for k, v in (r.get('qvalues_phases') or {}).items()},
           '| run phases', {k: round(v, 2) for k, v in (r.get('phases') or {}).items()},
-          '| first tasks', r.get('first_tasks'),
+          '| first tasks (mean)', {k: round(sum(t.get(k, 0) for t in r.get('first_tasks') or []) / max(1, len(r.get('first_tasks') or [])), 3)
+                                   for k in ('task', 'scan', 'table', 'pvalues', 'parquet', 'pinned', 'faults')},
           '| thread-s: scan', round(r['task_seconds_scan'], 1), 'io', round(r['task_seconds_io'], 1), st,
           '| first task', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'))"
 done <<< "${RUNS:-}"

@@ -573,6 +573,10 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
 
     store, mset, out, pvalue, done, t_start = job.store, job.mset, job.out, job.pvalue, job.done, job.t_start
     t_thr0 = time.perf_counter()
+    all_units = job.units()
+    todo = [u for u in all_units if store.block(u[0]).block_id not in done]
+    groups = group_units(todo, int(dask.config.get("motifgrid.scan.min-task-positions")))
+    reserving = _reserve_pinned(client, device, pvalue, len(mset.rows()[0]), groups)   # beside the thresholds
     plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True,  # cache: written later
                                                      early=job.thresholds)
     row_strand = mset.rows()[2]
@@ -587,10 +591,6 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                       **_kept_pairs_settings(job, client, plan, pub.scan_id, device))
     plan.count_scores = _count_scores(ctx, device)
 
-    all_units = job.units()
-    todo = [u for u in all_units if store.block(u[0]).block_id not in done]
-    min_pos = int(dask.config.get("motifgrid.scan.min-task-positions"))
-    groups = group_units(todo, min_pos)
     total_rows = plan.n_rows
     col_per_pos = int(plan.lengths.sum())
 
@@ -630,6 +630,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         if streaming is not None:
             streaming.cancel()
         raise
+    del reserving
     from pipeline.thresholds import wait_for_cache_writes  # noqa: PLC0415
 
     wait_for_cache_writes()
@@ -679,6 +680,31 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                       column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
                       workers=len(client.scheduler_info().get("workers", {})), qvalues=qsum,
                       hits_this_run=stats["hits"])
+
+
+def _reserve_pinned(client, device: str, pvalue: float, rows: int, groups: list) -> list:
+    """On a GPU cluster (and ``motifgrid.scan.reserve-pinned``), a task on each worker that makes the pinned host
+    buffers its threads' first blocks will copy their hits into (:func:`workers.scan.gpu.reserve_pinned`), run
+    while the thresholds are computed; the futures, to be held until the scan's tasks are done."""
+    import dask.config  # noqa: PLC0415
+
+    if device != "gpu" or not groups or not dask.config.get("motifgrid.scan.reserve-pinned", default=True):
+        return []
+    from workers.scan.gpu import pinned_sizes  # noqa: PLC0415
+
+    positions = sorted(sum(p.hi - p.lo for _, pieces in g for p in pieces) for g in groups)     # a task's
+    per_thread = pinned_sizes(pvalue * rows * positions[len(positions) // 2])    # ~p hits a window and row
+    return [client.submit(_reserve_pinned_task, per_thread, pure=False, workers=[w], allow_other_workers=False,
+                          key=f"reserve-pinned-{uuid.uuid4().hex[:8]}")
+            for w in client.scheduler_info().get("workers", {})]
+
+
+def _reserve_pinned_task(sizes: list) -> float:
+    from distributed import get_worker  # noqa: PLC0415
+
+    from workers.scan.gpu import reserve_pinned  # noqa: PLC0415
+
+    return reserve_pinned(sizes, get_worker().state.nthreads)
 
 
 def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
@@ -752,6 +778,7 @@ class _Tally:
     def add(self, res: dict) -> None:
         if len(self.first) < 16:
             self.first.append({"task": round(res["seconds_task"], 3), "scan": round(res["seconds_scan"], 3),
+                               "faults": res.get("faults", 0),
                                **{k: round(v, 3) for k, v in res["stages"].items() if v >= 0.001}})
         for k in self._SUMMED:
             self.stats[k] += res[k]

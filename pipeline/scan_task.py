@@ -85,7 +85,9 @@ class BlockHits:
 
 
 _STRANDS = arrow.strings(["+", "-"])
-_STAGES = ("read", "windows", "table", "parquet", "counts", "pairs", "manifest")
+#: ("pinned": allocating page-locked buffers for a GPU block's hits, inside the scan; "pvalues": the p-value
+#: lookup, inside "table")
+_STAGES = ("read", "windows", "table", "pvalues", "parquet", "counts", "pairs", "manifest", "pinned")
 _DICT_COLUMNS = ["chrom", "strand", "motif_id", "motif_name", "region"]   # dictionary pages where values repeat
 _STATS_COLUMNS = ["start", "end", "score", "pvalue"]     # row-group statistics for range / p-value filters
 #: coordinates ascend within each motif row's run (hits format 2): delta encoding stores them in a few bits and
@@ -112,6 +114,7 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
     from workers.backend import limit_blas_threads  # noqa: PLC0415
 
     t_task = time.perf_counter()
+    faults0 = _thread_faults()
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
              "block_hits": [], "row_hits": None,
@@ -145,6 +148,10 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
     t1 = time.perf_counter()
     found = scan_blocks(codes, ns, ctx.plan, device=ctx.device)      # one call for all pieces (CPU or GPU)
     del codes
+    if ctx.device == "gpu":
+        from workers.scan.gpu import take_pinned_seconds  # noqa: PLC0415
+
+        stats["stages"]["pinned"] += take_pinned_seconds()
     stats["seconds_scan"] += time.perf_counter() - t1
     stats["seconds_io"] += t1 - t0
     per_block: dict = {}
@@ -156,9 +163,21 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
         _write_block(ctx, b, n, _merge(per_block[b]), stats, windows[b])
         stats["seconds_io"] += time.perf_counter() - t2
     stats["seconds_task"] = time.perf_counter() - t_task
+    stats["faults"] = _thread_faults() - faults0
     stats["worker"] = _worker_address()
     stats["block_ids"] = [ctx.store.block(b).block_id for b, _ in units]     # finished: their counts may be merged
     return stats
+
+
+def _thread_faults() -> int:
+    """Minor page faults of this thread so far (Linux; 0 elsewhere): a fresh worker's first blocks map their columns'
+    pages anew (docs/benchmarks.md, issue 18)."""
+    try:
+        import resource  # noqa: PLC0415
+
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    except (ImportError, AttributeError, OSError):
+        return 0
 
 
 def _worker_address() -> str | None:
@@ -189,9 +208,10 @@ def _merge(parts: list) -> BlockHits:
     return BlockHits(pos[o], row[o], score[o], None if seg is None else seg[o])     # (pairs: a pair a hit)
 
 
-def hits_table(ctx: ScanContext, block: int, hits: BlockHits) -> tuple[pa.Table, np.ndarray]:
+def hits_table(ctx: ScanContext, block: int, hits: BlockHits, steps: dict | None = None) -> tuple[pa.Table, np.ndarray]:
     """Arrow table of one block's hits (strings dictionary-encoded) and each hit's key for the counts table
-    (record number, or region number with ``--regions``), shape (n,) int64."""
+    (record number, or region number with ``--regions``), shape (n,) int64.  ``steps``: its p-value lookup's
+    seconds are added to ``steps["pvalues"]``."""
     from workers.scan.table_numba import row_columns  # noqa: PLC0415
 
     c = ctx.columns
@@ -200,7 +220,10 @@ def hits_table(ctx: ScanContext, block: int, hits: BlockHits) -> tuple[pa.Table,
     r, start = record_positions(ctx.store, block, hits.pos)
     end, strand, motif, name = row_columns(hits.row, start, c["lengths"], c["row_strand"], c["row_motif"],
                                            c["row_name"])
+    tp = time.perf_counter()
     score, pvals = _scores(ctx, hits)
+    if steps is not None:
+        steps["pvalues"] += time.perf_counter() - tp
     recs, r_local = (np.array([one[0]]), np.zeros(r.size, np.int32)) if one[1] - one[0] == 1 else _present(r)
     cols = {
         "chrom": arrow.dictionary(r_local.astype(np.int32, copy=False),
@@ -278,7 +301,7 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
         t3 = time.perf_counter()
     elif len(hits):
         t0 = time.perf_counter()
-        table, key = hits_table(ctx, index, hits)
+        table, key = hits_table(ctx, index, hits, st)
         meta = dict(ctx.metadata)
         meta["block"] = json.dumps({"index": index, "start": blk.start, "end": blk.core_end})
         t1 = time.perf_counter()

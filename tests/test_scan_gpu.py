@@ -129,6 +129,11 @@ def test_gpu_cluster_dataset_equals_cpu(tmp_path, chrx_2mb):
     g, c = rows(tmp_path / "gpu"), rows(tmp_path / "cpu")
     assert len(c) > 1000 and g == c
     assert rows(tmp_path / "gpu2") == c
+    import json
+
+    steps = {d: json.loads((tmp_path / d / "_summary.json").read_text())["task_seconds_by_step"]
+             for d in ("gpu", "cpu")}
+    assert steps["gpu"]["pinned"] > 0 and steps["cpu"]["pinned"] == 0      # page-locking timed on the GPU path
     print("cluster GPU == CPU:", len(g), "hits")
 
 
@@ -259,3 +264,29 @@ def test_gpu_sync_policy_reaches_the_context_and_scans_the_same(chrx_slice):
     finally:
         set_gpu_sync("auto")
     assert policy_bits()[0] == GPU_SYNC["auto"]
+
+
+def test_reserved_pinned_buffers_are_those_the_blocks_take():
+    """reserve_pinned leaves buffers of the power-of-two sizes in CuPy's pinned pool, and a block's hits of any count
+    in the reserved range are copied into them (the pool's free blocks go down, nothing new is page-locked)."""
+    import cupy as cp
+
+    from workers.scan.gpu import _to_host, pinned_capacity, pinned_sizes, reserve_pinned, take_pinned_seconds
+
+    pool = cp.get_default_pinned_memory_pool()
+    pool.free_all_blocks()
+    n = 1_000_000
+    reserve_pinned(pinned_sizes(n), copies=2)
+    assert pool.n_free_blocks() == 2 * len(pinned_sizes(n))
+    for hits in (n, int(0.7 * n)):        # the expected count, and fewer
+        free = pool.n_free_blocks()
+        pos = cp.arange(hits, dtype=cp.int64) * 3
+        row = cp.arange(hits, dtype=cp.int32) % 7
+        take_pinned_seconds()
+        h_pos, h_row = _to_host(pos), _to_host(row)
+        cp.cuda.get_current_stream().synchronize()
+        assert take_pinned_seconds() > 0
+        assert pool.n_free_blocks() == free - 2, hits             # both from the pool
+        assert h_pos.size == hits and (h_pos == np.arange(hits) * 3).all() and (h_row == np.arange(hits) % 7).all()
+        assert h_pos.base.nbytes == pinned_capacity(8 * hits)
+        del h_pos, h_row                                            # back to the pool for the next block

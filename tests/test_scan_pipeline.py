@@ -149,6 +149,8 @@ def test_layout_schema_and_provenance(genome, finished):
     summary = json.loads((out / "_summary.json").read_text())
     ms = pq.read_table(out / "_motif_summary.parquet")
     assert sum(ms.column("hits").to_pylist()) == summary["hits"] == t.num_rows
+    steps = summary["task_seconds_by_step"]             # the p-value lookup is timed inside the table step
+    assert 0 < steps["pvalues"] < steps["table"] and steps["pinned"] == 0        # (no GPU buffers on CPU workers)
     assert not list(out.rglob(".*tmp*"))
 
 

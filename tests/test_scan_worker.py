@@ -403,3 +403,22 @@ def test_count_scores_gives_each_distinct_row_and_score(chrx_slice, backend):
     assert len(h) > 1000 and len(want) < len(h)
     assert list(zip(r.tolist(), s.tolist())) == sorted(want) and c.tolist() == [want[k] for k in sorted(want)]
     assert seg is None                                  # (no p-value table in this plan)
+
+
+def test_pinned_sizes_cover_every_array_of_a_block_near_its_expected_count():
+    """The GPU path copies a block's hits into power-of-two pinned buffers; the ones reserved for an expected count n
+    (workers.scan.gpu.reserve_pinned) hold the positions, scores (8 bytes a hit), rows and segments (4) of any
+    block of n/2 to n hits — two of each size a block takes."""
+    from collections import Counter
+
+    from workers.scan.gpu import pinned_capacity, pinned_sizes
+
+    for nbytes in (1, 65_536, 65_537, 3_000_000, 1 << 24, (1 << 24) + 1):
+        cap = pinned_capacity(nbytes)
+        assert cap & (cap - 1) == 0 and cap >= max(nbytes, 65_536) and (cap < 2 * nbytes or cap == 65_536)
+    rng = np.random.default_rng(1)
+    for n in (2_940_000, 290_000, 1_000_003):
+        reserved = Counter(pinned_capacity(s) for s in pinned_sizes(n))
+        for hits in rng.integers(n // 2 + 1, n + 1, 200).tolist() + [n, n // 2 + 1]:
+            need = Counter(pinned_capacity(b * hits) for b in (8, 8, 4, 4))
+            assert all(reserved[c] >= k for c, k in need.items()), (n, hits)

@@ -15,6 +15,7 @@ kernels) and no lock is held around the device work.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -265,14 +266,60 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
 def _to_host(x):
     """Start an asynchronous copy of 1-D device array ``x`` (current stream) into a new pinned host array.
 
-    The pinned buffer's size is rounded up to 1/8 of a power of two (at least 64 KiB): CuPy's pinned pool
-    reuses only freed blocks of the same size, and the hit counts of blocks differ, so exact sizes would
-    leave a new buffer in the pool for nearly every block; rounded, a worker keeps a few per thread."""
+    The pinned buffer's size is rounded up to a power of two (at least 64 KiB): CuPy's pinned pool reuses only
+    freed blocks of the same size, and the hit counts of blocks differ, so exact sizes would leave a new buffer in
+    the pool for nearly every block; rounded, a thread finds the same few sizes block after block, and
+    :func:`reserve_pinned` can make them before the first block needs them."""
     import cupyx  # noqa: PLC0415
 
-    nbytes = max(int(x.nbytes), 1)
-    q = 1 << max(16, (nbytes - 1).bit_length() - 3)
-    cap = -(-nbytes // q) * q
-    h = cupyx.empty_pinned(cap // x.itemsize, dtype=x.dtype)[: x.size]
+    t0 = time.perf_counter()
+    h = cupyx.empty_pinned(pinned_capacity(x.nbytes) // x.itemsize, dtype=x.dtype)[: x.size]
+    _alloc.seconds = getattr(_alloc, "seconds", 0.0) + time.perf_counter() - t0
     _cupy().asnumpy(x, out=h, blocking=False)
     return h
+
+
+def pinned_capacity(nbytes: int) -> int:
+    """The bytes of the pinned buffer that holds ``nbytes``: the next power of two, at least 64 KiB."""
+    return 1 << max(16, (max(int(nbytes), 1) - 1).bit_length())
+
+
+#: per thread: seconds spent allocating pinned buffers (page-locking is slow: a scan task's step)
+_alloc = threading.local()
+
+
+def take_pinned_seconds() -> float:
+    """Seconds this thread spent allocating pinned host buffers since the last call."""
+    s = getattr(_alloc, "seconds", 0.0)
+    _alloc.seconds = 0.0
+    return s
+
+
+def pinned_sizes(hits: int) -> list:
+    """The pinned buffers (bytes) one thread's block of about ``hits`` hits copies them into (:func:`_scan`: positions
+    and scores 8 bytes a hit, rows and segments 4), for that count and for half of it: a block's count varies
+    around what is expected, and each half-size step is another power of two of :func:`pinned_capacity`."""
+    n = max(1, int(hits))
+    return [8 * n, 8 * n, 4 * n, 4 * n, 4 * n, 4 * n, 2 * n, 2 * n]
+
+
+def reserve_pinned(sizes: list, copies: int) -> float:
+    """Put ``copies`` pinned buffers of each of ``sizes`` bytes (a size given twice: two buffers a copy) (rounded as :func:`pinned_capacity`) into CuPy's
+    pinned pool, allocated from ``copies`` threads at once and freed: a worker's threads then find them there.
+
+    Page-locking host memory costs the driver ~0.1-0.3 ms a MB, and a fresh worker's first wave of blocks allocated
+    every buffer its hits needed (tens of MB a thread at p = 1e-4) at the same moment; reserved while the
+    thresholds are computed, before any block is scanned, that time is off the scan's path.  Returns seconds."""
+    import cupyx  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    caps = sorted((pinned_capacity(s) for s in sizes), reverse=True)       # each size once a copy, repeats kept
+
+    def one(_):
+        return [cupyx.empty_pinned(c, dtype=np.uint8) for c in caps]
+
+    with ThreadPoolExecutor(max(1, copies)) as pool:
+        held = list(pool.map(one, range(copies)))
+    del held                                      # back to the pool, kept there for the blocks
+    return time.perf_counter() - t0
