@@ -196,10 +196,15 @@ def finished(genome, client, tmp_path_factory):
 
 @pytest.mark.parametrize("sorted_families", [True, False])
 def test_distinct_pieces_against_counting(sorted_families):
-    """_distinct's (family, p-value, count) of raw hits and of merged pieces = counting every pair in a dict."""
+    """distinct_pairs' (family, p-value, count) of raw hits, of merged pieces (sorted again, or merged by
+    merge_distinct) = counting every pair in a dict."""
     from collections import Counter
 
-    from pipeline.qvalues import _distinct
+    from pipeline.qvalues import _as_piece
+    from workers.scan.distinct import distinct_pairs
+
+    def _distinct(*a):
+        return _as_piece(*distinct_pairs(*a))
 
     rng = np.random.default_rng(3)
     fam = np.repeat(rng.permutation(40) if not sorted_families else np.arange(40), rng.integers(0, 300, 40))
@@ -212,6 +217,14 @@ def test_distinct_pieces_against_counting(sorted_families):
     cat = np.concatenate(halves)
     merged = _distinct(cat["family"].astype(np.int64), cat["pvalue"], cat["count"])
     assert np.array_equal(merged, got)
+    from workers.scan.distinct import merge_distinct           # the reduce tasks' merge of sorted pieces
+
+    for k in (1, 2, 3, 7):                                       # random cuts of the hits (some pieces empty)
+        cuts = np.sort(rng.integers(0, fam.size + 1, k - 1))
+        order = rng.permutation(fam.size)
+        pieces = [_distinct(fam[o].astype(np.int64), p[o]) for o in np.split(order, cuts)]
+        m = merge_distinct([(x["family"], x["pvalue"], x["count"]) for x in pieces])
+        assert all(np.array_equal(a, got[c]) for a, c in zip(m, ("family", "pvalue", "count"))), k
 
 
 def test_scan_qvalues_equal_direct_bh(genome, finished):

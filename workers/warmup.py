@@ -22,7 +22,7 @@ from workers.distribution import pvalue_to_score
 from workers.distribution.pvalue_table import PvalueTable
 from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import presence_counts, reduce_block
-from workers.scan.distinct import distinct_pairs
+from workers.scan.distinct import distinct_pairs, merge_distinct
 from workers.scan.distinct_numba import bh_steps
 from workers.scan.table_numba import row_columns
 
@@ -56,7 +56,8 @@ def warm(device: str = "cpu") -> None:
         plan.pvalues.lookup(h.row, h.score, seg=np.zeros(len(h), np.int32))
         z = np.zeros(2, np.int64)
         distinct_pairs(z, np.ones(2))                                 # the q-values' sort (numba)
-        distinct_pairs(z, np.ones(2), z + 1)                          # their merge of pieces
+        distinct_pairs(z, np.ones(2), z + 1)                          # a merge of pieces, sorted again
+        merge_distinct([(z, np.ones(2), z + 1), (z, np.ones(2), z + 1)])  # the reduce tasks' merge of sorted pieces
         bh_steps(z, np.ones(2), z + 1, z + 5, np.empty(2), np.empty(2), np.empty(2, np.int64), np.empty(2, np.int64))
         reduce_block(z, z.astype(np.int32), z.astype(np.int32), np.ones(2), np.ones(2), 1)   # region counts
         presence_counts(z, z.astype(np.int32), 0, 1, 1, z, np.zeros(2, np.bool_), 1)          # enrich's block counts

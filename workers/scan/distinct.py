@@ -63,6 +63,37 @@ def distinct_pairs_of(columns, device: str = "cpu"):
     return distinct_pairs(*(np.concatenate(x) for x in zip(*runs)))
 
 
+def merge_distinct(pieces: list):
+    """One distinct, sorted list of several: each piece ``(fam, p, count)`` distinct and sorted by family then
+    p-value (what :func:`distinct_pairs` returns), a pair in several pieces once with its counts summed.  Merged
+    two by two on the host (numba, linear per round): the same arrays as :func:`distinct_pairs` of their
+    concatenation with counts, without sorting it again.
+
+    Parameters
+    ----------
+    pieces : list of (ndarray, ndarray, ndarray)
+        int64 family, float64 p-value, int64 count, shape (k_i,) each.
+
+    Returns
+    -------
+    fam, p, count : ndarray, shape (k,) each
+    """
+    from workers.scan.distinct_numba import merge_two  # noqa: PLC0415
+
+    runs = [tuple(np.ascontiguousarray(a, t) for a, t in zip(x, (np.int64, np.float64, np.int64))) for x in pieces]
+    if not runs:
+        return _empty()
+    while len(runs) > 1:
+        merged = []
+        for a, b in zip(runs[::2], runs[1::2]):
+            n = a[0].size + b[0].size
+            out = np.empty(n, np.int64), np.empty(n, np.float64), np.empty(n, np.int64)
+            k = merge_two(*a, *b, *out)
+            merged.append(tuple(x[:k] for x in out))
+        runs = merged + ([runs[-1]] if len(runs) % 2 else [])
+    return runs[0]
+
+
 def score_runs(row, score, seg=None):
     """A block's distinct (row, score), sorted, with the number of hits of each: all that the q-values need of its
     hits, since a hit's p-value is a function of its row and score (a genome block at p = 1e-4: 2.8 M hits,

@@ -92,3 +92,37 @@ def bh_steps(fam, p, count, tests, out_p, out_q, out_hits, out_fam):  # pragma: 
                 k += 1
         lo = hi
     return k
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_two(af, ap, ac, bf, bp, bc, of, op, oc):  # pragma: no cover - compiled
+    """Merge two distinct, sorted (family, p-value) lists with counts ((n,) int64, float64, int64 each) into
+    ``o*`` (room for both), a pair found in both once with the counts summed; returns how many pairs.  Linear:
+    the pieces of the q-value reduction arrive sorted, and sorting their concatenation again cost a genome's
+    reduction 2 thread-s of device sorts (docs/benchmarks.md, issue 18)."""
+    i = 0
+    j = 0
+    k = 0
+    na = af.size
+    nb = bf.size
+    while i < na and j < nb:
+        if af[i] < bf[j] or (af[i] == bf[j] and ap[i] < bp[j]):
+            of[k], op[k], oc[k] = af[i], ap[i], ac[i]
+            i += 1
+        elif af[i] == bf[j] and ap[i] == bp[j]:
+            of[k], op[k], oc[k] = af[i], ap[i], ac[i] + bc[j]
+            i += 1
+            j += 1
+        else:
+            of[k], op[k], oc[k] = bf[j], bp[j], bc[j]
+            j += 1
+        k += 1
+    while i < na:
+        of[k], op[k], oc[k] = af[i], ap[i], ac[i]
+        i += 1
+        k += 1
+    while j < nb:
+        of[k], op[k], oc[k] = bf[j], bp[j], bc[j]
+        j += 1
+        k += 1
+    return k
