@@ -291,8 +291,8 @@ def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client
     """The hits' (family, p-value) pairs kept in the two worker processes that scanned them (one collect task on
     each, nothing read back; ``keep-pairs: true``, as GPU workers do by default), a pair a hit or each block's
     distinct (row, score) counted (``count-pairs: true``, as GPU workers do by default), give the map of the files
-    read back; past the memory budget the workers drop them and the files are read; no worker holds any pairs
-    after the run."""
+    read back, the pieces of several groups of motifs merged; past the memory budget the workers drop them and the
+    files are read; no worker holds any pairs after the run."""
     import dask.config
 
     from workers.scan import kept_pairs
@@ -302,10 +302,14 @@ def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client
     with dask.config.set({"motifgrid.qvalues.keep-pairs": False}):
         read = run_scan(store.path, MOTIFS, str(tmp_path / "read"), pvalue=1e-3, client=client, progress=False)
     with dask.config.set({"motifgrid.qvalues.keep-pairs": True, "motifgrid.qvalues.keep-pairs-memory-fraction": fraction,
-                          "motifgrid.qvalues.count-pairs": counted}):
+                          "motifgrid.qvalues.count-pairs": counted,
+                          "motifgrid.qvalues.task-hits": 500,          # several groups of motifs, and a task a
+                          "motifgrid.scan.min-task-positions": 1}):      # block: pairs kept in both workers
         kept = run_scan(store.path, MOTIFS, str(tmp_path / "kept"), pvalue=1e-3, client=client, progress=False)
     assert not read.qvalues["kept_pairs"] and not res.qvalues["kept_pairs"]      # auto: GPU workers only
     assert kept.qvalues["kept_pairs"] == (fraction > 1e-6)
+    if fraction > 1e-6:
+        assert kept.qvalues["tasks"] >= 2 + 3                 # a collect task a worker, 3 groups of motifs or more
     want = pq.read_table(tmp_path / "read" / "_qvalues.parquet")
     assert want.num_rows > 100 and pq.read_table(tmp_path / "kept" / "_qvalues.parquet").equals(want)
     assert pq.read_table(out / "_qvalues.parquet").equals(want)
