@@ -694,7 +694,7 @@ def _reserve_pinned(client, device: str, pvalue: float, rows: int, groups: list)
 
     positions = sorted(sum(p.hi - p.lo for _, pieces in g for p in pieces) for g in groups)     # a task's
     per_thread = pinned_sizes(pvalue * rows * positions[len(positions) // 2])    # ~p hits a window and row
-    return [client.submit(_reserve_pinned_task, per_thread, pure=False, workers=[w], allow_other_workers=False,
+    return [] if not per_thread else [client.submit(_reserve_pinned_task, per_thread, pure=False, workers=[w], allow_other_workers=False,
                           key=f"reserve-pinned-{uuid.uuid4().hex[:8]}")
             for w in client.scheduler_info().get("workers", {})]
 
@@ -704,7 +704,10 @@ def _reserve_pinned_task(sizes: list) -> float:
 
     from workers.scan.gpu import reserve_pinned  # noqa: PLC0415
 
-    return reserve_pinned(sizes, get_worker().state.nthreads)
+    try:
+        return reserve_pinned(sizes, get_worker().state.nthreads)
+    except Exception:      # noqa: BLE001 - buffers made ahead are an optimisation (a locked-memory limit, say): the
+        return 0.0         # blocks make their own, and say so if they cannot
 
 
 def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:

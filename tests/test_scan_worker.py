@@ -408,7 +408,8 @@ def test_count_scores_gives_each_distinct_row_and_score(chrx_slice, backend):
 def test_pinned_sizes_cover_every_array_of_a_block_near_its_expected_count():
     """The GPU path copies a block's hits into power-of-two pinned buffers; the ones reserved for an expected count n
     (workers.scan.gpu.reserve_pinned) hold the positions, scores (8 bytes a hit), rows and segments (4) of any
-    block of n/2 to n hits — two of each size a block takes."""
+    block of n/2 to n hits — two of each size a block takes; none are made ahead past PINNED_AHEAD_MAX a thread (a
+    permissive p-value)."""
     from collections import Counter
 
     from workers.scan.gpu import pinned_capacity, pinned_sizes
@@ -416,6 +417,9 @@ def test_pinned_sizes_cover_every_array_of_a_block_near_its_expected_count():
     for nbytes in (1, 65_536, 65_537, 3_000_000, 1 << 24, (1 << 24) + 1):
         cap = pinned_capacity(nbytes)
         assert cap & (cap - 1) == 0 and cap >= max(nbytes, 65_536) and (cap < 2 * nbytes or cap == 65_536)
+    from workers.scan.gpu import PINNED_AHEAD_MAX
+
+    assert pinned_sizes(3e7) == [] and sum(pinned_capacity(b) for b in pinned_sizes(2_940_000)) <= PINNED_AHEAD_MAX
     rng = np.random.default_rng(1)
     for n in (2_940_000, 290_000, 1_000_003):
         reserved = Counter(pinned_capacity(s) for s in pinned_sizes(n))

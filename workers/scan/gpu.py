@@ -295,12 +295,18 @@ def take_pinned_seconds() -> float:
     return s
 
 
+#: most page-locked bytes :func:`pinned_sizes` asks a thread to make ahead (a genome at p = 1e-4: 144 MB)
+PINNED_AHEAD_MAX = 256 << 20
+
+
 def pinned_sizes(hits: int) -> list:
     """The pinned buffers (bytes) one thread's block of about ``hits`` hits copies them into (:func:`_scan`: positions
     and scores 8 bytes a hit, rows and segments 4), for that count and for half of it: a block's count varies
-    around what is expected, and each half-size step is another power of two of :func:`pinned_capacity`."""
+    around what is expected, and each half-size step is another power of two of :func:`pinned_capacity`.  None
+    (an empty list) past :data:`PINNED_AHEAD_MAX` a thread: a permissive p-value's blocks are not made ahead."""
     n = max(1, int(hits))
-    return [8 * n, 8 * n, 4 * n, 4 * n, 4 * n, 4 * n, 2 * n, 2 * n]
+    sizes = [8 * n, 8 * n, 4 * n, 4 * n, 4 * n, 4 * n, 2 * n, 2 * n]
+    return sizes if sum(pinned_capacity(b) for b in sizes) <= PINNED_AHEAD_MAX else []
 
 
 def reserve_pinned(sizes: list, copies: int) -> float:
