@@ -575,7 +575,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     t_thr0 = time.perf_counter()
     all_units = job.units()
     todo = [u for u in all_units if store.block(u[0]).block_id not in done]
-    groups = group_units(todo, int(dask.config.get("motifgrid.scan.min-task-positions")))
+    groups = group_units(todo, _min_task_positions(client, todo))
     reserving = _reserve_pinned(client, device, pvalue, len(mset.rows()[0]), groups)   # beside the thresholds
     plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True,  # cache: written later
                                                      early=job.thresholds)
@@ -680,6 +680,16 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                       column_scores=stats["positions"] * col_per_pos, unreachable=unreachable, device=device,
                       workers=len(client.scheduler_info().get("workers", {})), qvalues=qsum,
                       hits_this_run=stats["hits"])
+
+
+def _min_task_positions(client, units: list) -> int:
+    """``motifgrid.scan.min-task-positions``, or less for a scan of fewer positions than that a worker thread: its
+    blocks then make a task each for the threads to share, instead of one task for one thread (a few hundred peaks)."""
+    import dask.config  # noqa: PLC0415
+
+    least = int(dask.config.get("motifgrid.scan.min-task-positions"))
+    threads = max(1, sum(client.nthreads().values()))
+    return max(1, min(least, sum(p.hi - p.lo for _, pieces in units for p in pieces) // threads))
 
 
 def _reserve_pinned(client, device: str, pvalue: float, rows: int, groups: list) -> list:

@@ -154,6 +154,21 @@ def test_layout_schema_and_provenance(genome, finished):
     assert not list(out.rglob(".*tmp*"))
 
 
+def test_small_scan_shares_its_blocks_among_the_threads(genome, finished, client):
+    """A scan of fewer positions than motifgrid.scan.min-task-positions (1 Mi) a worker thread is not one task for
+    one thread: its blocks go in tasks of about (positions / threads) each."""
+    from pipeline.regions import Piece
+    from pipeline.scan import _min_task_positions
+
+    store, _ = genome
+    out, _ = finished
+    summary = json.loads((out / "_summary.json").read_text())
+    assert summary["blocks"] > 2 and len(summary["first_tasks"]) >= 2         # 2 worker threads
+    units = [(b, [Piece(b, 0, n, n)]) for b, n in enumerate((10_000, 30_000))]
+    assert _min_task_positions(client, units) == 20_000
+    assert _min_task_positions(client, [(0, [Piece(0, 0, 1 << 26, 1 << 26)])]) == 1 << 20
+
+
 def test_rerun_refused_and_resume_of_finished_does_nothing(genome, finished, client):
     store, _ = genome
     out, res = finished
