@@ -704,7 +704,9 @@ def _reserve_pinned(client, device: str, pvalue: float, rows: int, groups: list)
 
     positions = sorted(sum(p.hi - p.lo for _, pieces in g for p in pieces) for g in groups)     # a task's
     per_thread = pinned_sizes(pvalue * rows * positions[len(positions) // 2])    # ~p hits a window and row
-    return [] if not per_thread else [client.submit(_reserve_pinned_task, per_thread, pure=False, workers=[w], allow_other_workers=False,
+    if not per_thread:
+        return []
+    return [client.submit(_reserve_pinned_task, per_thread, pure=False, workers=[w], allow_other_workers=False,
                           key=f"reserve-pinned-{uuid.uuid4().hex[:8]}")
             for w in client.scheduler_info().get("workers", {})]
 
