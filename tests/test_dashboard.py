@@ -56,9 +56,10 @@ def cluster():
 
 
 def _execute(path, env: dict, timeout: float = 240, cwd=ROOT):
-    """Run a notebook headless with the installed ``python3`` kernel in ``cwd``; return it with its outputs."""
+    """Run a notebook headless with the installed ``python3`` kernel in ``cwd``; return it with its outputs (the
+    kernel is stopped once the last cell has run: a graceful shutdown waited ~2 s more per notebook)."""
     nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=timeout,
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=timeout, shutdown_kernel="immediate",
                                      resources={"metadata": {"path": str(cwd)}})
     from tests.conftest import subprocess_env
 
@@ -203,8 +204,37 @@ def test_dashboard_notebook_live(live):
     assert f"{final['hits']:,} hits in {live['out']}" in text
 
 
-def test_explore_notebook(live):
-    nb = _execute(ROOT / "notebooks" / "explore_hits.ipynb", {"MOTIFGRID_HITS": str(live["out"])})
+def _concurrently(**runs) -> dict:
+    """Notebooks run at the same time, each in its own kernel (a kernel's start and its plots use one core): their
+    results (or the error each raised, raised again by the test that reads it)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(runs)) as ex:
+        futures = {k: ex.submit(_execute, *args, **kw) for k, (args, kw) in runs.items()}
+        return {k: f.exception() or f.result() for k, f in futures.items()}
+
+
+def _notebook(results: dict, key: str):
+    nb = results[key]
+    if isinstance(nb, BaseException):
+        raise nb
+    return nb
+
+
+@pytest.fixture(scope="module")
+def explored(live, tmp_path_factory):
+    """``explore_hits.ipynb`` on the live scan's dataset, twice at once: given by MOTIFGRID_HITS, and found from a
+    ``notebooks/`` folder (a copy of the dataset at ``motifgrid-demo/hits`` above it)."""
+    d = tmp_path_factory.mktemp("explore")
+    shutil.copytree(live["out"], d / "motifgrid-demo" / "hits")
+    (d / "notebooks").mkdir()
+    nb = ROOT / "notebooks" / "explore_hits.ipynb"
+    return d, _concurrently(given=((nb, {"MOTIFGRID_HITS": str(live["out"])}), {}),
+                            found=((nb, {"MOTIFGRID_HITS": ""}), {"cwd": d / "notebooks"}))
+
+
+def test_explore_notebook(live, explored):
+    nb = _notebook(explored[1], "given")
     text = _texts(nb)
     summary = json.loads((live["out"] / "_summary.json").read_text())
     assert f"{summary['hits']:,} hits (summary: {summary['hits']:,})" in text
@@ -213,14 +243,13 @@ def test_explore_notebook(live):
     assert "site (motif strand)" in last["text/plain"]
 
 
-def test_explore_notebook_from_the_notebooks_folder(live, tmp_path):
+def test_explore_notebook_from_the_notebooks_folder(live, explored):
     """Jupyter starts a notebook's kernel in the notebook's folder: the default dataset (``motifgrid-demo/hits``,
     where ``motifgrid demo`` run in the repository root puts it) is looked for there and in the folders above."""
-    shutil.copytree(live["out"], tmp_path / "motifgrid-demo" / "hits")
-    (tmp_path / "notebooks").mkdir()
-    nb = _execute(ROOT / "notebooks" / "explore_hits.ipynb", {"MOTIFGRID_HITS": ""}, cwd=tmp_path / "notebooks")
+    d, results = explored
+    nb = _notebook(results, "found")
     summary = json.loads((live["out"] / "_summary.json").read_text())
-    assert f"{tmp_path / 'motifgrid-demo' / 'hits'}: {summary['hits']:,} hits" in _texts(nb)
+    assert f"{d / 'motifgrid-demo' / 'hits'}: {summary['hits']:,} hits" in _texts(nb)
 
 
 def _png_height(nb, cell: int) -> int:
@@ -245,13 +274,27 @@ def peaks(cluster, tmp_path_factory):
     return store, out
 
 
-def test_explore_notebook_peak_set(peaks):
+@pytest.fixture(scope="module")
+def peaks_notebooks(peaks, cluster):
+    """Both notebooks on the finished peak-set scan, at once: the explorer, and the dashboard of that scan (its
+    progress published on the test scheduler)."""
+    cl, _ = cluster
+    _, out = peaks
+    summary = json.loads((out / "_summary.json").read_text())
+    return _concurrently(
+        explore=((ROOT / "notebooks" / "explore_hits.ipynb", {"MOTIFGRID_HITS": str(out)}), {}),
+        dashboard=((ROOT / "notebooks" / "dashboard.ipynb", {"MOTIFGRID_SCHEDULER": cl.scheduler_address,
+                                                              "MOTIFGRID_SCAN_ID": summary["scan_id"],
+                                                              "MOTIFGRID_WAIT": "30"}), {}))
+
+
+def test_explore_notebook_peak_set(peaks, peaks_notebooks):
     """One panel per contig for the 8 largest contigs (a panel for each of 500 peaks took 12 minutes), then the
     hits per contig as a histogram."""
     store, out = peaks
     chroms = Counter(read_hits(str(out), columns=["chrom"]).column("chrom").to_pylist())
     assert len(store.records) == 500 and len(chroms) > 100
-    nb = _execute(ROOT / "notebooks" / "explore_hits.ipynb", {"MOTIFGRID_HITS": str(out)})
+    nb = _notebook(peaks_notebooks, "explore")
     text = _texts(nb)
     assert f"{len(chroms):,} contigs with hits; hits along the 8 largest drawn" in text, text
     cell = next(i for i, c in enumerate(nb.cells) if "MAX_CONTIGS]" in c.source)
@@ -259,13 +302,11 @@ def test_explore_notebook_peak_set(peaks):
     assert "site (motif strand)" in nb.cells[-1]["outputs"][-1]["data"]["text/plain"]
 
 
-def test_dashboard_notebook_peak_set(peaks, cluster):
+def test_dashboard_notebook_peak_set(peaks, peaks_notebooks):
     """The dashboard of a finished scan of 500 contigs (200 listed one by one, the rest summed)."""
-    cl, _ = cluster
     _, out = peaks
     summary = json.loads((out / "_summary.json").read_text())
-    nb = _execute(ROOT / "notebooks" / "dashboard.ipynb", {
-        "MOTIFGRID_SCHEDULER": cl.scheduler_address, "MOTIFGRID_SCAN_ID": summary["scan_id"], "MOTIFGRID_WAIT": "30"})
+    nb = _notebook(peaks_notebooks, "dashboard")
     text = _texts(nb)
     assert f"finished: {summary['blocks']}/{summary['blocks']} blocks" in text, text
     assert f"{summary['hits']:,} hits in {out}" in text and _images(nb) >= 1
