@@ -61,11 +61,8 @@ def test_dictionary_and_table():
         arrow.column(np.zeros((2, 2)))
 
 
-def test_scan_never_imports_pandas(tmp_path, chrx_slice):
-    """A whole scan (local cluster with dashboard, thresholds, Parquet parts and summaries) in a fresh process:
-    pandas stays unimported (pyarrow would import it on the first ``pa.array``)."""
-    (tmp_path / "g.fa").write_text(">chrX\n" + chrx_slice[:60_000] + "\n")
-    code = f"""
+def _scan_code(tmp_path) -> str:
+    return f"""
 import sys
 from pipeline.genome import ingest
 from pipeline.scan import run_scan
@@ -78,16 +75,10 @@ with get_client(n_workers=2, device='cpu', quiet=True) as (client, dev):
 assert res.hits > 0, res
 print('pandas' in sys.modules)
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
-                       cwd=ROOT, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "False", r.stdout
 
 
-def test_enrich_never_imports_pandas(tmp_path):
-    """A whole enrichment (shuffled controls, clusters, sites of the top motifs, pictures) in a fresh process: pandas
-    stays unimported, and what writing the outputs needs was loaded beside the scan (``enrich_outputs.preload``)."""
-    code = f"""
+def _enrich_code(tmp_path) -> str:
+    return f"""
 import sys
 from pipeline.enrich import EnrichSettings, run_enrich
 from pipeline.cluster import get_client
@@ -97,10 +88,43 @@ with get_client(n_workers=1, device='cpu', quiet=True, dashboard=False) as (clie
 assert res['clusters'], res
 print(res['seconds_steps']['preload_wait'] < 60, 'scipy.cluster.hierarchy' in sys.modules, 'pandas' in sys.modules)
 """
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(),
-                       cwd=ROOT, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "True True False", r.stdout
+
+
+@pytest.fixture(scope="module")
+def fresh_runs(tmp_path_factory, chrx_slice) -> dict:
+    """The scan and the enrichment below, each in a fresh process, both started at once (each is mostly one core's
+    imports and start-up): ``{name: (returncode, stdout, stderr)}``."""
+    scan_dir, enrich_dir = tmp_path_factory.mktemp("fresh-scan"), tmp_path_factory.mktemp("fresh-enrich")
+    (scan_dir / "g.fa").write_text(">chrX\n" + chrx_slice[:60_000] + "\n")
+    procs = {name: subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env=subprocess_env(), cwd=ROOT)
+             for name, code in (("scan", _scan_code(scan_dir)), ("enrich", _enrich_code(enrich_dir)))}
+    out = {}
+    try:
+        for name, p in procs.items():
+            stdout, stderr = p.communicate(timeout=300)
+            out[name] = (p.returncode, stdout, stderr)
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    return out
+
+
+def test_scan_never_imports_pandas(fresh_runs):
+    """A whole scan (local cluster with dashboard, thresholds, Parquet parts and summaries) in a fresh process:
+    pandas stays unimported (pyarrow would import it on the first ``pa.array``)."""
+    rc, stdout, stderr = fresh_runs["scan"]
+    assert rc == 0, stderr
+    assert stdout.strip().splitlines()[-1] == "False", stdout
+
+
+def test_enrich_never_imports_pandas(fresh_runs):
+    """A whole enrichment (shuffled controls, clusters, sites of the top motifs, pictures) in a fresh process: pandas
+    stays unimported, and what writing the outputs needs was loaded beside the scan (``enrich_outputs.preload``)."""
+    rc, stdout, stderr = fresh_runs["enrich"]
+    assert rc == 0, stderr
+    assert stdout.strip().splitlines()[-1] == "True True False", stdout
 
 
 def test_nullable_equals_pa_array():
