@@ -343,7 +343,12 @@ def test_existing_scheduler(genome, finished, tmp_path):
                                "--port", str(port), "--dashboard-address", "127.0.0.1:0"], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        time.sleep(2)
+        deadline = time.time() + 60                   # the scheduler listens (a fixed 2 s sleep before)
+        while time.time() < deadline and procs[0].poll() is None:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
         procs.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", addr, "--nthreads", "2",
                                        "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"], env=env,
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
