@@ -618,8 +618,8 @@ def test_parsed_files_cached_by_their_bytes(tmp_path, monkeypatch):
 
 def test_named_releases_cached(tmp_path, monkeypatch):
     """A named release read again comes from the cache (no query), equal to the query
-    field by field; another selection of the same release is another entry; a changed database file is read
-    again."""
+    field by field; a selection within it is made from its entry (no query); a selection from the whole release is
+    another entry; a changed database file is read again."""
     import dask.config
 
     from pipeline.motifs import releases
@@ -629,13 +629,16 @@ def test_named_releases_cached(tmp_path, monkeypatch):
         with monkeypatch.context() as m:
             m.setattr(releases, "_query_release", lambda src, spec: pytest.fail(f"{src} queried"))
             cached = read_motifs("JASPAR2024:CORE:vertebrates")
+            ctcf = read_motifs("JASPAR2024:core:Vertebrates:CTCF")          # from the collection's entry
+            assert [x.id for x in ctcf] == ["MA0139.2", "MA1929.2", "MA1930.2"]
+            assert {x.source for x in ctcf} == {"JASPAR2024:core:Vertebrates:CTCF"}
             with pytest.raises(pytest.fail.Exception, match="MA0139.2 queried"):
                 read_motifs("JASPAR2024:MA0139.2")             # not cached yet: queried
         assert [(x.id, x.name, x.kind, x.nsites, x.record, x.source) for x in cached] == \
             [(x.id, x.name, x.kind, x.nsites, x.record, x.source) for x in queried]
         assert all(np.array_equal(x.matrix, y.matrix) for x, y in zip(queried, cached))
         assert [x.id for x in read_motifs("JASPAR2024:MA0139.2")] == ["MA0139.2"]
-        name = releases._cache_name("JASPAR2024:CORE:vertebrates", "JASPAR2024")
+        name = releases._cache_name(repr(("JASPAR2024", "CORE", ["vertebrates"], None)), "JASPAR2024")
         assert (tmp_path / "cache" / f"{name}.npz").exists()
         db = tmp_path / "JASPAR2024.sqlite"
         db.write_bytes(b"a database")

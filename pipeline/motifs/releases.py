@@ -52,21 +52,26 @@ def _selectors(src: str, text: str) -> list[str]:
 def read_release(src: str, spec) -> list[Motif]:
     """The motifs of a release name parsed by :func:`parse_release` (``spec``), through pyjaspar, or from the
     parsed-motif cache (:mod:`pipeline.motifs.cache`): pyjaspar's SQL queries for the 879 JASPAR 2024
-    vertebrates took 0.9 s on the 2-core VM, more than a warm scan of 300 peaks (docs/benchmarks.md)."""
+    vertebrates took 0.9 s on the 2-core VM, more than a warm scan of 300 peaks (docs/benchmarks.md).  A
+    selection within a collection (``JASPAR2024:CORE::CTCF``) is made from the collection's entry, which every
+    selection of it, and every spelling of it (``JASPAR2024``, ``JASPAR2024:CORE``), shares."""
     from pipeline.motifs import cache  # noqa: PLC0415
 
-    name = _cache_name(src, spec[0])
+    release, collection, taxa, sel = spec
+    whole = (release, collection, taxa, None) if collection is not None else spec
+    name = _cache_name(repr(whole), release)
     motifs = cache.load(name, src) if name is not None else None
     if motifs is None:
-        motifs = _query_release(src, spec)
+        motifs = _query_release(src, whole)
         if name is not None:
             cache.store(name, motifs)
-    return motifs
+    return select_motifs(motifs, sel, src) if whole is not spec and sel else motifs
 
 
-def _cache_name(src: str, release: str) -> str | None:
-    """The cache entry of a release name: the name, pyjaspar's version and its database file's size and time;
-    None where the file is not where pyjaspar keeps it (then nothing is cached)."""
+def _cache_name(key: str, release: str) -> str | None:
+    """The cache entry of a release query (``key``: its parsed name, see :func:`read_release`): the key, pyjaspar's
+    version and its database file's size and time; None where the file is not where pyjaspar keeps it (then
+    nothing is cached)."""
     from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
 
     from pipeline.motifs import cache  # noqa: PLC0415
@@ -79,7 +84,7 @@ def _cache_name(src: str, release: str) -> str | None:
         ver = version("pyjaspar")
     except (OSError, PackageNotFoundError):
         return None
-    return cache.key(repr((src, ver, st.st_size, st.st_mtime_ns)).encode(), "jaspar-release", 0.0)
+    return cache.key(repr((key, ver, st.st_size, st.st_mtime_ns)).encode(), "jaspar-release", 0.0)
 
 
 def _database_file(release: str) -> str | None:
@@ -115,8 +120,7 @@ def _query_release(src: str, spec) -> list[Motif]:
     recs = [Record(b.matrix_id, b.name or b.matrix_id, None, bio_matrix(b), None, "counts") for b in bio]
     if not recs:
         raise MotifError(src, "0 motifs in this release/collection/tax group")
-    motifs = finish(recs, src)
-    return select_motifs(motifs, sel, src) if collection is not None and sel else motifs
+    return finish(recs, src)
 
 
 def _release_lookup(db, src: str, selectors: list[str]) -> list[str]:
