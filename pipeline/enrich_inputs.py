@@ -115,12 +115,16 @@ def read_sequences(path: str, store, role: str) -> Sequences:
 
 
 class _BlockCache:
-    """``fetch(record, start, end)`` of a genome store that keeps the last block row it decoded: regions read in
-    genome order (BED targets, then controls) mostly fall in the block read before."""
+    """``fetch(record, start, end)`` of a genome store that keeps the last few block rows it decoded: regions read
+    in genome order (BED targets, then controls) mostly fall in a block read before, and the controls drawn from a
+    chunk that crosses a block border alternate between its two blocks (one row kept: every such draw read a
+    block again)."""
+
+    KEEP = 4
 
     def __init__(self, store):
         self.store = store
-        self.index, self.row = -1, None
+        self.rows: dict = {}          # block index -> row, least recently used first
 
     def __call__(self, record: int, start: int, end: int) -> np.ndarray:
         st = self.store
@@ -131,10 +135,14 @@ class _BlockCache:
         pos, B = lo, st.block_size
         while pos < hi:
             b = pos // B
-            if b != self.index:
-                self.index, self.row = b, st.read_block(st.block(b))
+            row = self.rows.pop(b, None)
+            if row is None:
+                row = st.read_block(st.block(b))
+                if len(self.rows) >= self.KEEP:
+                    del self.rows[next(iter(self.rows))]
+            self.rows[b] = row
             take = min(hi, (b + 1) * B) - pos
-            out[pos - lo:pos - lo + take] = self.row[pos - b * B:pos - b * B + take]
+            out[pos - lo:pos - lo + take] = row[pos - b * B:pos - b * B + take]
             pos += take
         return out
 

@@ -306,6 +306,25 @@ def genome(tmp_path_factory, chrx_2mb):
     return store, str(bed), chrx_2mb
 
 
+def test_block_cache_reads_what_the_store_reads(tmp_path, chrx_2mb):
+    """The enrichment's cached genome access (a few block rows kept) returns the store's own codes for regions in
+    random order, across block borders, at and past a record's end, with more blocks than it keeps."""
+    from pipeline.enrich_inputs import _BlockCache
+    from pipeline.genome import ingest
+
+    fa = _write_fasta(tmp_path / "x.fa", {"a": chrx_2mb[:700_000], "b": chrx_2mb[900_000:1_000_000]})
+    store = ingest(fa, tmp_path / "x.zarr", block_size=1 << 16)
+    fetch = _BlockCache(store)
+    rng = np.random.default_rng(2)
+    for _ in range(120):
+        r = int(rng.integers(0, 2))
+        n = int(store.records.lengths[r])
+        start = int(rng.integers(0, n))
+        end = start + int(rng.integers(1, 150_000))
+        assert np.array_equal(fetch(r, start, end), store.fetch(store.records.names[r], start, end)), (r, start, end)
+    assert len(fetch.rows) == fetch.KEEP
+
+
 def _gc(seq: str) -> float:
     return sum(c in "GC" for c in seq) / len(seq)
 
