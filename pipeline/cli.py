@@ -905,8 +905,8 @@ def _workers_dispatchers() -> list:
 
 
 class _KernelWarmup:
-    """The demo's first seconds on a new machine are numba compiling the kernels (~10 s on 2 cores; cached on disk
-    after that, next to the sources or, where those are read-only, in numba's user cache folder; NUMBA_CACHE_DIR
+    """The demo's first seconds on a new machine are numba compiling the kernels (30-45 s on the 2-core VM; cached on
+    disk after that, next to the sources or, where those are read-only, in numba's user cache folder; NUMBA_CACHE_DIR
     chooses).  For a local CPU cluster (threads of this process) they are compiled or loaded here, in a thread
     started before the genome is ingested, the motifs read and the cluster started: the workers find them
     ready (``workers.warmup.warm`` runs once per process)."""
@@ -941,8 +941,8 @@ class _KernelWarmup:
 
     def announce(self, job) -> None:
         if self.thread.is_alive() and self.compiled():
-            _console().print(f"first run on this machine: compiling the scan and threshold kernels (numba; about 10 s "
-                             f"on 2 cores), then the thresholds of {len(job.mset.ids)} motifs; both are cached for "
+            _console().print(f"first run on this machine: compiling the scan and threshold kernels (numba; under a "
+                             f"minute on 2 cores), then the thresholds of {len(job.mset.ids)} motifs; both are cached for "
                              "later runs …")
 
 
