@@ -291,7 +291,7 @@ def _is_piece(result) -> bool:
     return result is not None
 
 
-def reduce_task(group: int, collected: list, tests: np.ndarray, device: str = "cpu") -> dict:
+def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
     """Merge one group's pieces (from every collect task's result) and compute its families' steps (and the
     task's thread-seconds by step under ``"seconds"``; group 0's also the collect tasks')."""
     t0 = time.perf_counter()
@@ -431,7 +431,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
         collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
                                    pure=False, key=f"qvalues-collect-{k}-{tag}", **on)
                      for k, g in enumerate(file_groups)]
-    reduced = [client.submit(reduce_task, g, collected, tests_f, device, pure=False, key=f"qvalues-reduce-{g}-{tag}",
+    reduced = [client.submit(reduce_task, g, collected, tests_f, pure=False, key=f"qvalues-reduce-{g}-{tag}",
                              **on) for g in range(len(fam_groups))]
     results = client.gather(reduced)
     t_reduced = time.perf_counter()

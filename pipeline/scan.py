@@ -576,7 +576,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     all_units = job.units()
     todo = [u for u in all_units if store.block(u[0]).block_id not in done]
     groups = group_units(todo, _min_task_positions(client, todo))
-    reserving = _reserve_pinned(client, device, pvalue, len(mset.rows()[0]), groups)   # beside the thresholds
+    reserving = _reserve_pinned(client, device, pvalue, len(mset.pwms) * len(mset.strand_rows), groups)  # beside the thresholds
     plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True,  # cache: written later
                                                      early=job.thresholds)
     row_strand = mset.rows()[2]

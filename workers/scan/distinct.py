@@ -57,10 +57,7 @@ def distinct_pairs_of(columns, device: str = "cpu"):
             return _empty()
         return distinct_pairs(np.concatenate([f for f, _ in items]), np.concatenate([p for _, p in items]),
                               device="gpu")
-    runs = [distinct_pairs(f, p) for f, p in columns]
-    if len(runs) < 2:
-        return runs[0] if runs else _empty()
-    return distinct_pairs(*(np.concatenate(x) for x in zip(*runs)))
+    return merge_distinct([distinct_pairs(f, p) for f, p in columns])
 
 
 def merge_distinct(pieces: list):

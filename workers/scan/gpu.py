@@ -310,8 +310,9 @@ def pinned_sizes(hits: int) -> list:
 
 
 def reserve_pinned(sizes: list, copies: int) -> float:
-    """Put ``copies`` pinned buffers of each of ``sizes`` bytes (a size given twice: two buffers a copy) (rounded as :func:`pinned_capacity`) into CuPy's
-    pinned pool, allocated from ``copies`` threads at once and freed: a worker's threads then find them there.
+    """Put ``copies`` pinned buffers of each of ``sizes`` bytes (rounded as :func:`pinned_capacity`; a size given
+    twice: two buffers a copy) into CuPy's pinned pool, allocated from ``copies`` threads at once and freed: a
+    worker's threads then find them there.
 
     Page-locking host memory costs the driver ~0.1-0.3 ms a MB, and a fresh worker's first wave of blocks allocated
     every buffer its hits needed (tens of MB a thread at p = 1e-4) at the same moment; reserved while the
