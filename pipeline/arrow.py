@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+# Arrow's compute kernels are registered when pyarrow.compute is first imported.  ``DictionaryArray.from_arrays``
+# imports it lazily, in whichever thread builds the first dictionary, and the Parquet writer looks ``take`` up for
+# dictionary columns: once in ~10 in-process scans, a thread wrote before the registration it raced with was
+# complete ("No function registered with name: take").  Imported here, with this module, in the importing
+# thread: every scan builds dictionaries, so this costs no scan anything it did not already pay.
+import pyarrow.compute  # noqa: E402, F401
 
 __all__ = ["column", "strings", "nullable", "scalar", "dictionary", "table", "to_numpy"]
 
