@@ -261,7 +261,7 @@ def top_sites(job, ids: list) -> dict:
         start = pos[inside] + lo - off[rec]
         return {"motif": plan.row_motif[row].astype(np.int32), "rec": rec, "start": start,
                 "end": start + plan.lengths[row], "minus": plan.row_strand[row].astype(np.int8), "score": score,
-                "pvalue": plan.pvalues.lookup(row, score, seg=None if h.seg is None else h.seg[inside])}
+                "pvalue": plan.pvalues.lookup(row, score) if h.pvalue is None else h.pvalue[inside]}
 
     spans = [(a, b) for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()) if off[b] > off[a]] if plan.n_rows else []
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1, max(len(spans), 1))) as pool:

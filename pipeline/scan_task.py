@@ -77,8 +77,8 @@ class BlockHits:
     pos: np.ndarray      # (n,) int64 packed window starts
     row: np.ndarray      # (n,) plan rows
     score: np.ndarray    # (n,) float64
-    seg: np.ndarray | None
-    pairs: tuple | None = None   # the distinct (row, score, seg, count) of workers.scan.BlockHits.pairs, or None
+    pvalue: np.ndarray | None    # (n,) float64 where the scan computed them (GPU)
+    pairs: tuple | None = None   # the distinct (row, score, pvalue, count) of workers.scan.BlockHits.pairs, or None
 
     def __len__(self) -> int:
         return self.pos.size
@@ -199,13 +199,13 @@ def _merge(parts: list) -> BlockHits:
     """The hits of a block's pieces as one set in packed coordinates, grouped by plan row, position inside."""
     if len(parts) == 1:
         lo, h = parts[0]
-        return BlockHits(np.add(h.pos, lo, dtype=np.int64), h.row, h.score, h.seg, h.pairs)
+        return BlockHits(np.add(h.pos, lo, dtype=np.int64), h.row, h.score, h.pvalue, h.pairs)
     pos = np.concatenate([h.pos.astype(np.int64) + lo for lo, h in parts])
     row = np.concatenate([h.row for _, h in parts])
     score = np.concatenate([h.score for _, h in parts])
-    seg = None if parts[0][1].seg is None else np.concatenate([h.seg for _, h in parts])
+    pv = None if parts[0][1].pvalue is None else np.concatenate([h.pvalue for _, h in parts])
     o = np.lexsort((pos, row))
-    return BlockHits(pos[o], row[o], score[o], None if seg is None else seg[o])     # (pairs: a pair a hit)
+    return BlockHits(pos[o], row[o], score[o], None if pv is None else pv[o])     # (pairs: a pair a hit)
 
 
 def hits_table(ctx: ScanContext, block: int, hits: BlockHits, steps: dict | None = None) -> tuple[pa.Table, np.ndarray]:
@@ -246,7 +246,7 @@ def hits_table(ctx: ScanContext, block: int, hits: BlockHits, steps: dict | None
 
 def _scores(ctx: ScanContext, hits: BlockHits) -> tuple[np.ndarray, np.ndarray]:
     """The hits' scores (on FIMO's lattice with ``--like fimo``) and p-values, (n,) float64 each."""
-    pvals = ctx.plan.pvalues.lookup(hits.row, hits.score, seg=hits.seg)
+    pvals = hits.pvalue if hits.pvalue is not None else ctx.plan.pvalues.lookup(hits.row, hits.score)
     if ctx.lattice is None:
         return hits.score, pvals
     from workers.distribution.fimo_lattice import snap_scores  # noqa: PLC0415
@@ -347,9 +347,9 @@ def _keep_pairs(ctx: ScanContext, rel: str, hits: BlockHits, table: pa.Table) ->
     if hits.pairs is None:
         return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[hits.row], arrow.to_numpy(table.column("pvalue")),
                                ctx.pairs_budget)
-    row, score, seg, count = hits.pairs
-    return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[row], ctx.plan.pvalues.lookup(row, score, seg=seg),
-                           ctx.pairs_budget, count=count)
+    row, score, pv, count = hits.pairs
+    return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[row],
+                           pv if pv is not None else ctx.plan.pvalues.lookup(row, score), ctx.pairs_budget, count=count)
 
 
 def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.ndarray, row: np.ndarray,

@@ -64,8 +64,8 @@ def test_on_device_keeps_nothing_when_the_upload_fails():
 def test_cuda_kernels_compile_once_per_device():
     from workers.scan import gpu
 
-    a = backend.cuda_kernels(gpu.SOURCE, ("rescore_f64", "segment_index"))
-    assert backend.cuda_kernels(gpu.SOURCE, ("rescore_f64", "segment_index")) is a
+    a = backend.cuda_kernels(gpu.SOURCE, ("rescore_f64", "pvalue_of"))
+    assert backend.cuda_kernels(gpu.SOURCE, ("rescore_f64", "pvalue_of")) is a
     name = f"scan_mma<2,{gpu.PG}>"
     k = backend.cuda_kernels(gpu.SOURCE, (name,), instantiate=(name,))
     assert set(k) == {name} and k is backend.cuda_kernels(gpu.SOURCE, (name,), instantiate=(name,))

@@ -356,7 +356,7 @@ def test_kept_pairs_bookkeeping():
 
 def test_score_runs_count_each_distinct_row_and_score():
     """workers.scan.distinct.score_runs: a block's distinct (row, score) sorted by row then score, their hits counted
-    and each one's segment, against a Counter."""
+    and each one's p-value, against a Counter."""
     from collections import Counter
 
     from workers.scan.distinct import score_runs
@@ -364,11 +364,11 @@ def test_score_runs_count_each_distinct_row_and_score():
     rng = np.random.default_rng(11)
     row = rng.integers(0, 7, 5000).astype(np.int32)
     score = rng.choice([-1.5, 0.0, 2.25, 7.125, 7.125 + 1e-12], 5000)
-    seg = (row * 10 + np.searchsorted([0.0, 5.0], score)).astype(np.int32)     # a function of (row, score)
-    r, s, g, c = score_runs(row, score, seg)
+    pv = row * 10.0 + np.searchsorted([0.0, 5.0], score)     # a function of (row, score)
+    r, s, g, c = score_runs(row, score, pv)
     want = Counter(zip(row.tolist(), score.tolist()))
     assert list(zip(r.tolist(), s.tolist())) == sorted(want) and c.tolist() == [want[k] for k in sorted(want)]
-    assert g.tolist() == [int(k[0] * 10 + np.searchsorted([0.0, 5.0], k[1])) for k in sorted(want)]
+    assert g.tolist() == [k[0] * 10.0 + np.searchsorted([0.0, 5.0], k[1]) for k in sorted(want)]
     e = score_runs(row[:0], score[:0])
     assert e[0].size == e[1].size == e[3].size == 0 and e[2] is None
 

@@ -398,16 +398,16 @@ def test_count_scores_gives_each_distinct_row_and_score(chrx_slice, backend):
     assert scan_block(buf, len(seq), plan, device=backend[0], method=backend[1]).pairs is None
     plan.count_scores = True
     h = scan_block(buf, len(seq), plan, device=backend[0], method=backend[1])
-    r, s, seg, c = h.pairs
+    r, s, pv, c = h.pairs
     want = Counter(zip(h.row.tolist(), h.score.tolist()))
     assert len(h) > 1000 and len(want) < len(h)
     assert list(zip(r.tolist(), s.tolist())) == sorted(want) and c.tolist() == [want[k] for k in sorted(want)]
-    assert seg is None                                  # (no p-value table in this plan)
+    assert pv is None                                   # (no p-value table in this plan)
 
 
 def test_pinned_sizes_cover_every_array_of_a_block_near_its_expected_count():
     """The GPU path copies a block's hits into power-of-two pinned buffers; the ones reserved for an expected count n
-    (workers.scan.gpu.reserve_pinned) hold the positions, scores (8 bytes a hit), rows and segments (4) of any
+    (workers.scan.gpu.reserve_pinned) hold the positions, scores, p-values (8 bytes a hit) and rows (4) of any
     block of n/2 to n hits — two of each size a block takes; none are made ahead past PINNED_AHEAD_MAX a thread (a
     permissive p-value)."""
     from collections import Counter
@@ -424,5 +424,5 @@ def test_pinned_sizes_cover_every_array_of_a_block_near_its_expected_count():
     for n in (2_940_000, 290_000, 1_000_003):
         reserved = Counter(pinned_capacity(s) for s in pinned_sizes(n))
         for hits in rng.integers(n // 2 + 1, n + 1, 200).tolist() + [n, n // 2 + 1]:
-            need = Counter(pinned_capacity(b * hits) for b in (8, 8, 4, 4))
+            need = Counter(pinned_capacity(b * hits) for b in (8, 8, 8, 4))
             assert all(reserved[c] >= k for c, k in need.items()), (n, hits)

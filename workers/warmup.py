@@ -49,7 +49,7 @@ def warm(device: str = "cpu") -> None:
         t = pvalue_to_score(pwm, np.full(4, 0.25), 1e-3, table=True)    # numba: DP, classes, tail segments
         plan = make_plan([pwm, pwm[::-1, ::-1].copy()], np.array([t.threshold] * 2), np.zeros(2, np.int32),
                          np.array([0, 1], np.int8))
-        plan.pvalues = PvalueTable.from_thresholds([t, t])         # (a GPU scan then finds each hit's segment)
+        plan.pvalues = PvalueTable.from_thresholds([t, t])         # (a GPU scan then computes each hit's p-value)
         codes = rng.integers(0, 4, 4096 + 16).astype(np.uint8)
         h = scan_block(codes, 4096, plan, device="cpu")              # slices kernels, float64 rescoring
         plan.pvalues.lookup(h.row, h.score)                           # the hits' p-values (search, evaluate)
@@ -64,7 +64,7 @@ def warm(device: str = "cpu") -> None:
         i32 = z.astype(np.int32)
         row_columns(i32, z, z, i32, i32, i32)                         # the hits tables' per-row columns
         if device == "gpu":
-            # CUDA context, the rescoring and p-value segment kernels; each tile width's scan kernel is loaded
+            # CUDA context, the rescoring and p-value kernels; each tile width's scan kernel is loaded
             # by the first block that needs it (compiling all 16 widths ahead would hold the compile lock)
             scan_block(codes, 4096, plan, device="gpu")
             # the q-values' sort kernels: compiled on a fresh machine (~13 s, every thread of the reduction

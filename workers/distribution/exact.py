@@ -97,6 +97,7 @@ import numpy as np
 
 from workers.distribution import exact_numba as _nb
 from workers.distribution.lattice import Lattice, PreparedMatrix, integer_lattice, prepare_matrix
+from workers.distribution.pvalue_table import exp_array
 from workers.distribution.threshold import ScoreThreshold
 
 __all__ = [
@@ -616,7 +617,8 @@ def score_to_pvalue(table: ScoreThreshold, scores) -> np.ndarray:
         ok = i >= 0
         ii = np.maximum(i, 0)
         sc = np.minimum(flat, table.table_top)
-        v = np.exp(table.seg_a[ii] + table.seg_b[ii] * (sc - table.seg_x0[ii]))
+        v = table.seg_a[ii] + table.seg_b[ii] * (sc - table.seg_x0[ii])
+        exp_array(v, v)         # the scans' exponential (PvalueTable.lookup, the GPU's pvalue_of): the same bits
         v = np.minimum(v, 1.0)
         if table.top_zero:
             v[flat > table.table_top] = 0.0

@@ -2,10 +2,10 @@
 
 The tail tables of :func:`workers.distribution.pvalue_to_score` (log-linear segments per row) are
 flattened once per scan into :class:`PvalueTable`; a hit's p-value is then one binary search in its
-row's segments and one ``exp``, as :func:`workers.distribution.score_to_pvalue` computes it.  A GPU scan
-does the search on the device (kernel ``segment_index`` of ``workers/scan/scan_mma.cu``, the same comparisons)
-and hands over each hit's segment; the ``exp`` always runs here, in the same compiled function, so a GPU
-run and a CPU run write bit-identical p-values.
+row's segments and one exponential, as :func:`workers.distribution.score_to_pvalue` computes it.  A GPU scan
+does both on the device (kernel ``pvalue_of`` of ``workers/scan/scan_mma.cu``: the same comparisons, and the same
+exponential, :func:`exp_det`), so the host of a GPU worker pays nothing per hit for p-values (10-11 of a 3.1 Gb
+scan's ~135 host thread-seconds at p = 1e-4 on one H200) and a GPU run and a CPU run write bit-identical p-values.
 """
 from __future__ import annotations
 
@@ -109,9 +109,45 @@ def _search(x0, bounds, rows, scores, seg):  # pragma: no cover - compiled
         seg[i] = L - 1
 
 
+#: exp_det's constants, shared with its CUDA twin (``workers/scan/scan_mma.cu``; the tables go to the device as they
+#: are, so both sides read the same bits).  log(2)/64 split so that ``k * _LN2_64_HI`` is exact for |k| < 2**17.
+_INV_LN2_64 = 92.33248261689366                    # 64 / log(2)
+_LN2_64_HI = 0.010830424696223417                  # log(2)/64 to 36 bits
+_LN2_64_LO = 2.572804622327669e-14                 # log(2)/64 - _LN2_64_HI
+EXP_TABLE = np.exp2(np.arange(64) / 64.0)          # 2**(i/64), i = 0..63
+POW2_TABLE = np.ldexp(1.0, np.arange(-1022, 1024))  # 2**j, j = -1022..1023, exact
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def exp_det(t):  # pragma: no cover - compiled
+    """``exp(t)`` within 1.5 ulp (0 below -745.2) from additions, multiplications, ``floor`` and two tables, in an
+    order that the CUDA twin ``exp_det`` of ``workers/scan/scan_mma.cu`` repeats operation for operation (no fused
+    multiply-adds on either side): CPU and GPU p-values are then the same bits, which libm's and CUDA's ``exp``
+    are not (they differ in the last bit for some hits).  ``t = (64 q + i) log(2)/64 + r``, ``|r| <= log(2)/128``:
+    ``exp(t) = 2**q 2**(i/64) exp(r)``, ``exp(r) - 1`` to degree 5 (truncation < 0.2 ulp); ``2**q`` applied as
+    two normal powers of two, so that a subnormal result is rounded once."""
+    t = min(max(t, -746.0), 709.75)
+    k = np.floor(t * _INV_LN2_64 + 0.5)
+    r = (t - k * _LN2_64_HI) - k * _LN2_64_LO
+    e = r * (1.0 + r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * 0.008333333333333333))))
+    ki = np.int64(k)
+    f = EXP_TABLE[ki & 63]
+    v = f + f * e
+    q = ki >> 6
+    q1 = q >> 1
+    return (v * POW2_TABLE[q1 + 1022]) * POW2_TABLE[q - q1 + 1022]
+
+
+@numba.njit(cache=True, nogil=True)
+def exp_array(t, out):  # pragma: no cover - compiled
+    """:func:`exp_det` of every element of ``t`` (1-D float64) into ``out``."""
+    for i in range(t.size):
+        out[i] = exp_det(t[i])
+
+
 @numba.njit(cache=True, nogil=True)
 def _evaluate(x0, a, b, bounds, top, top_zero, rows, scores, seg, out):  # pragma: no cover - compiled
-    """P-value of each score in its segment: one ``exp`` (NaN below the row's table)."""
+    """P-value of each score in its segment: one :func:`exp_det` (NaN below the row's table)."""
     for i in range(scores.size):
         r = rows[i]
         j = seg[i]
@@ -120,7 +156,7 @@ def _evaluate(x0, a, b, bounds, top, top_zero, rows, scores, seg, out):  # pragm
             out[i] = np.nan
             continue
         sc = s if s < top[r] else top[r]
-        v = np.exp(a[j] + b[j] * (sc - x0[j]))
+        v = exp_det(a[j] + b[j] * (sc - x0[j]))
         if v > 1.0:
             v = 1.0
         if top_zero[r] and s > top[r]:

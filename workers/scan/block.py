@@ -39,7 +39,7 @@ def scan_block(codes: np.ndarray, n_positions: int, plan: ScanPlan, device: str 
         return scan_gpu(codes, n_positions, plan)            # (its pairs counted on the device)
     hits = scan_cpu(codes, n_positions, plan, method)
     if plan.count_scores:
-        hits.pairs = score_runs(hits.row, hits.score, hits.seg)
+        hits.pairs = score_runs(hits.row, hits.score, hits.pvalue)
     return hits
 
 
@@ -92,5 +92,5 @@ def scan_blocks(codes_list: list, n_positions: list, plan: ScanPlan, device: str
     for b in range(len(cuts)):
         sel = order[bounds[b]:bounds[b + 1]]
         out.append(BlockHits(local[sel], hits.row[sel], hits.score[sel],
-                             None if hits.seg is None else hits.seg[sel]))
+                             None if hits.pvalue is None else hits.pvalue[sel]))
     return out

@@ -91,7 +91,7 @@ def merge_distinct(pieces: list):
     return runs[0]
 
 
-def score_runs(row, score, seg=None):
+def score_runs(row, score, pvalue=None):
     """A block's distinct (row, score), sorted, with the number of hits of each: all that the q-values need of its
     hits, since a hit's p-value is a function of its row and score (a genome block at p = 1e-4: 2.8 M hits,
     ~0.6 M distinct).  On the device where the arrays are (CuPy's stable radix argsorts; NumPy's stable sort).
@@ -100,13 +100,13 @@ def score_runs(row, score, seg=None):
     ----------
     row : ndarray or cupy.ndarray of int32, shape (n,)
     score : ndarray or cupy.ndarray of float64, shape (n,)
-    seg : ndarray or cupy.ndarray of int32, shape (n,), optional
-        Each hit's p-value segment (a function of row and score too).
+    pvalue : ndarray or cupy.ndarray of float64, shape (n,), optional
+        Each hit's p-value (a function of row and score too).
 
     Returns
     -------
-    row, score, seg, count : arrays of the input's module, shape (k,) each
-        int32, float64, int32 (None without ``seg``), int32.
+    row, score, pvalue, count : arrays of the input's module, shape (k,) each
+        int32, float64, float64 (None without ``pvalue``), int32.
     """
     gpu = type(row).__module__.startswith("cupy")
     if gpu:
@@ -115,7 +115,7 @@ def score_runs(row, score, seg=None):
         xp = np
     n = int(row.size)
     if n == 0:
-        return row[:0], score[:0], None if seg is None else seg[:0], xp.zeros(0, np.int32)
+        return row[:0], score[:0], None if pvalue is None else pvalue[:0], xp.zeros(0, np.int32)
     o = xp.argsort(score) if gpu else np.argsort(score, kind="stable")
     o = o[xp.argsort(row[o])] if gpu else o[np.argsort(row[o], kind="stable")]     # stable: scores ascend in a row
     r, s = row[o], score[o]
@@ -124,7 +124,7 @@ def score_runs(row, score, seg=None):
     new[1:] = (r[1:] != r[:-1]) | (s[1:] != s[:-1])
     first = xp.flatnonzero(new)
     count = xp.diff(xp.concatenate([first, xp.array([n], first.dtype)])).astype(np.int32)
-    return r[first], s[first], None if seg is None else seg[o[first]], count
+    return r[first], s[first], None if pvalue is None else pvalue[o[first]], count
 
 
 def _empty():

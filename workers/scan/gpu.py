@@ -6,7 +6,7 @@ written, compacted through an atomic counter.  A second kernel rescores the cand
 column order, so hits are identical to the CPU path.  The full score matrix never exists in memory.
 
 Per device, the plan's tables (fp16 fragments of every tile, float64 matrices, thresholds, p-value
-segment edges) are uploaded once (:func:`workers.backend.on_device`) and kept while the plan lives, which
+tail tables) are uploaded once (:func:`workers.backend.on_device`) and kept while the plan lives, which
 is the whole scan on a worker; they are read-only.  A worker runs several tasks at once (so that reading
 and writing overlap the GPU): each thread has its own CUDA stream, candidate buffers and counter on each
 device, so the blocks of different threads overlap on the GPU too (one block's copies with another's
@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from workers.backend import cuda_kernels, on_device
+from workers.distribution.pvalue_table import EXP_TABLE
 from workers.scan.distinct import score_runs
 from workers.scan.plan import BlockHits, ScanPlan, folded, stacked_weights
 
@@ -44,15 +45,15 @@ def _scan_kernel(nch: int):
 
 
 def rescore_kernels() -> tuple:
-    """The float64 rescoring and p-value segment kernels of the current device.
+    """The float64 rescoring and p-value kernels of the current device.
 
     Returns
     -------
-    rescore_f64, segment_index : cupy.RawKernel
+    rescore_f64, pvalue_of : cupy.RawKernel
         Compiled from ``scan_mma.cu`` without any ``scan_mma`` instantiation.
     """
-    k = cuda_kernels(SOURCE, ("rescore_f64", "segment_index"))
-    return k["rescore_f64"], k["segment_index"]
+    k = cuda_kernels(SOURCE, ("rescore_f64", "pvalue_of"))
+    return k["rescore_f64"], k["pvalue_of"]
 
 
 def fragments(P16: np.ndarray, nch: int) -> np.ndarray:
@@ -122,8 +123,8 @@ class _DeviceTables:
         dev = cp.cuda.Device()
         self.grid = dev.attributes["MultiProcessorCount"] * 8
         pt = plan.pvalues
-        self.seg_x0 = cp.asarray(pt.x0) if pt is not None else None
-        self.seg_bounds = cp.asarray(pt.bounds) if pt is not None else None
+        self.pvalues = None if pt is None else tuple(cp.asarray(x) for x in (
+            pt.x0, pt.a, pt.b, pt.bounds, pt.top, pt.top_zero, EXP_TABLE))       # pvalue_of's tables, in its order
         cp.cuda.Stream.null.synchronize()     # uploaded before any thread's stream reads them
         self._local = threading.local()
 
@@ -163,8 +164,8 @@ def device_tables(plan: ScanPlan) -> _DeviceTables:
     Returns
     -------
     _DeviceTables
-        fp16 fragments and candidate bounds per tile, stacked float64 matrices, thresholds and p-value segment
-        edges as CuPy arrays, and each thread's stream and buffers; uploaded by the first thread that asks
+        fp16 fragments and candidate bounds per tile, stacked float64 matrices, thresholds and p-value tail
+        tables as CuPy arrays, and each thread's stream and buffers; uploaded by the first thread that asks
         (:func:`workers.backend.on_device`), then kept while the plan lives.
     """
     return on_device(plan, _DeviceTables)
@@ -215,12 +216,12 @@ def scan_gpu(codes: np.ndarray, n_positions: int, plan: ScanPlan) -> BlockHits:
     codes : ndarray or cupy.ndarray, shape (>= n_positions + plan.max_length - 1,), uint8
     n_positions : int
     plan : ScanPlan
-        Motifs up to 64 columns; with ``plan.pvalues`` each hit's p-value segment is found on the device.
+        Motifs up to 64 columns; with ``plan.pvalues`` each hit's p-value is computed on the device.
 
     Returns
     -------
     BlockHits
-        Host arrays (page-locked buffers), sorted by (row, position); ``seg`` set when the plan has p-values.
+        Host arrays (page-locked buffers), sorted by (row, position); ``pvalue`` set when the plan has p-values.
     """
     n = int(n_positions)
     if n <= 0 or not plan.tiles:
@@ -236,7 +237,7 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
     pos, row = candidates(codes_d, n, plan)
     if pos.size == 0:
         return BlockHits.empty()
-    rescore, segment_index = rescore_kernels()
+    rescore, pvalue_of = rescore_kernels()
     score = cp.empty(pos.size, dtype=np.float64)
     hit = cp.empty(pos.size, dtype=np.uint8)
     rescore(((pos.size + 255) // 256,), (256,), (codes_d, np.int64(codes_d.size), pos, row, np.uint32(pos.size),
@@ -246,18 +247,17 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
     # (row, position) order through one 64-bit radix argsort (pos, row >= 0; cupy.lexsort compares tuples)
     order = cp.argsort((row.astype(np.int64) << 32) | pos.astype(np.int64))
     pos, row, score = pos[order], row[order], score[order]
-    seg = None
-    if T.seg_x0 is not None and pos.size:
-        seg = cp.empty(pos.size, dtype=np.int32)
-        segment_index(((pos.size + 255) // 256,), (256,), (row, score, np.uint32(pos.size), T.seg_x0,
-                                                            T.seg_bounds, seg))
+    pv = None
+    if T.pvalues is not None and pos.size:
+        pv = cp.empty(pos.size, dtype=np.float64)
+        pvalue_of(((pos.size + 255) // 256,), (256,), (row, score, np.uint32(pos.size), *T.pvalues, pv))
     # to the host through page-locked buffers (CuPy's pinned pool): one async copy each on this thread's
     # stream, then one wait; pageable copies cost ten times more (docs/benchmarks.md, the GPU end-to-end
     # table, change 6).  The buffers go back to the pool when the arrays
     # (and the Arrow table built on them) are freed, so nothing is reused while a caller holds it.
-    dev = [pos.astype(np.int64), row, score, seg]
+    dev = [pos.astype(np.int64), row, score, pv]
     if plan.count_scores:                  # the q-values' pairs, counted here: a fifth of the hits to keep
-        dev += list(score_runs(row, score, seg))
+        dev += list(score_runs(row, score, pv))
     out = [None if x is None else _to_host(x) for x in dev]
     cp.cuda.get_current_stream().synchronize()       # the device arrays stay referenced until here
     return BlockHits(out[0], out[1], out[2], out[3], tuple(out[4:]) if plan.count_scores else None)
@@ -300,12 +300,12 @@ PINNED_AHEAD_MAX = 256 << 20
 
 
 def pinned_sizes(hits: int) -> list:
-    """The pinned buffers (bytes) one thread's block of about ``hits`` hits copies them into (:func:`_scan`: positions
-    and scores 8 bytes a hit, rows and segments 4), for that count and for half of it: a block's count varies
+    """The pinned buffers (bytes) one thread's block of about ``hits`` hits copies them into (:func:`_scan`: positions,
+    scores and p-values 8 bytes a hit, rows 4), for that count and for half of it: a block's count varies
     around what is expected, and each half-size step is another power of two of :func:`pinned_capacity`.  None
     (an empty list) past :data:`PINNED_AHEAD_MAX` a thread: a permissive p-value's blocks are not made ahead."""
     n = max(1, int(hits))
-    sizes = [8 * n, 8 * n, 4 * n, 4 * n, 4 * n, 4 * n, 2 * n, 2 * n]
+    sizes = [8 * n, 8 * n, 8 * n, 4 * n, 4 * n, 4 * n, 4 * n, 2 * n]
     return sizes if sum(pinned_capacity(b) for b in sizes) <= PINNED_AHEAD_MAX else []
 
 

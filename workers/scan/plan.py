@@ -36,7 +36,7 @@ class ScanPlan:
     tiles: list = field(default_factory=list)
     max_length: int = 0
     pvalues: object = None          # optional workers.distribution.PvalueTable of the rows: a GPU scan then
-                                    # also returns each hit's p-value segment (BlockHits.seg)
+                                    # also returns each hit's p-value (BlockHits.pvalue)
     count_scores: bool = False      # scan_block also returns each block's distinct (row, score), counted
                                     # (BlockHits.pairs): the q-values' kept pairs (workers.scan.kept_pairs)
     _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables, stacked weights (built on first use)
@@ -148,9 +148,9 @@ class BlockHits:
     pos: np.ndarray      # (n,) int64
     row: np.ndarray      # (n,) int32 ScanPlan row
     score: np.ndarray    # (n,) float64, exact (column-order float64 sum)
-    seg: np.ndarray | None = None   # (n,) int32 p-value segment (PvalueTable.lookup), where already found
+    pvalue: np.ndarray | None = None   # (n,) float64 p-value (PvalueTable.lookup's bits), where the scan made it
     #: with ``ScanPlan.count_scores``: the distinct (row, score) of the hits, sorted, and how many hits share each:
-    #: (row (k,) int32, score (k,) float64, seg (k,) int32 or None, count (k,) int32) (:func:`score_runs`)
+    #: (row (k,) int32, score (k,) float64, pvalue (k,) float64 or None, count (k,) int32) (:func:`score_runs`)
     pairs: tuple | None = None
 
     @classmethod

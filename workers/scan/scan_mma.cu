@@ -138,20 +138,54 @@ extern "C" __global__ void rescore_f64(
     hit[i] = (ok && acc >= thresholds[r]) ? 1 : 0;
 }
 
-// Score -> p-value segment of each hit (workers/distribution/pvalue_table.py, _search): the last segment j of
-// row r's range [bounds[r, 0], bounds[r, 1]) with x0[j] < score, or bounds[r, 0] - 1 when there is none.
-// The same binary search as the host's, so the host's exp() sees the same segment.
-extern "C" __global__ void segment_index(
+// exp(t) as workers/distribution/pvalue_table.py: exp_det computes it, operation for operation, in the same order,
+// every product and sum rounded on its own (__dmul_rn / __dadd_rn: never contracted into a fused multiply-add, as
+// the host's are not), the same tables (exp2_64 = EXP_TABLE, 2**(i/64); powers of two from their bits, as the
+// host's exact POW2_TABLE): the GPU's p-values are the CPU's to the bit.
+__device__ __forceinline__ double pow2_bits(long long q) {
+    return __longlong_as_double((q + 1023LL) << 52);
+}
+
+__device__ __forceinline__ double exp_det(double t, const double* __restrict__ exp2_64) {
+    t = fmin(fmax(t, -746.0), 709.75);
+    const double k = floor(__dadd_rn(__dmul_rn(t, 92.33248261689366), 0.5));
+    const double r = __dsub_rn(__dsub_rn(t, __dmul_rn(k, 0.010830424696223417)), __dmul_rn(k, 2.572804622327669e-14));
+    double e = __dadd_rn(0.041666666666666664, __dmul_rn(r, 0.008333333333333333));
+    e = __dadd_rn(0.16666666666666666, __dmul_rn(r, e));
+    e = __dadd_rn(0.5, __dmul_rn(r, e));
+    e = __dadd_rn(1.0, __dmul_rn(r, e));
+    e = __dmul_rn(r, e);
+    const long long ki = (long long)k;
+    const double f = exp2_64[ki & 63];
+    const double v = __dadd_rn(f, __dmul_rn(f, e));
+    const long long q = ki >> 6, q1 = q >> 1;
+    return __dmul_rn(__dmul_rn(v, pow2_bits(q1)), pow2_bits(q - q1));
+}
+
+// Score -> p-value of each hit (workers/distribution/pvalue_table.py, PvalueTable.lookup): the last segment j of
+// row r's range [bounds[r, 0], bounds[r, 1]) with x0[j] < score (the host's binary search, the same comparisons),
+// then exp_det(a[j] + b[j] (min(score, top[r]) - x0[j])), at most 1, 0 above a zero top, NaN below the table.
+extern "C" __global__ void pvalue_of(
         const int* __restrict__ rows, const double* __restrict__ scores, unsigned int n,
-        const double* __restrict__ x0, const long long* __restrict__ bounds, int* __restrict__ seg) {
+        const double* __restrict__ x0, const double* __restrict__ a, const double* __restrict__ b,
+        const long long* __restrict__ bounds, const double* __restrict__ top,
+        const unsigned char* __restrict__ top_zero, const double* __restrict__ exp2_64, double* __restrict__ out) {
     const unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int r = rows[i];
     const double s = scores[i];
-    long long L = bounds[2 * r], H = bounds[2 * r + 1];     // (R, 2) row-major: [start, end) of row r
+    const long long lo = bounds[2 * r];
+    long long L = lo, H = bounds[2 * r + 1];     // (R, 2) row-major: [start, end) of row r
     while (L < H) {
         const long long mid = (L + H) >> 1;
         if (x0[mid] < s) L = mid + 1; else H = mid;
     }
-    seg[i] = (int)(L - 1);
+    const long long j = L - 1;
+    if (j < lo) { out[i] = nan(""); return; }
+    const double tp = top[r];
+    const double sc = s < tp ? s : tp;
+    double v = exp_det(__dadd_rn(a[j], __dmul_rn(b[j], __dsub_rn(sc, x0[j]))), exp2_64);
+    if (v > 1.0) v = 1.0;
+    if (top_zero[r] && s > tp) v = 0.0;
+    out[i] = v;
 }
