@@ -231,6 +231,7 @@ def collect_task(out: str, files: list, index: dict, group_starts: np.ndarray, p
     result = _by_group(piece, group_starts, parts, task)
     result["seconds"] = {"collect_read": t1 - t0, "collect_distinct": t2 - t1,
                          "collect_write": time.perf_counter() - t2}
+    result["rows"] = piece.size
     return result
 
 
@@ -244,8 +245,10 @@ def kept_collect_task(run: str, files: list, group_starts: np.ndarray, device: s
     got = kept_pairs.collect(run, files, device)
     if got is None:
         return None
-    result = _by_group(_as_piece(*got), group_starts, None, 0)
+    piece = _as_piece(*got)
+    result = _by_group(piece, group_starts, None, 0)
     result["seconds"] = {"kept_distinct": time.perf_counter() - t0}
+    result["rows"] = piece.size                    # this worker's distinct pairs (the reduction's input, summed)
     return result
 
 
@@ -297,9 +300,11 @@ def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
     t0 = time.perf_counter()
     arrays = []
     seconds: dict = {}
+    rows = 0
     for res in collected if group == 0 else []:
         for k, v in res["seconds"].items():
             seconds[k] = seconds.get(k, 0.0) + v
+        rows += res.get("rows", 0)
     for res in collected:
         x = res.get(group)
         if isinstance(x, str):
@@ -318,6 +323,7 @@ def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
     out = _steps_of(d, tests)
     out["seconds"] = {**seconds, "reduce_read": t1 - t0, "reduce_merge": t2 - t1,
                       "reduce_steps": time.perf_counter() - t2}
+    out["rows"] = rows
     return out
 
 
@@ -436,9 +442,11 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     results = client.gather(reduced)
     t_reduced = time.perf_counter()
     steps_s: dict = {}
+    piece_rows = 0
     for r in results:
         for k, v in r.pop("seconds").items():
             steps_s[k] = steps_s.get(k, 0.0) + v
+        piece_rows += r.pop("rows", 0)
     n_tasks = len(collected) + len(reduced)
     del collected, reduced
     _rmtree(parts)
@@ -466,4 +474,4 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
             # wall-clock phases (docs/benchmarks.md): kept pairs collected, reduced, map built, map written
             "phases": {"collected": t_collected - t0, "reduced": t_reduced - t0, "table": t_table - t0,
                        "written": t_written - t0},
-            "task_seconds_by_step": steps_s}
+            "task_seconds_by_step": steps_s, "piece_rows": piece_rows}
