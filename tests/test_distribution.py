@@ -157,6 +157,7 @@ def check_lookup(t: ScoreThreshold, bf: Brute, max_n: int = 20000) -> None:
     true = bf.pv(sc - t.tie / 2)
     assert np.all(got >= true * (1 - FP)), "lookup below the exact p-value"
     assert np.all(got <= true * (1 + REL)), f"lookup off by {np.max(got / true - 1):.2e}"
+    assert np.all(got <= t.pvalue) and t.pvalue <= t.requested_pvalue, "a hit's p-value above the one asked for"
     # above the best score: 0
     assert score_to_pvalue(t, [bf.s[-1] + 1.0])[0] == 0.0
 

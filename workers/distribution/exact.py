@@ -604,7 +604,8 @@ def score_to_pvalue(table: ScoreThreshold, scores) -> np.ndarray:
     -------
     ndarray of float64, same shape as ``scores``
         Upper bounds of ``Pv(score)``, at most ``table.rel_tol`` above the exact value (never
-        below it); 0 above the best attainable score; ``nan`` below the range of the table
+        below it) and, from ``alpha`` up, at most ``table.pvalue`` (so never above the p-value asked for); 0 above
+        the best attainable score; ``nan`` below the range of the table
         (a little under ``alpha``), and everywhere for an unreachable motif.
     """
     if not table.has_table:
@@ -620,6 +621,7 @@ def score_to_pvalue(table: ScoreThreshold, scores) -> np.ndarray:
         v = table.seg_a[ii] + table.seg_b[ii] * (sc - table.seg_x0[ii])
         exp_array(v, v)         # the scans' exponential (PvalueTable.lookup, the GPU's pvalue_of): the same bits
         v = np.minimum(v, 1.0)
+        v = np.where(flat >= table.threshold, np.minimum(v, table.pvalue), v)   # hits: at most alpha's certified p
         if table.top_zero:
             v[flat > table.table_top] = 0.0
         out = np.where(ok, v, np.nan)

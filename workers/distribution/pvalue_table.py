@@ -28,6 +28,8 @@ class PvalueTable:
     bounds: np.ndarray      # (R, 2) int64: row r's segments are bounds[r, 0]:bounds[r, 1]
     top: np.ndarray         # (R,) float64 table_top
     top_zero: np.ndarray    # (R,) uint8
+    alpha: np.ndarray       # (R,) float64 the row's score threshold ...
+    cap: np.ndarray         # (R,) float64 ... and its certified p-value (ScoreThreshold.pvalue, <= the one asked)
 
     @classmethod
     def from_thresholds(cls, tables) -> "PvalueTable":
@@ -62,7 +64,9 @@ class PvalueTable:
             return np.concatenate([getattr(t, name) for t in distinct]).astype(np.float64, copy=False)
         return cls(x0=cat("seg_x0"), a=cat("seg_a"), b=cat("seg_b"), bounds=bounds,
                    top=np.array([t.table_top for t in tables], dtype=np.float64),
-                   top_zero=np.array([t.top_zero for t in tables], dtype=np.uint8))
+                   top_zero=np.array([t.top_zero for t in tables], dtype=np.uint8),
+                   alpha=np.array([t.threshold for t in tables], dtype=np.float64),
+                   cap=np.array([t.pvalue for t in tables], dtype=np.float64))
 
     def lookup(self, rows, scores, seg=None) -> np.ndarray:
         """P-values of hit scores, as :func:`workers.distribution.score_to_pvalue` computes them.
@@ -86,7 +90,7 @@ class PvalueTable:
             seg = np.empty(scores.size, dtype=np.int32)
             _search(self.x0, self.bounds, rows, scores, seg)
         out = np.empty(scores.size, dtype=np.float64)
-        _evaluate(self.x0, self.a, self.b, self.bounds, self.top, self.top_zero, rows, scores,
+        _evaluate(self.x0, self.a, self.b, self.bounds, self.top, self.top_zero, self.alpha, self.cap, rows, scores,
                   np.ascontiguousarray(seg, dtype=np.int32), out)
         return out
 
@@ -146,8 +150,11 @@ def exp_array(t, out):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
-def _evaluate(x0, a, b, bounds, top, top_zero, rows, scores, seg, out):  # pragma: no cover - compiled
-    """P-value of each score in its segment: one :func:`exp_det` (NaN below the row's table)."""
+def _evaluate(x0, a, b, bounds, top, top_zero, alpha, cap, rows, scores, seg, out):  # pragma: no cover - compiled
+    """P-value of each score in its segment: one :func:`exp_det` (NaN below the row's table).  A score at or above
+    the row's threshold ``alpha`` gets at most ``cap``, the certified p-value of ``alpha`` itself: its exact p-value is
+    no larger, so the value stays an upper bound, and no hit is reported with a p-value above the one asked for
+    (the segments' interpolation put 837 of 16.7 M hits of a 100 Mb scan at 1e-4 up to 7e-4 relatively above it)."""
     for i in range(scores.size):
         r = rows[i]
         j = seg[i]
@@ -159,6 +166,8 @@ def _evaluate(x0, a, b, bounds, top, top_zero, rows, scores, seg, out):  # pragm
         v = exp_det(a[j] + b[j] * (sc - x0[j]))
         if v > 1.0:
             v = 1.0
+        if s >= alpha[r] and v > cap[r]:
+            v = cap[r]
         if top_zero[r] and s > top[r]:
             v = 0.0
         out[i] = v

@@ -124,7 +124,7 @@ class _DeviceTables:
         self.grid = dev.attributes["MultiProcessorCount"] * 8
         pt = plan.pvalues
         self.pvalues = None if pt is None else tuple(cp.asarray(x) for x in (
-            pt.x0, pt.a, pt.b, pt.bounds, pt.top, pt.top_zero, EXP_TABLE))       # pvalue_of's tables, in its order
+            pt.x0, pt.a, pt.b, pt.bounds, pt.top, pt.top_zero, pt.alpha, pt.cap, EXP_TABLE))   # pvalue_of's, in order
         cp.cuda.Stream.null.synchronize()     # uploaded before any thread's stream reads them
         self._local = threading.local()
 

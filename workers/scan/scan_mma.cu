@@ -164,12 +164,14 @@ __device__ __forceinline__ double exp_det(double t, const double* __restrict__ e
 
 // Score -> p-value of each hit (workers/distribution/pvalue_table.py, PvalueTable.lookup): the last segment j of
 // row r's range [bounds[r, 0], bounds[r, 1]) with x0[j] < score (the host's binary search, the same comparisons),
-// then exp_det(a[j] + b[j] (min(score, top[r]) - x0[j])), at most 1, 0 above a zero top, NaN below the table.
+// then exp_det(a[j] + b[j] (min(score, top[r]) - x0[j])), at most 1, at most cap[r] from the row's threshold alpha[r]
+// up, 0 above a zero top, NaN below the table.
 extern "C" __global__ void pvalue_of(
         const int* __restrict__ rows, const double* __restrict__ scores, unsigned int n,
         const double* __restrict__ x0, const double* __restrict__ a, const double* __restrict__ b,
         const long long* __restrict__ bounds, const double* __restrict__ top,
-        const unsigned char* __restrict__ top_zero, const double* __restrict__ exp2_64, double* __restrict__ out) {
+        const unsigned char* __restrict__ top_zero, const double* __restrict__ alpha, const double* __restrict__ cap,
+        const double* __restrict__ exp2_64, double* __restrict__ out) {
     const unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int r = rows[i];
@@ -186,6 +188,7 @@ extern "C" __global__ void pvalue_of(
     const double sc = s < tp ? s : tp;
     double v = exp_det(__dadd_rn(a[j], __dmul_rn(b[j], __dsub_rn(sc, x0[j]))), exp2_64);
     if (v > 1.0) v = 1.0;
+    if (s >= alpha[r] && v > cap[r]) v = cap[r];
     if (top_zero[r] && s > tp) v = 0.0;
     out[i] = v;
 }
