@@ -590,6 +590,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
                       regions=job.regions, write_hits=job.hits, presence_groups=job.presence_groups,
                       **_kept_pairs_settings(job, client, plan, pub.scan_id, device))
     plan.count_scores = _count_scores(ctx, device)
+    plan.pair_families = ctx.row_family if device == "gpu" and ctx.pairs_run is not None and bool(
+        dask.config.get("motifgrid.qvalues.pairs-on-device", default=True)) else None
 
     total_rows = plan.n_rows
     col_per_pos = int(plan.lengths.sum())

@@ -79,6 +79,7 @@ class BlockHits:
     score: np.ndarray    # (n,) float64
     pvalue: np.ndarray | None    # (n,) float64 where the scan computed them (GPU)
     pairs: tuple | None = None   # the distinct (row, score, pvalue, count) of workers.scan.BlockHits.pairs, or None
+    device_pairs: tuple | None = None   # workers.scan.BlockHits.device_pairs (one piece's block only)
 
     def __len__(self) -> int:
         return self.pos.size
@@ -199,7 +200,7 @@ def _merge(parts: list) -> BlockHits:
     """The hits of a block's pieces as one set in packed coordinates, grouped by plan row, position inside."""
     if len(parts) == 1:
         lo, h = parts[0]
-        return BlockHits(np.add(h.pos, lo, dtype=np.int64), h.row, h.score, h.pvalue, h.pairs)
+        return BlockHits(np.add(h.pos, lo, dtype=np.int64), h.row, h.score, h.pvalue, h.pairs, h.device_pairs)
     pos = np.concatenate([h.pos.astype(np.int64) + lo for lo, h in parts])
     row = np.concatenate([h.row for _, h in parts])
     score = np.concatenate([h.score for _, h in parts])
@@ -344,6 +345,8 @@ def _keep_pairs(ctx: ScanContext, rel: str, hits: BlockHits, table: pa.Table) ->
     hit."""
     from workers.scan import kept_pairs  # noqa: PLC0415
 
+    if hits.pairs is None and hits.device_pairs is not None:        # made on the GPU, kept there
+        return kept_pairs.keep(ctx.pairs_run, rel, *hits.device_pairs, ctx.pairs_budget)
     if hits.pairs is None:
         return kept_pairs.keep(ctx.pairs_run, rel, ctx.row_family[hits.row], arrow.to_numpy(table.column("pvalue")),
                                ctx.pairs_budget)

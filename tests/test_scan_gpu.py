@@ -219,15 +219,19 @@ def test_qvalue_pairs_on_gpu_equal_cpu(with_counts):
 
 
 def test_kept_pairs_on_the_device_equal_the_host():
-    """A GPU worker's kept (family, p-value) pairs (uploaded together, one sort on the device) collect to the CPU
-    worker's (numba)."""
+    """A GPU worker's kept (family, p-value) pairs (host arrays uploaded together, and device arrays kept where the
+    scan made them; one sort on the device) collect to the CPU worker's (numba)."""
+    import cupy as cp
+
     from workers.scan import kept_pairs
 
     rng = np.random.default_rng(12)
     files = {f"b{i}": (rng.integers(0, 50, 30_000), rng.choice(10 ** rng.uniform(-9, -4, 3000), 30_000))
              for i in range(4)}
     for dev in ("gpu", "cpu"):
-        for rel, (f, p) in files.items():
+        for i, (rel, (f, p)) in enumerate(files.items()):
+            if dev == "gpu" and i % 2:                      # as BlockHits.device_pairs: int32, float64 on the device
+                f, p = cp.asarray(f.astype(np.int32)), cp.asarray(p)
             assert kept_pairs.keep(f"run-{dev}", rel, f, p, 10**9)
     g = kept_pairs.collect("run-gpu", sorted(files), "gpu")
     c = kept_pairs.collect("run-cpu", sorted(files), "cpu")

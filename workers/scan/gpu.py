@@ -125,6 +125,8 @@ class _DeviceTables:
         pt = plan.pvalues
         self.pvalues = None if pt is None else tuple(cp.asarray(x) for x in (
             pt.x0, pt.a, pt.b, pt.bounds, pt.top, pt.top_zero, pt.alpha, pt.cap, EXP_TABLE))   # pvalue_of's, in order
+        self.pair_families = None if pt is None or plan.pair_families is None else cp.asarray(
+            np.asarray(plan.pair_families, np.int32))
         cp.cuda.Stream.null.synchronize()     # uploaded before any thread's stream reads them
         self._local = threading.local()
 
@@ -259,8 +261,9 @@ def _scan(codes, n: int, plan: ScanPlan, T: _DeviceTables) -> BlockHits:
     if plan.count_scores:                  # the q-values' pairs, counted here: a fifth of the hits to keep
         dev += list(score_runs(row, score, pv))
     out = [None if x is None else _to_host(x) for x in dev]
+    kept = (T.pair_families[row], pv) if T.pair_families is not None and pv is not None else None
     cp.cuda.get_current_stream().synchronize()       # the device arrays stay referenced until here
-    return BlockHits(out[0], out[1], out[2], out[3], tuple(out[4:]) if plan.count_scores else None)
+    return BlockHits(out[0], out[1], out[2], out[3], tuple(out[4:]) if plan.count_scores else None, kept)
 
 
 def _to_host(x):

@@ -39,6 +39,8 @@ class ScanPlan:
                                     # also returns each hit's p-value (BlockHits.pvalue)
     count_scores: bool = False      # scan_block also returns each block's distinct (row, score), counted
                                     # (BlockHits.pairs): the q-values' kept pairs (workers.scan.kept_pairs)
+    pair_families: np.ndarray | None = None   # (R,) int32 q-value family of each row: a GPU scan with p-values
+                                    # also leaves each hit's (family, p-value) on the device (BlockHits.device_pairs)
     _slices: dict = field(default_factory=dict, repr=False)  # per-ℓ slice tables, stacked weights (built on first use)
 
     @property
@@ -152,6 +154,9 @@ class BlockHits:
     #: with ``ScanPlan.count_scores``: the distinct (row, score) of the hits, sorted, and how many hits share each:
     #: (row (k,) int32, score (k,) float64, pvalue (k,) float64 or None, count (k,) int32) (:func:`score_runs`)
     pairs: tuple | None = None
+    #: with ``ScanPlan.pair_families`` on the GPU: (family (n,) int32, p-value (n,) float64) as CuPy arrays, complete
+    #: (the scan's stream synchronised), for the kept pairs without a copy to the host and back
+    device_pairs: tuple | None = None
 
     @classmethod
     def empty(cls) -> "BlockHits":
