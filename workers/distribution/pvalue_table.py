@@ -130,7 +130,10 @@ def exp_det(t):  # pragma: no cover - compiled
     are not (they differ in the last bit for some hits).  ``t = (64 q + i) log(2)/64 + r``, ``|r| <= log(2)/128``:
     ``exp(t) = 2**q 2**(i/64) exp(r)``, ``exp(r) - 1`` to degree 5 (truncation < 0.2 ulp); ``2**q`` applied as
     two normal powers of two, so that a subnormal result is rounded once."""
-    t = min(max(t, -746.0), 709.75)
+    if not t > -746.0:           # (NaN too, as CUDA's fmax(NaN, -746) gives -746)
+        t = -746.0
+    if t > 709.75:
+        t = 709.75
     k = np.floor(t * _INV_LN2_64 + 0.5)
     r = (t - k * _LN2_64_HI) - k * _LN2_64_LO
     e = r * (1.0 + r * (0.5 + r * (0.16666666666666666 + r * (0.041666666666666664 + r * 0.008333333333333333))))
