@@ -38,6 +38,7 @@ for l in sys.stdin:
           'region counts', r.get('seconds_region_counts') and round(r['seconds_region_counts'], 2),
           '| q-value tasks', r.get('qvalues_tasks'), {k: round(v, 1) for k, v in (r.get('qvalues_task_seconds_by_step') or {}).items()},
           'phases', {k: round(v, 2) for k, v in (r.get('qvalues_phases') or {}).items()},
+          'rows (pieces, steps)', r.get('qvalues_rows'),
           '| run phases', {k: round(v, 2) for k, v in (r.get('phases') or {}).items()},
           '| first tasks (mean)', {k: round(sum(t.get(k, 0) for t in r.get('first_tasks') or []) / max(1, len(r.get('first_tasks') or [])), 3)
                                    for k in ('task', 'scan', 'table', 'pvalues', 'parquet', 'pinned', 'faults')},
