@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 from pathlib import Path
 
 import numpy as np
@@ -510,3 +511,36 @@ def test_exp_det_is_exp_within_an_ulp_and_underflows_to_zero():
     g = np.empty_like(grid)
     exp_array(grid, g)
     assert (np.diff(g) >= 0).all()
+
+
+def test_exp_det_is_the_cuda_twins_sequence_of_roundings():
+    """The host's exp_det against the operation sequence of its CUDA twin (workers/scan/scan_mma.cu: exp_det), each
+    product and sum rounded alone as NumPy rounds them: bit for bit.  A fused multiply-add on the host (fast-math)
+    or a reordered step would break the GPU's and CPU's p-values being the same bits, and fails here."""
+    from workers.distribution.pvalue_table import EXP_TABLE, exp_array
+
+    rng = np.random.default_rng(9)
+    t = np.concatenate([np.linspace(-750.0, 2.0, 300_001), rng.uniform(-30.0, 0.0, 200_000)])
+    got = np.empty_like(t)
+    exp_array(t, got)
+    src = (Path(__file__).parents[1] / "workers" / "scan" / "scan_mma.cu").read_text()
+    body = src[src.index("double exp_det("):src.index("// Score -> p-value of each hit")]
+    consts = [float(x) for x in re.findall(r"\d+\.\d+(?:e-?\d+)?", body)]
+    inv, hi, lo, c5, c4, c3, c2 = 92.33248261689366, 0.010830424696223417, 2.572804622327669e-14, \
+        0.008333333333333333, 0.041666666666666664, 0.16666666666666666, 0.5
+    assert all(c in consts for c in (inv, hi, lo, c5, c4, c3, c2))          # the constants the CUDA code uses
+    x = np.minimum(np.maximum(t, -746.0), 709.75)
+    k = np.floor(x * inv + 0.5)
+    r = (x - k * hi) - k * lo
+    e = c4 + r * c5
+    e = c3 + r * e
+    e = c2 + r * e
+    e = 1.0 + r * e
+    e = r * e
+    ki = k.astype(np.int64)
+    f = EXP_TABLE[ki & 63]
+    v = f + f * e
+    q = ki >> 6
+    q1 = q >> 1
+    want = (v * ((q1 + 1023) << 52).view(np.float64)) * ((q - q1 + 1023) << 52).view(np.float64)
+    assert np.array_equal(got, want)
