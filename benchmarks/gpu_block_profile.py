@@ -56,7 +56,7 @@ def main():
         for _ in range(5):
             codes_d = step("H2D codes", lambda: cp.asarray(codes))
             pos, row = step("candidate pass", lambda: G.candidates(codes_d, n, plan))
-            rescore, segment_index = G.rescore_kernels()
+            rescore, pvalue_of = G.rescore_kernels()
             score = cp.empty(pos.size, dtype=np.float64)
             hit = cp.empty(pos.size, dtype=np.uint8)
             step("rescore", lambda: rescore(((pos.size + 255) // 256,), (256,), (codes_d, np.int64(codes_d.size), pos, row,
@@ -65,18 +65,18 @@ def main():
             p2, r2, s2 = step("gather hits", lambda: (pos[keep], row[keep], score[keep]))
             order = step("argsort", lambda: cp.argsort((r2.astype(np.int64) << 32) | p2.astype(np.int64)))
             p3, r3, s3 = step("gather order", lambda: (p2[order], r2[order], s2[order]))
-            seg = cp.empty(p3.size, dtype=np.int32)
-            step("segment_index", lambda: segment_index(((p3.size + 255) // 256,), (256,), (r3, s3, np.uint32(p3.size),
-                 T.seg_x0, T.seg_offsets, seg)))
-            step("D2H seg", lambda: cp.asnumpy(seg))
+            pv = cp.empty(p3.size, dtype=np.float64)
+            step("pvalue_of", lambda: pvalue_of(((p3.size + 255) // 256,), (256,), (r3, s3, np.uint32(p3.size),
+                 *T.pvalues, pv)))
+            step("D2H pvalue", lambda: cp.asnumpy(pv))
             step("D2H pos + int64", lambda: cp.asnumpy(p3).astype(np.int64))
             step("D2H row", lambda: cp.asnumpy(r3))
             step("D2H score", lambda: cp.asnumpy(s3))
             import cupyx
             if "pinned" not in res:
                 res["pinned"] = [0.0]
-                pin = [cupyx.empty_pinned(x.shape, x.dtype) for x in (seg, p3, r3, s3)]
-            step("D2H all 4, pinned", lambda: [x.get(out=o, stream=S.stream) for x, o in zip((seg, p3, r3, s3), pin)])
+                pin = [cupyx.empty_pinned(x.shape, x.dtype) for x in (pv, p3, r3, s3)]
+            step("D2H all 4, pinned", lambda: [x.get(out=o, stream=S.stream) for x, o in zip((pv, p3, r3, s3), pin)])
             step("whole scan_gpu", lambda: G.scan_gpu(codes, n, plan))
     print(f"{n} positions, {int(pos.size)} candidates, {int(p3.size)} hits; {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
     for k, v in res.items():

@@ -99,7 +99,7 @@ class PvalueTable:
 def _search(x0, bounds, rows, scores, seg):  # pragma: no cover - compiled
     """Each score's segment in its row: the last ``j`` in ``[lo, hi)`` with ``x0[j] < s`` (``lo - 1``
     when none), i.e. a binary search for the first ``x0 >= s`` ("left"), then the segment before it.
-    The GPU kernel ``segment_index`` of ``workers/scan/scan_mma.cu`` is the same search."""
+    The GPU kernel ``pvalue_of`` of ``workers/scan/scan_mma.cu`` does the same search."""
     for i in range(scores.size):
         r = rows[i]
         s = scores[i]
