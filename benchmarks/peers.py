@@ -106,13 +106,14 @@ def _hits_without_n(seqs: dict, chrom, start, end) -> int:
     """Hits whose window holds no N (or other non-ACGT letter): what motifgrid and MOODS can report.  memelite scores
     an N as 0, so every all-N window passes the matrices whose threshold is negative (26 of the 879 vertebrates at
     1e-4): 223,062 of its 245,956 hits on 300 chrX peaks were such windows (docs/benchmarks.md)."""
+    from pipeline.genome import encode
+    from workers.scan.plan import n_prefix
+
     n_free = 0
     chrom = np.asarray(chrom, dtype=object)
     start, end = np.asarray(start, np.int64), np.asarray(end, np.int64)
     for name in np.unique(chrom):
-        s = seqs[name]
-        bad = np.zeros(len(s) + 1, np.int64)
-        np.cumsum(~np.isin(np.frombuffer(s.encode(), np.uint8), np.frombuffer(b"ACGT", np.uint8)), out=bad[1:])
+        bad = n_prefix(encode(seqs[name]))            # non-ACGT codes before each position
         sel = chrom == name
         n_free += int(np.count_nonzero(bad[end[sel]] == bad[start[sel]]))
     return n_free

@@ -97,7 +97,7 @@ import numpy as np
 
 from workers.distribution import exact_numba as _nb
 from workers.distribution.lattice import Lattice, PreparedMatrix, integer_lattice, prepare_matrix
-from workers.distribution.pvalue_table import exp_array
+from workers.distribution.pvalue_table import PvalueTable
 from workers.distribution.threshold import ScoreThreshold
 
 __all__ = [
@@ -611,21 +611,8 @@ def score_to_pvalue(table: ScoreThreshold, scores) -> np.ndarray:
     if not table.has_table:
         raise ValueError("this ScoreThreshold was computed with table=False")
     s = np.asarray(scores, dtype=np.float64)
-    flat = s.reshape(-1)
-    out = np.full(flat.shape, np.nan)
-    if table.seg_x0.size:
-        i = np.searchsorted(table.seg_x0, flat, side="left") - 1
-        ok = i >= 0
-        ii = np.maximum(i, 0)
-        sc = np.minimum(flat, table.table_top)
-        v = table.seg_a[ii] + table.seg_b[ii] * (sc - table.seg_x0[ii])
-        exp_array(v, v)         # the scans' exponential (PvalueTable.lookup, the GPU's pvalue_of): the same bits
-        v = np.minimum(v, 1.0)
-        v = np.where(flat >= table.threshold, np.minimum(v, table.pvalue), v)   # hits: at most alpha's certified p
-        if table.top_zero:
-            v[flat > table.table_top] = 0.0
-        out = np.where(ok, v, np.nan)
-    return out.reshape(s.shape)
+    flat = s.reshape(-1)        # the scans' own lookup (PvalueTable, as the GPU's pvalue_of): the same bits
+    return PvalueTable.from_thresholds([table]).lookup(np.zeros(flat.size, np.int32), flat).reshape(s.shape)
 
 
 def pvalue_of_score(pwm: np.ndarray, background: np.ndarray, score: float,

@@ -96,7 +96,6 @@ def collect(run: str, files: list, device: str):
     arrays = [k.arrays.pop(rel)[:3] for rel in files]
     counted = any(c is not None for _, _, c in arrays)
     if device != "gpu":
-        arrays = [(f, q, c) if isinstance(f, np.ndarray) else (f.get(), q.get(), c) for f, q, c in arrays]
         if not counted:
             return distinct_pairs_of([(f, q) for f, q, _ in arrays])
         from workers.scan.distinct import distinct_pairs  # noqa: PLC0415
