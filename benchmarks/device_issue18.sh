@@ -2,7 +2,8 @@
 # Issue 18 on the lent GPU machine, one call: the 3.1 Gb human-sized store x 879 JASPAR vertebrates to Parquet
 # (`motifgrid bench --parts e2e`, cold thresholds) at the p-values of PVALUES, with the thread-seconds of every step
 # of the tasks and of the end of the run, for each setting of RUNS (one line of VAR=value each, e.g.
-# "DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=2"; PV=1e-4,1e-4: that line's p-values, run in one cluster; SRC=DIR runs
+# "DASK_MOTIFGRID__CLUSTER__GPU_PROCESSES=2"; PV=1e-4,1e-4: that line's p-values, run in one cluster; W=N: its GPUs
+# (else WORKERS); T=N: its threads per worker process (else motifgrid's: the cores shared); SRC=DIR runs
 # that line with the code of DIR, e.g. an earlier commit unpacked by `git archive COMMIT pipeline workers | tar -x -C .base`, carried: the baseline in the same call);
 # WORKERS GPUs (default 1).  Then, with PEAKS=1, the promoter set
 # through the whole `scan` command on the GPU and on the CPU of the same machine; CROSS="SIZES": --device auto's
@@ -21,9 +22,11 @@ run=0
   run=$((run + 1)); echo "== run $run: ${settings:-defaults}"
   src=$ROOT; [[ " $settings " =~ \ SRC=([^ ]+) ]] && src=$ROOT/${BASH_REMATCH[1]}   # SRC=DIR: that source tree's code
   pv=${PVALUES:-1e-4 1e-5}; [[ " $settings " =~ \ PV=([^ ]+) ]] && pv=${BASH_REMATCH[1]//,/ }   # PV=P1,P2: this line's
+  w=${WORKERS:-1}; [[ " $settings " =~ \ W=([^ ]+) ]] && w=${BASH_REMATCH[1]}    # W=N: this line's GPUs
+  thr=(); [[ " $settings " =~ \ T=([^ ]+) ]] && thr=(--threads "${BASH_REMATCH[1]}")  # T=N: threads per process
   (cd "$src" && env $settings PYTHONPATH=/tmp/site:$src timeout ${E2E_TIMEOUT:-300} python3 -m pipeline.cli bench --parts e2e \
     --motifs $ROOT/$J --genome-size ${SIZE:-3.1e9} \
-    --pvalues $pv --work /tmp/e2e --workers ${WORKERS:-1} --json "$OUT/e2e-$run.jsonl" 2>&1) | grep -E '"part"|Error' \
+    --pvalues $pv --work /tmp/e2e --workers $w "${thr[@]}" --json "$OUT/e2e-$run.jsonl" 2>&1) | grep -E '"part"|Error' \
     | python3 -c "import sys, json
 for l in sys.stdin:
     if not l.startswith('{'):
@@ -43,7 +46,8 @@ for l in sys.stdin:
           '| first tasks (mean)', {k: round(sum(t.get(k, 0) for t in r.get('first_tasks') or []) / max(1, len(r.get('first_tasks') or [])), 3)
                                    for k in ('task', 'scan', 'table', 'pvalues', 'parquet', 'pinned', 'faults')},
           '| thread-s: scan', round(r['task_seconds_scan'], 1), 'io', round(r['task_seconds_io'], 1), st,
-          '| first task', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'))"
+          '| first task', r.get('first_task_s'), 'util', r.get('utilisation'), 'tail', r.get('tail_s'),
+          '| task groups [start, stop, thread-s, tasks, longest]', r.get('task_groups'), 'warm-ups done', r.get('warm_done_s'))"
 done <<< "${RUNS:-}"
 if [ "${WHOLE:-0}" = 1 ]; then    # the whole `motifgrid scan` command on the e2e store, cold thresholds, this tree and SRC_WHOLE,
   while read -r wset; do          # once per line of WHOLE_SETTINGS (VAR=value ...; default: one line of defaults)

@@ -195,6 +195,35 @@ def task_timeline(records, t0: float, threads: int) -> dict:
             "tail_s": round(last - float(np.median(list(per_thread.values()))), 3)}
 
 
+def _task_group(key: str) -> str:
+    """A task stream key's group: its name up to the token (``_threshold_batch``, ``scan``, ``qvalues-reduce``...)."""
+    parts = key.strip("()'\"").split("-")
+    return "-".join(parts[:2]) if parts[0] in ("qvalues", "reserve") else parts[0]
+
+
+def task_groups(records, t0: float) -> dict:
+    """Per group of tasks (:func:`_task_group`), from the task stream: [first start, last stop] in seconds from
+    ``t0`` (wall clock), summed compute thread-seconds, tasks and the longest task: where the thresholds, the pinned
+    buffers' reservation and the q-values' tasks sat on a run's timeline."""
+    out: dict = {}
+    for r in records:
+        g = _task_group(str(r.get("key", "")))
+        for ss in r.get("startstops", []):
+            if ss.get("action") != "compute":
+                continue
+            a, b = ss["start"] - t0, ss["stop"] - t0
+            o = out.setdefault(g, [a, b, 0.0, 0, 0.0])
+            o[0], o[1], o[2], o[3], o[4] = min(o[0], a), max(o[1], b), o[2] + b - a, o[3] + 1, max(o[4], b - a)
+    return {g: [round(o[0], 3), round(o[1], 3), round(o[2], 2), o[3], round(o[4], 3)] for g, o in out.items()}
+
+
+def _warm_done(device: str):
+    """This worker's warm-up end (epoch seconds), or None while it runs (``workers.warmup.done_at``)."""
+    import workers.warmup as wu  # noqa: PLC0415
+
+    return wu.done_at.get(device)
+
+
 def _first_visible_gpu() -> str:
     """The GPU a worker process computes on (dask-cuda puts it first in ``CUDA_VISIBLE_DEVICES``)."""
     import os  # noqa: PLC0415
@@ -250,7 +279,11 @@ def part_e2e(args, sink):
                    # distinct (family, p-value) pairs: the kept pieces' rows (summed over workers), the map's steps
                    "qvalues_rows": [(summ.get("qvalues") or {}).get(k) for k in ("piece_rows", "steps")],
                    "qvalues_phases": (summ.get("qvalues") or {}).get("phases"), "phases": summ.get("phases"),
-                   "first_tasks": summ.get("first_tasks")}, sink)
+                   "first_tasks": summ.get("first_tasks"),
+                   # [start, stop, thread-s, tasks, longest] by task group, and each worker's warm-up end, from w0
+                   "task_groups": task_groups(ts.data, w0),
+                   "warm_done_s": [round(v - w0, 3) if v else None
+                                   for v in client.run(_warm_done, device).values()]}, sink)
             if not args.keep:
                 shutil.rmtree(out, ignore_errors=True)
     if not args.keep and not args.work:

@@ -282,16 +282,48 @@ def _kept_collected(client, kept: dict | None, run: str | None, files: list, sta
         return None                                # a worker that scanned has gone, and its pairs with it
     # loose restrictions: a worker that dies now does not leave its task waiting forever; run elsewhere, the
     # task finds no pairs there (None) and the files are read
-    futures = [client.submit(kept_collect_task, run, rels, starts, device, pure=False, workers=[w],
+    holders = sorted(kept)
+    futures = [client.submit(kept_collect_task, run, kept[w], starts, device, pure=False, workers=[w],
                              allow_other_workers=True, key=f"qvalues-kept-{k}-{tag}")
-               for k, (w, rels) in enumerate(sorted(kept.items()))]
+               for k, w in enumerate(holders)]
     held = client.gather([client.submit(_is_piece, f, pure=False, key=f"qvalues-kept-ok-{k}-{tag}")
                           for k, f in enumerate(futures)])
-    return futures if all(held) else None
+    return list(zip(holders, futures)) if all(held) else None
 
 
 def _is_piece(result) -> bool:
     return result is not None
+
+
+def _group_piece(result: dict, group: int) -> dict:
+    """One group's rows of a collect task's result (and, for group 0, the task's seconds and rows): what a reduce
+    task on another worker needs of it, so that only that group travels."""
+    out = {group: result[group]} if group in result else {}
+    if group == 0:
+        out.update(seconds=result["seconds"], rows=result.get("rows", 0))
+    return out
+
+
+def _spread_reduce(client, held: list, groups: int, tests: np.ndarray, tag: str) -> list:
+    """The reduce tasks of kept pieces ``held`` (``[(worker, collect future), ...]``) spread over those workers, group
+    ``g`` on the ``g``-th of them in turn: each worker receives only its groups' rows of the others' pieces
+    (``_group_piece`` tasks, run where each piece is), and merges them in its own process (its own GIL).  Pinned
+    to one worker, the reduction of a genome's 48 M distinct pairs at 1e-4 gathered ~1 GB there and merged it on
+    its threads alone (1.1-1.4 s of a 4-process GPU run: docs/benchmarks.md, session 22)."""
+    owners = [w for w, _ in held]
+    reduced = []
+    for g in range(groups):
+        picks = [client.submit(_group_piece, f, g, pure=False, workers=[w], allow_other_workers=True,
+                               key=f"qvalues-pick-{k}-{g}-{tag}") for k, (w, f) in enumerate(held)]
+        reduced.append(client.submit(reduce_task, g, picks, tests, pure=False, key=f"qvalues-reduce-{g}-{tag}",
+                                     workers=[owners[g % len(owners)]], allow_other_workers=True))
+    return reduced
+
+
+def _cfg_spread() -> bool:
+    import dask.config  # noqa: PLC0415
+
+    return bool(dask.config.get("motifgrid.qvalues.spread-reduce", default=True))
 
 
 def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
@@ -413,11 +445,13 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     # worker, its reduce tasks reading the pieces where they are (writing and reading ~1,000 part files cost a
     # genome's reduction 37 of 116 thread-s on one H100; on 2x H200, 16 threads each, the reduction took
     # 3.8 s on one worker in memory, 7.2 s on both through files and 11.6 s on both through Dask's transfers:
-    # docs/benchmarks.md, session 8); otherwise through files, so that no process holds more than one group's
-    # pieces
+    # docs/benchmarks.md, session 8: each reduce task took every collect result whole, every group of it); otherwise
+    # through files, so that no process holds more than one group's pieces.  Pieces kept in several workers are
+    # reduced where they are instead, each worker a share of the groups (:func:`_spread_reduce`)
     pin = _pieces_worker(client, total)
     nthreads = client.nthreads()
-    threads = max(1, nthreads.get(pin, 0) if pin else sum(nthreads.values()))
+    spread = _cfg_spread() and bool(kept) and len(kept) > 1      # kept pieces in several workers: reduced there
+    threads = max(1, nthreads.get(pin, 0) if pin and not spread else sum(nthreads.values()))
     # two tasks per worker thread, each within [_MIN_SPLIT, task-hits] hits: collect tasks x motif groups part
     # files go through the shuffle, so they stay ~(2 threads)^2 (2 M-hit tasks made 258^2 = 66 k files for the
     # 516 M hits of a human genome at 1e-4), and no two tasks per thread hold more than 2 x task-hits p-values
@@ -430,15 +464,20 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     _rmtree(parts)                               # left by a reduction that was interrupted
     where = parts if len(fam_groups) > 1 and pin is None else None
     on = {"workers": [pin], "allow_other_workers": False} if pin and len(nthreads) > 1 else {}
-    collected = _kept_collected(client, kept, run, files, starts, device, tag)
+    held = _kept_collected(client, kept, run, files, starts, device, tag)
     t_collected = time.perf_counter()                # the kept pairs' collect tasks have answered (if any)
-    used_kept = collected is not None
-    if not used_kept:
+    used_kept = held is not None
+    if used_kept:
+        collected = [f for _, f in held]
+    else:
         collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
                                    pure=False, key=f"qvalues-collect-{k}-{tag}", **on)
                      for k, g in enumerate(file_groups)]
-    reduced = [client.submit(reduce_task, g, collected, tests_f, pure=False, key=f"qvalues-reduce-{g}-{tag}",
-                             **on) for g in range(len(fam_groups))]
+    if used_kept and spread:
+        reduced = _spread_reduce(client, held, len(fam_groups), tests_f, tag)
+    else:
+        reduced = [client.submit(reduce_task, g, collected, tests_f, pure=False, key=f"qvalues-reduce-{g}-{tag}",
+                                 **on) for g in range(len(fam_groups))]
     results = client.gather(reduced)
     t_reduced = time.perf_counter()
     steps_s: dict = {}
@@ -448,7 +487,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
             steps_s[k] = steps_s.get(k, 0.0) + v
         piece_rows += r.pop("rows", 0)
     n_tasks = len(collected) + len(reduced)
-    del collected, reduced
+    del collected, reduced, held
     _rmtree(parts)
     cat = {k: np.concatenate([r[k] for r in results]) for k in ("family", "pvalue", "qvalue", "hits")}
     order = np.lexsort((cat["pvalue"], cat["family"]))

@@ -2,7 +2,7 @@
 
 Each matrix is independent (``workers.distribution.pvalue_to_score``), so the work is a map over
 matrices.  To keep the task graph small the matrices travel in batches (at most ``batch`` per task,
-fewer when that gives the cluster's threads two batches each, up to 8 batches per worker process: the
+fewer when that gives the cluster's threads two batches each, up to ``motifgrid.thresholds.batches-per-process`` (8) per worker process: the
 compiled kernels release the GIL, so a worker's threads compute side by side, but the Python between them
 does not); batches are dealt round-robin from the matrices
 sorted by decreasing length so that each batch gets a similar share of the expensive long matrices,
@@ -215,7 +215,10 @@ def _compute(pwms, bg, pvalues, client, batch, rel_tol, table, method, device) -
         # two batches per worker thread (the kernels release the GIL), but at most 8 per worker process:
         # the Python between the kernels holds the GIL, and many threads queueing for it lose more than
         # they gain (docs/benchmarks.md, GPU section: batches per worker); at least 4 matrices each
-        nb = max(1, min(2 * threads, 8 * len(nthreads)))
+        import dask.config  # noqa: PLC0415
+
+        per_process = int(dask.config.get("motifgrid.thresholds.batches-per-process", default=8))
+        nb = max(1, min(2 * threads, per_process * len(nthreads)))
         batch = min(batch, max(4, -(-len(pwms) // nb)))
     groups = _batches(pwms, batch)
     futures = client.map(_threshold_batch, [[pwms[i] for i in g] for g in groups],

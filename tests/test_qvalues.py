@@ -294,6 +294,7 @@ def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client
     read back, the pieces of several groups of motifs merged; past the memory budget the workers drop them and the
     files are read; no worker holds any pairs after the run."""
     import dask.config
+    from distributed import get_task_stream
 
     from workers.scan import kept_pairs
 
@@ -305,13 +306,19 @@ def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client
                           "motifgrid.qvalues.count-pairs": counted,
                           "motifgrid.qvalues.task-hits": 500,          # several groups of motifs, and a task a
                           "motifgrid.scan.min-task-positions": 1}):      # block: pairs kept in both workers
-        kept = run_scan(store.path, MOTIFS, str(tmp_path / "kept"), pvalue=1e-3, client=client, progress=False)
+        with get_task_stream(client) as ts:
+            kept = run_scan(store.path, MOTIFS, str(tmp_path / "kept"), pvalue=1e-3, client=client, progress=False)
+        with dask.config.set({"motifgrid.qvalues.spread-reduce": False}):
+            one = run_scan(store.path, MOTIFS, str(tmp_path / "one"), pvalue=1e-3, client=client, progress=False)
     assert not read.qvalues["kept_pairs"] and not res.qvalues["kept_pairs"]      # auto: GPU workers only
-    assert kept.qvalues["kept_pairs"] == (fraction > 1e-6)
+    assert kept.qvalues["kept_pairs"] == one.qvalues["kept_pairs"] == (fraction > 1e-6)
     if fraction > 1e-6:
         assert kept.qvalues["tasks"] >= 2 + 3                 # a collect task a worker, 3 groups of motifs or more
+        # spread: the groups reduced in both workers that hold pieces (one worker gathers them all without it)
+        assert len({t["worker"] for t in ts.data if t["key"].startswith("qvalues-reduce")}) == 2
     want = pq.read_table(tmp_path / "read" / "_qvalues.parquet")
     assert want.num_rows > 100 and pq.read_table(tmp_path / "kept" / "_qvalues.parquet").equals(want)
+    assert pq.read_table(tmp_path / "one" / "_qvalues.parquet").equals(want)
     assert pq.read_table(out / "_qvalues.parquet").equals(want)
     assert set(client.run(lambda: len(kept_pairs._runs)).values()) == {0}
 
