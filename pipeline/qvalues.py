@@ -385,6 +385,8 @@ def _cfg_task_hits() -> int:
     return int(dask.config.get("motifgrid.qvalues.task-hits", default=20_000_000))
 
 
+#: groups of motifs a worker at most when kept pieces are reduced where they are (:func:`_spread_reduce`)
+_SPREAD_GROUPS = 8
 #: hits below which the collect is one task (0.2 s for 2.2 M hits on one core): more tasks only add overhead
 _MIN_SPLIT = 2_000_000
 
@@ -457,7 +459,11 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     # 516 M hits of a human genome at 1e-4), and no two tasks per thread hold more than 2 x task-hits p-values
     budget = min(_cfg_task_hits(), max(_MIN_SPLIT, -(-total // (2 * threads))))
     file_groups = _cuts([h for _, h in files], budget, max_items=2048)
-    fam_groups = _cuts(hits_f, budget)
+    if spread:      # each group's rows of every piece travel as a task of their own: a few groups a worker (144
+        # groups over 4 workers of 16 threads put 576 such tasks on the scheduler, 0.7 s: docs/benchmarks.md)
+        fam_groups = _cuts(hits_f, min(_cfg_task_hits(), max(budget, -(-total // (_SPREAD_GROUPS * len(kept))))))
+    else:
+        fam_groups = _cuts(hits_f, budget)
     starts = np.array([g[0] for g in fam_groups], dtype=np.int64)
     tag = uuid.uuid4().hex[:6]
     parts = storage.join(out, PARTS_DIR)
