@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 from urllib.parse import quote
@@ -258,6 +259,7 @@ class TaskRun:
 
     def __init__(self, client, task, context, work: list, *, name: str, key):
         self.futures: dict = {}
+        self.t_scattered = time.perf_counter()      # when the context reached every worker (the tasks follow)
         if not work:
             return
         # straight to the workers where this process started them (a local cluster: no firewall between): through
@@ -265,6 +267,7 @@ class TaskRun:
         # context to 4 worker processes on the VM: 0.27-0.68 s, direct 0.21-0.23 s; docs/benchmarks.md)
         direct = True if getattr(client, "cluster", None) is not None else None
         ctx = client.scatter(context, broadcast=True, hash=False, direct=direct)
+        self.t_scattered = time.perf_counter()
         for args in work:
             f = client.submit(task, ctx, *args, pure=False, key=f"{name}-{key(*args)}-{uuid.uuid4().hex[:6]}")
             self.futures[f.key] = f

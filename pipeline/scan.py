@@ -579,6 +579,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     reserving = _reserve_pinned(client, device, pvalue, len(mset.pwms) * len(mset.strand_rows), groups)  # beside the thresholds
     plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True,  # cache: written later
                                                      early=job.thresholds)
+    t_plan = time.perf_counter()
     row_strand = mset.rows()[2]
     lats = mset.row_lattices()
     lattice = None if lats is None else (np.array([lats[i].scale for i in keep], np.float64),
@@ -668,7 +669,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         "seconds_region_counts": t_region_counts,
         "scan_id": pub.scan_id, "tests": int(tests.sum()), "qvalues": qsum, "first_tasks": tally.first,
         # wall-clock seconds from the thresholds' start: where a run's critical path goes (docs/benchmarks.md)
-        "phases": {k: round(v - t_thr0, 4) for k, v in (("thresholds", t_tasks0), ("submitted", t_submitted),
+        "phases": {k: round(v - t_thr0, 4) for k, v in (("plan", t_plan), ("thresholds", t_tasks0),
+                                                         ("scattered", run.t_scattered), ("submitted", t_submitted),
                                                          ("first_result", t_first or t_submitted),
                                                          ("tasks", t_tasks0 + t_tasks_wall), ("reduced", t_reduced))},
     }
