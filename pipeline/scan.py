@@ -696,13 +696,22 @@ def _min_task_positions(client, units: list) -> int:
     return max(1, min(least, sum(p.hi - p.lo for _, pieces in units for p in pieces) // threads))
 
 
+#: ``reserve-pinned: auto``: GPU worker processes of at least this many threads make their buffers ahead
+RESERVE_MIN_THREADS = 8
+
+
 def _reserve_pinned(client, device: str, pvalue: float, rows: int, groups: list) -> list:
-    """On a GPU cluster (and ``motifgrid.scan.reserve-pinned``), a task on each worker that makes the pinned host
+    """On a GPU cluster, per ``motifgrid.scan.reserve-pinned``, a task on each worker that makes the pinned host
     buffers its threads' first blocks will copy their hits into (:func:`workers.scan.gpu.reserve_pinned`), run
-    while the thresholds are computed; the futures, to be held until the scan's tasks are done."""
+    while the thresholds are computed; the futures, to be held until the scan's tasks are done.  ``auto``: on the
+    workers of :data:`RESERVE_MIN_THREADS` threads or more.  Page-locking holds up the process's other threads: on
+    one H200 with 4 processes × 4 threads the threshold tasks beside it took twice the thread-s (the phase 0.3-0.4 s
+    longer) while the first blocks allocating their own lost less; one process × 16 threads a GPU (4 GPUs) lost
+    more in its first blocks (16 threads page-locking at once) than in its thresholds (docs/benchmarks.md)."""
     import dask.config  # noqa: PLC0415
 
-    if device != "gpu" or not groups or not dask.config.get("motifgrid.scan.reserve-pinned", default=True):
+    where = reserve_workers(client.nthreads(), dask.config.get("motifgrid.scan.reserve-pinned", default="auto"))
+    if device != "gpu" or not groups or not where:
         return []
     from workers.scan.gpu import pinned_sizes  # noqa: PLC0415
 
@@ -711,8 +720,17 @@ def _reserve_pinned(client, device: str, pvalue: float, rows: int, groups: list)
     if not per_thread:
         return []
     return [client.submit(_reserve_pinned_task, per_thread, pure=False, workers=[w], allow_other_workers=False,
-                          key=f"reserve-pinned-{uuid.uuid4().hex[:8]}")
-            for w in client.scheduler_info().get("workers", {})]
+                          key=f"reserve-pinned-{uuid.uuid4().hex[:8]}") for w in where]
+
+
+def reserve_workers(nthreads: dict, mode) -> list:
+    """The workers (of ``{address: threads}``) that make their pinned buffers ahead under ``reserve-pinned: mode``
+    (true, false or auto)."""
+    mode = str(mode).lower()
+    if mode not in ("true", "1", "yes", "auto"):
+        return []
+    least = RESERVE_MIN_THREADS if mode == "auto" else 0
+    return [w for w, n in nthreads.items() if n >= least]
 
 
 def _reserve_pinned_task(sizes: list) -> float:

@@ -545,3 +545,20 @@ def test_plan_scan_starts_the_thresholds_beside_the_planning(genome, tmp_path):
     assert genome_bg.thresholds is None
     with pytest.raises(ScanError, match="holds an unfinished scan"):
         plan_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, threshold_threads=2)
+
+
+def test_pinned_buffers_made_ahead_only_by_workers_of_many_threads():
+    """``motifgrid.scan.reserve-pinned``: ``auto`` (the default) reserves on GPU worker processes of 8 threads or more
+    (one process a GPU on a multi-GPU host), not on the 4 x 4 threads of one GPU, where page-locking beside the
+    threshold tasks cost more than it saved (docs/benchmarks.md, issue 18); true and false as said (also from the
+    environment's strings)."""
+    import dask.config
+
+    from pipeline.scan import RESERVE_MIN_THREADS, reserve_workers
+
+    assert dask.config.get("motifgrid.scan.reserve-pinned") == "auto" and RESERVE_MIN_THREADS == 8
+    threads = {"tcp://a": 4, "tcp://b": 16, "tcp://c": 8}
+    assert reserve_workers(threads, "auto") == ["tcp://b", "tcp://c"]
+    assert reserve_workers({"tcp://a": 4, "tcp://d": 4}, "auto") == []
+    assert reserve_workers(threads, True) == reserve_workers(threads, "true") == list(threads)
+    assert reserve_workers(threads, False) == reserve_workers(threads, "false") == []
