@@ -39,7 +39,7 @@ for l in sys.stdin:
           r['hits'], 'hits', round(r['bytes_written'] / 1e9, 2), 'GB; thresholds', round(r['seconds_thresholds'], 2),
           'tasks', round(r['seconds_tasks_wall'], 2), 'qvalues', r.get('seconds_qvalues') and round(r['seconds_qvalues'], 2),
           'region counts', r.get('seconds_region_counts') and round(r['seconds_region_counts'], 2),
-          '| q-value tasks', r.get('qvalues_tasks'), {k: round(v, 1) for k, v in (r.get('qvalues_task_seconds_by_step') or {}).items()},
+          '| q-value tasks', r.get('qvalues_tasks'), 'kept pairs not used:', r.get('qvalues_fallback'), {k: round(v, 1) for k, v in (r.get('qvalues_task_seconds_by_step') or {}).items()},
           'phases', {k: round(v, 2) for k, v in (r.get('qvalues_phases') or {}).items()},
           'rows (pieces, steps)', r.get('qvalues_rows'),
           '| run phases', {k: round(v, 2) for k, v in (r.get('phases') or {}).items()},

@@ -276,6 +276,7 @@ def part_e2e(args, sink):
                    "seconds_qvalues": (summ.get("qvalues") or {}).get("seconds"),
                    "qvalues_task_seconds_by_step": (summ.get("qvalues") or {}).get("task_seconds_by_step"),
                    "qvalues_tasks": (summ.get("qvalues") or {}).get("tasks"),
+                   "qvalues_fallback": (summ.get("qvalues") or {}).get("kept_pairs_fallback"),
                    # distinct (family, p-value) pairs: the kept pieces' rows (summed over workers), the map's steps
                    "qvalues_rows": [(summ.get("qvalues") or {}).get(k) for k in ("piece_rows", "steps")],
                    "qvalues_phases": (summ.get("qvalues") or {}).get("phases"), "phases": summ.get("phases"),

@@ -275,11 +275,15 @@ def _kept_collected(client, kept: dict | None, run: str | None, files: list, sta
                     tag: str):
     """The kept-pairs collect tasks (one per worker, on it) when the workers kept the pairs of every file of
     ``files`` (``kept``: worker address -> its block files), else None (nothing submitted, or their futures
-    dropped)."""
-    if not kept or run is None or sorted(r for rels in kept.values() for r in rels) != sorted(r for r, _ in files):
-        return None
+    dropped), and why not (a few words, or None)."""
+    if run is None:
+        return None, None                          # the run kept no pairs (a CPU run, --resume, keep-pairs false)
+    if not kept:
+        return None, "a worker dropped its pairs (over its budget)" if kept is None else "no pairs kept"
+    if sorted(r for rels in kept.values() for r in rels) != sorted(r for r, _ in files):
+        return None, "the workers' pairs are not those of the run's files"
     if not set(kept) <= set(client.scheduler_info().get("workers", {})):
-        return None                                # a worker that scanned has gone, and its pairs with it
+        return None, "a worker that scanned has gone"     # and its pairs with it
     # loose restrictions: a worker that dies now does not leave its task waiting forever; run elsewhere, the
     # task finds no pairs there (None) and the files are read
     holders = sorted(kept)
@@ -288,7 +292,7 @@ def _kept_collected(client, kept: dict | None, run: str | None, files: list, sta
                for k, w in enumerate(holders)]
     held = client.gather([client.submit(_is_piece, f, pure=False, key=f"qvalues-kept-ok-{k}-{tag}")
                           for k, f in enumerate(futures)])
-    return list(zip(holders, futures)) if all(held) else None
+    return (list(zip(holders, futures)), None) if all(held) else (None, "a worker no longer held its pairs")
 
 
 def _is_piece(result) -> bool:
@@ -470,7 +474,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     _rmtree(parts)                               # left by a reduction that was interrupted
     where = parts if len(fam_groups) > 1 and pin is None else None
     on = {"workers": [pin], "allow_other_workers": False} if pin and len(nthreads) > 1 else {}
-    held = _kept_collected(client, kept, run, files, starts, device, tag)
+    held, fallback = _kept_collected(client, kept, run, files, starts, device, tag)
     t_collected = time.perf_counter()                # the kept pairs' collect tasks have answered (if any)
     used_kept = held is not None
     if used_kept:
@@ -515,6 +519,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     at = max_qvalue if max_qvalue is not None else level
     return {"level": at, "hits_at_level": qmap.hits_at(at), "max_qvalue": max_qvalue, "steps": table.num_rows,
             "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks, "kept_pairs": used_kept,
+            "kept_pairs_fallback": fallback,         # why kept pairs were not used (the files read instead), or None
             "seconds": time.perf_counter() - t0, "seconds_tasks_wall": t_reduced - t0,
             # wall-clock phases (docs/benchmarks.md): kept pairs collected, reduced, map built, map written
             "phases": {"collected": t_collected - t0, "reduced": t_reduced - t0, "table": t_table - t0,

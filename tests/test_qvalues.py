@@ -312,6 +312,9 @@ def test_pairs_kept_by_the_scan_tasks_give_the_same_map(genome, finished, client
             one = run_scan(store.path, MOTIFS, str(tmp_path / "one"), pvalue=1e-3, client=client, progress=False)
     assert not read.qvalues["kept_pairs"] and not res.qvalues["kept_pairs"]      # auto: GPU workers only
     assert kept.qvalues["kept_pairs"] == one.qvalues["kept_pairs"] == (fraction > 1e-6)
+    assert kept.qvalues["kept_pairs_fallback"] == (None if fraction > 1e-6 else
+                                                   "a worker dropped its pairs (over its budget)")
+    assert read.qvalues["kept_pairs_fallback"] is None               # no pairs kept: nothing to fall back from
     if fraction > 1e-6:
         assert kept.qvalues["tasks"] >= 2 + 3                 # a collect task a worker, 3 groups of motifs or more
         # spread: the groups reduced in both workers that hold pieces (one worker gathers them all without it)
