@@ -272,14 +272,14 @@ def _by_group(piece: np.ndarray, group_starts: np.ndarray, parts: str | None, ta
 
 
 def _kept_collected(client, kept: dict | None, run: str | None, files: list, starts: np.ndarray, device: str,
-                    tag: str):
+                    tag: str, lost: str | None = None):
     """The kept-pairs collect tasks (one per worker, on it) when the workers kept the pairs of every file of
     ``files`` (``kept``: worker address -> its block files), else None (nothing submitted, or their futures
     dropped), and why not (a few words, or None)."""
     if run is None:
         return None, None                          # the run kept no pairs (a CPU run, --resume, keep-pairs false)
     if not kept:
-        return None, "a worker dropped its pairs (over its budget)" if kept is None else "no pairs kept"
+        return None, lost or ("the pairs were lost" if kept is None else "no pairs kept")
     if sorted(r for rels in kept.values() for r in rels) != sorted(r for r, _ in files):
         return None, "the workers' pairs are not those of the run's files"
     if not set(kept) <= set(client.scheduler_info().get("workers", {})):
@@ -430,14 +430,15 @@ def _pieces_worker(client, hits: int) -> str | None:
 
 def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.ndarray, hits: np.ndarray,
                     max_qvalue: float | None = None, level: float = 0.05, device: str = "cpu",
-                    kept: dict | None = None, run: str | None = None) -> dict:
+                    kept: dict | None = None, run: str | None = None, kept_lost: str | None = None) -> dict:
     """Write ``out/_qvalues.parquet`` for the finished block ``files`` (``[(relative path, hits), ...]``).
 
     ``motif_ids``, ``tests``, ``hits``: per motif of the run (tests = windows without N × 2 strands).  ``kept``
     (worker address -> block files) and ``run``: the scan tasks kept the files' (family, p-value) pairs in their
     workers under this run key (:mod:`workers.scan.kept_pairs`): collected there, not read from the files, when
-    every file's pairs are held.  Returns a small summary: hits with q <= ``max_qvalue`` (or ``level``), tasks,
-    whether the kept pairs were used, seconds."""
+    every file's pairs are held; ``kept_lost``: why ``kept`` is None when the scan lost them (reported).  Returns a
+    small summary: hits with q <= ``max_qvalue`` (or ``level``), tasks, whether the kept pairs were used (and why
+    not: ``kept_pairs_fallback``), seconds."""
     t0 = time.perf_counter()
     ids, fam = families(motif_ids)
     tests_f = np.zeros(len(ids), np.int64)
@@ -474,7 +475,7 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     _rmtree(parts)                               # left by a reduction that was interrupted
     where = parts if len(fam_groups) > 1 and pin is None else None
     on = {"workers": [pin], "allow_other_workers": False} if pin and len(nthreads) > 1 else {}
-    held, fallback = _kept_collected(client, kept, run, files, starts, device, tag)
+    held, fallback = _kept_collected(client, kept, run, files, starts, device, tag, kept_lost)
     t_collected = time.perf_counter()                # the kept pairs' collect tasks have answered (if any)
     used_kept = held is not None
     if used_kept:

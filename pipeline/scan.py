@@ -651,7 +651,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
         counted = pool.submit(_region_counts_step, job, out, store, mset, streaming) if job.region_counts else None
         try:
             qsum = _qvalue_step(job, client, earlier, tally.files, tests, plan, row_hits_all, device,
-                                tally.kept, ctx.pairs_run)
+                                tally.kept, ctx.pairs_run, tally.kept_lost)
         finally:
             _drop_kept_pairs(client, ctx.pairs_run)
         t_region_counts = counted.result() if counted is not None else 0.0
@@ -810,6 +810,7 @@ class _Tally:
         self.windows = np.zeros(n_lengths, np.int64)
         self.files: list = []
         self.kept: dict | None = {} if keeps_pairs else None     # worker -> block files whose pairs it kept
+        self.kept_lost: str | None = None      # why ``kept`` became None: the q-values read the files back
         self.first: list = []      # the first tasks' thread-seconds by step: what a fresh worker pays once
 
     def add(self, res: dict) -> None:
@@ -829,8 +830,10 @@ class _Tally:
             if res.get("kept", True) and res.get("worker") is not None:
                 if res["files"]:                        # (a worker whose blocks had no hits holds nothing)
                     self.kept.setdefault(res["worker"], []).extend(rel for rel, _ in res["files"])
-            else:                                       # a worker dropped its pairs: the files are read
+            elif self.kept is not None:                 # a worker dropped its pairs: the files are read
                 self.kept = None
+                self.kept_lost = ("a worker dropped its pairs (over its budget)" if not res.get("kept", True)
+                                  else "a task's result named no worker")
 
 
 def _kept_pairs_settings(job: ScanJob, client, plan, run: str, device: str) -> dict:
@@ -876,9 +879,10 @@ def _drop_kept_pairs(client, run: str | None) -> None:
 
 
 def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np.ndarray, plan, row_hits,
-                 device: str = "cpu", kept: dict | None = None, run: str | None = None):
+                 device: str = "cpu", kept: dict | None = None, run: str | None = None, kept_lost: str | None = None):
     """The end-of-run q-value reduction over every finished block file (:mod:`pipeline.qvalues`; its sorts on
-    ``device``, the scan's); its summary, or None with ``--no-qvalue`` (an older map is removed then)."""
+    ``device``, the scan's); its summary, or None with ``--no-qvalue`` (an older map is removed then).  ``kept``,
+    ``run``, ``kept_lost``: the pairs the workers kept (:func:`pipeline.qvalues.compute_qvalues`)."""
     from pipeline.qvalues import QVALUES_FILE, compute_qvalues  # noqa: PLC0415
 
     if not job.qvalues:
@@ -889,7 +893,7 @@ def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np
     np.add.at(hits, plan.row_motif, row_hits)
     try:
         return compute_qvalues(client, job.out, files, job.mset.ids, tests, hits, max_qvalue=job.max_qvalue,
-                               device=device, kept=kept, run=run)
+                               device=device, kept=kept, run=run, kept_lost=kept_lost)
     except OSError as e:
         raise ScanError(_failure_message(e, job.out)) from None
     except Exception as e:  # noqa: BLE001 - a task's error, re-raised on the client
