@@ -1,11 +1,17 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
+# Python's bytecode cache for this process and every one it starts (CLI runs, Dask worker processes, notebook
+# kernels): with PYTHONDONTWRITEBYTECODE set (this VM and CI set it) each of the suite's ~200 Python processes
+# compiled the project's sources and the tests' rewritten asserts again, ~0.5 s apiece (docs/benchmarks.md)
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # the tests (and the CLI subprocesses they start) keep their threshold cache to themselves
 os.environ["DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR"] = tempfile.mkdtemp(prefix="motifgrid-test-cache-")
 os.environ["DASK_MOTIFGRID__MOTIFS__CACHE_DIR"] = tempfile.mkdtemp(prefix="motifgrid-test-motifs-")
