@@ -50,7 +50,10 @@ def cluster():
     import dask.config
     from distributed import Client, LocalCluster
 
-    with dask.config.set({"distributed.scheduler.worker-ttl": "30s"}), \
+    # a killed worker's process is started again by its nanny; LocalCluster closes that nanny for good when no
+    # worker of its name has registered within lost-worker-timeout (15 s), which a fresh process on a loaded
+    # machine (the suite runs on two processes) can miss
+    with dask.config.set({"distributed.scheduler.worker-ttl": "30s", "distributed.deploy.lost-worker-timeout": "120s"}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                          dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL) as cl, Client(cl) as c:
         yield cl.scheduler_address, c
