@@ -713,7 +713,8 @@ def segments(x, y, x_first, lk, H):  # pragma: no cover - compiled
     xp = np.empty(n)
     if n:
         xp[0] = x_first
-        xp[1:] = x[:-1]
+        for i in range(1, n):         # (a slice assignment compiles numba's shape-mismatch message: ~3.5 s)
+            xp[i] = x[i - 1]
     cap = n + 1
     out_s = np.empty(cap, dtype=np.int64)
     out_a = np.empty(cap, dtype=np.float64)
