@@ -220,7 +220,9 @@ def test_early_cancel_drops_the_batches_not_started():
         ran.append(i)
 
     early = Early(lambda pool: [f.result() for f in [pool.submit(task, i) for i in range(200)]], threads=1)
-    time.sleep(0.05)
+    deadline = time.monotonic() + 30          # some batches started (a fixed 50 ms was too short on a loaded machine)
+    while not ran and time.monotonic() < deadline:
+        time.sleep(0.005)
     early.cancel()
     with pytest.raises(concurrent.futures.CancelledError):
         early.result()
