@@ -65,9 +65,14 @@ def reduce_block(key, motif, row, score, pvalue, n_motifs):  # pragma: no cover 
     rk = key[first]
     rm = motif[first]
     order = _counting_order(rm, 0, n_motifs, np.arange(rk.size))
-    order = _counting_order(rk, rk.min(), rk.max() - rk.min() + 1, order)   # stable: motifs ascend within a key
+    lo = hi = rk[0] if rk.size else 0
+    for v in rk:                      # (not rk.min()/max(): numba compiles those reductions for ~1 s)
+        lo = min(lo, v)
+        hi = max(hi, v)
+    order = _counting_order(rk, lo, hi - lo + 1, order)   # stable: motifs ascend within a key
     rk, rm = rk[order], rm[order]                # the runs (not the hits) reordered, then a motif's two strands
-    first2, hits2, best_s2, best_p2 = _reduce_runs(rk, rm, hits[order], best_s[order], best_p[order])
+    # (motif, key): the runs are the same either way, and the argument types those of the first call (one compile)
+    first2, hits2, best_s2, best_p2 = _reduce_runs(rm, rk, hits[order], best_s[order], best_p[order])
     return rk[first2], rm[first2], hits2, best_s2, best_p2
 
 
