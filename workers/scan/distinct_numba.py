@@ -16,9 +16,11 @@ import numpy as np
 def distinct_runs(fam, p, count, out_fam, out_p, out_count):  # pragma: no cover - compiled
     """Per run of equal ``fam`` (non-decreasing, (n,) int64), the run's distinct ``p`` ((n,) float64) ascending
     with their summed ``count`` ((n,) int64; an empty array: each item counts 1).  Written to ``out_*`` ((n,)
-    each); returns how many pairs.  With counts the runs are merged by a stable merge sort (pieces arrive as
-    sorted runs), without them sorted by quicksort."""
+    each); returns how many pairs.  Each run is sorted by :func:`_sort_pairs` (numba's ``np.sort`` and
+    ``np.argsort`` cost a new machine 3.9 s of compile for the same speed: docs/benchmarks.md)."""
     n = fam.size
+    ap, bp = np.empty(n, np.float64), np.empty(n, np.float64)
+    ac, bc = np.empty(n, np.int64), np.empty(n, np.int64)
     k = 0
     lo = 0
     while lo < n:
@@ -26,30 +28,60 @@ def distinct_runs(fam, p, count, out_fam, out_p, out_count):  # pragma: no cover
         hi = lo + 1
         while hi < n and fam[hi] == f:
             hi += 1
-        if count.size == 0:
-            seg = np.sort(p[lo:hi])
-            c = np.ones(hi - lo, np.int64)
-        else:
-            o = np.argsort(p[lo:hi], kind="mergesort")
-            seg = p[lo:hi][o]
-            c = count[lo:hi][o]
-        prev = seg[0]
+        m = hi - lo
+        for i in range(m):
+            ap[i] = p[lo + i]
+            ac[i] = 1 if count.size == 0 else count[lo + i]
+        sp, sc = (bp, bc) if _sort_pairs(m, ap, ac, bp, bc) else (ap, ac)
+        prev = sp[0]
         acc = 0
-        for i in range(seg.size):
-            if seg[i] != prev:
+        for i in range(m):
+            if sp[i] != prev:
                 out_fam[k] = f
                 out_p[k] = prev
                 out_count[k] = acc
                 k += 1
-                prev = seg[i]
+                prev = sp[i]
                 acc = 0
-            acc += c[i]
+            acc += sc[i]
         out_fam[k] = f
         out_p[k] = prev
         out_count[k] = acc
         k += 1
         lo = hi
     return k
+
+
+@numba.njit(cache=True, nogil=True)
+def _sort_pairs(n, ap, ac, bp, bc):  # pragma: no cover - compiled
+    """Sort ``ap[:n]`` ascending, ``ac[:n]`` moved alongside (stable): insertion sort of runs of 16, then merges of
+    neighbouring runs back and forth between the ``a`` and ``b`` buffers ((n,) each at least).  Returns True when the
+    sorted pairs ended in ``bp, bc``."""
+    for s in range(0, n, 16):
+        for i in range(s + 1, min(s + 16, n)):
+            v, w = ap[i], ac[i]
+            j = i - 1
+            while j >= s and ap[j] > v:
+                ap[j + 1], ac[j + 1] = ap[j], ac[j]
+                j -= 1
+            ap[j + 1], ac[j + 1] = v, w
+    width = 16
+    in_b = False
+    while width < n:
+        sp, sc, dp, dc = (bp, bc, ap, ac) if in_b else (ap, ac, bp, bc)
+        for s in range(0, n, 2 * width):
+            mid, e = min(s + width, n), min(s + 2 * width, n)
+            i, j = s, mid
+            for k in range(s, e):
+                if j >= e or (i < mid and sp[i] <= sp[j]):
+                    dp[k], dc[k] = sp[i], sc[i]
+                    i += 1
+                else:
+                    dp[k], dc[k] = sp[j], sc[j]
+                    j += 1
+        in_b = not in_b
+        width *= 2
+    return in_b
 
 
 @numba.njit(cache=True, nogil=True)
