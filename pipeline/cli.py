@@ -905,11 +905,11 @@ def _workers_dispatchers() -> list:
 
 
 class _KernelWarmup:
-    """The demo's first seconds on a new machine are numba compiling the kernels (30-45 s on the 2-core VM; cached on
-    disk after that, next to the sources or, where those are read-only, in numba's user cache folder; NUMBA_CACHE_DIR
-    chooses).  For a local CPU cluster (threads of this process) they are compiled or loaded here, in a thread
-    started before the genome is ingested, the motifs read and the cluster started: the workers find them
-    ready (``workers.warmup.warm`` runs once per process)."""
+    """The demo's first seconds on a new machine are numba compiling the kernels (17-21 s on the 2-core VM, a helper
+    process compiling half of them: ``workers.warmup``; cached on disk after that, next to the sources or, where those
+    are read-only, in numba's user cache folder; NUMBA_CACHE_DIR chooses).  For a local CPU cluster (threads of this
+    process) they are compiled or loaded here, in a thread started before the genome is ingested, the motifs read
+    and the cluster started: the workers find them ready (``workers.warmup.warm`` runs once per process)."""
 
     def __init__(self):
         self.t0 = time.perf_counter()

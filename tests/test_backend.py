@@ -155,3 +155,42 @@ def test_numba_never_wraps_the_standard_streams():
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_DISABLE_ERROR_MESSAGE_HIGHLIGHTING"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "NOPColorScheme", out.stderr
+
+
+def test_new_machine_warm_up_compiles_in_two_processes(tmp_path):
+    """On an empty numba cache, warm() starts one helper process, which compiles the scan's and the later steps' kernels
+    into the cache while warm() compiles the thresholds': this process then loads every one of them (no cache miss but
+    the probe's).  On the filled cache a second warm() starts no helper and compiles nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import json, subprocess, sys
+from numba.core.dispatcher import Dispatcher
+started = []
+popen = subprocess.Popen
+subprocess.Popen = lambda args, **kw: started.append(args[1:]) or popen(args, **kw)
+from workers.warmup import warm
+warm("cpu")
+import workers.scan.cpu_numba, workers.scan.counts_numba, workers.scan.distinct_numba, workers.scan.table_numba
+import workers.distribution.exact_numba
+def misses(mod, skip=()):
+    return {n: sum(d.stats.cache_misses.values()) for n, d in vars(mod).items() if isinstance(d, Dispatcher)
+            and n not in skip and sum(d.stats.cache_misses.values()) + sum(d.stats.cache_hits.values())}
+late = {}
+for m in (workers.scan.cpu_numba, workers.scan.counts_numba, workers.scan.distinct_numba, workers.scan.table_numba):
+    late.update(misses(m, skip=("merge_two",)))
+print(json.dumps([started, sorted(late.items()), sum(misses(workers.distribution.exact_numba).values()) > 0]))
+"""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    started, late, thresholds_compiled = json.loads(first.stdout)
+    assert started == [["-m", "workers.warmup"]] and thresholds_compiled
+    assert len(late) >= 8 and all(n == 0 for _, n in late), late     # scan, q-value, counts, table kernels: loaded
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    started, late, thresholds_compiled = json.loads(again.stdout)
+    assert started == [] and not thresholds_compiled and all(n == 0 for _, n in late)

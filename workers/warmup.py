@@ -23,7 +23,7 @@ from workers.distribution.pvalue_table import PvalueTable
 from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import presence_counts, reduce_block
 from workers.scan.distinct import distinct_pairs, merge_distinct
-from workers.scan.distinct_numba import bh_steps
+from workers.scan.distinct_numba import bh_steps, merge_two
 from workers.scan.table_numba import row_columns
 
 _done: dict = {}
@@ -35,6 +35,9 @@ _lock = threading.Lock()
 def warm(device: str = "cpu") -> None:
     """Load what the scan and threshold tasks of this process will use (once per process and device).
 
+    On a new machine (numba's disk cache without them) a second process compiles the scan's and the later steps'
+    kernels into the cache while this one compiles the thresholds' (:func:`_compile_helper`), then loads them.
+
     Parameters
     ----------
     device : {"cpu", "gpu"}
@@ -44,35 +47,89 @@ def warm(device: str = "cpu") -> None:
         if _done.get(device):
             return
         limit_blas_threads(1)
-        rng = np.random.default_rng(0)
-        pwm = rng.normal(0.0, 1.0, (10, 4))
-        t = pvalue_to_score(pwm, np.full(4, 0.25), 1e-3, table=True)    # numba: DP, classes, tail segments
-        plan = make_plan([pwm, pwm[::-1, ::-1].copy()], np.array([t.threshold] * 2), np.zeros(2, np.int32),
-                         np.array([0, 1], np.int8))
+        helper = _compile_helper()
+        t = pvalue_to_score(_PWM, np.full(4, 0.25), 1e-3, table=True)    # numba: DP, classes, tail segments
+        _wait(helper)
+        plan, codes, h = scan_kernels(t.threshold)
         plan.pvalues = PvalueTable.from_thresholds([t, t])         # (a GPU scan then computes each hit's p-value)
-        codes = rng.integers(0, 4, 4096 + 16).astype(np.uint8)
-        h = scan_block(codes, 4096, plan, device="cpu")              # slices kernels, float64 rescoring
         plan.pvalues.lookup(h.row, h.score)                           # the hits' p-values (search, evaluate)
         plan.pvalues.lookup(h.row, h.score, seg=np.zeros(len(h), np.int32))
-        z = np.zeros(2, np.int64)
-        distinct_pairs(z, np.ones(2))                                 # the q-values' sort (numba)
-        distinct_pairs(z, np.ones(2), z + 1)                          # a merge of pieces, sorted again
-        merge_distinct([(z, np.ones(2), z + 1), (z, np.ones(2), z + 1)])  # the reduce tasks' merge of sorted pieces
-        bh_steps(z, np.ones(2), z + 1, z + 5, np.empty(2), np.empty(2), np.empty(2, np.int64), np.empty(2, np.int64))
-        reduce_block(z, z.astype(np.int32), z.astype(np.int32), np.ones(2), np.ones(2), 1)   # region counts
-        presence_counts(z, z.astype(np.int32), 0, 1, 1, z, np.zeros(2, np.bool_), 1)          # enrich's block counts
-        i32 = z.astype(np.int32)
-        row_columns(i32, z, z, i32, i32, i32)                         # the hits tables' per-row columns
+        late_kernels()
         if device == "gpu":
             # CUDA context, the rescoring and p-value kernels; each tile width's scan kernel is loaded
             # by the first block that needs it (compiling all 16 widths ahead would hold the compile lock)
             scan_block(codes, 4096, plan, device="gpu")
             # the q-values' sort kernels: compiled on a fresh machine (~13 s, every thread of the reduction
             # waiting on them), from CuPy's disk cache afterwards
+            z = np.zeros(2, np.int64)
             distinct_pairs(z, np.ones(2), device="gpu")
             distinct_pairs(z, np.ones(2), z + 1, device="gpu")
         _done[device] = True
         done_at[device] = time.time()
+
+
+#: the warm-up's matrix (10 columns, a seeded draw)
+_PWM = np.random.default_rng(0).normal(0.0, 1.0, (10, 4))
+
+
+def scan_kernels(threshold: float):
+    """The CPU scan's kernels (slices, float64 rescoring) on a few kb; returns ``(plan, codes, hits)``."""
+    plan = make_plan([_PWM, _PWM[::-1, ::-1].copy()], np.array([threshold] * 2), np.zeros(2, np.int32),
+                     np.array([0, 1], np.int8))
+    codes = np.random.default_rng(1).integers(0, 4, 4096 + 16).astype(np.uint8)
+    return plan, codes, scan_block(codes, 4096, plan, device="cpu")
+
+
+def late_kernels() -> None:
+    """The CPU kernels of a scan's later steps, called once on a few items: the q-values' sort, merge and
+    Benjamini-Hochberg steps, the region counts' and enrich's block reductions, the hits tables' per-row columns."""
+    z = np.zeros(2, np.int64)
+    i32 = z.astype(np.int32)
+    distinct_pairs(z, np.ones(2))                                 # the q-values' sort (numba)
+    distinct_pairs(z, np.ones(2), z + 1)                          # a merge of pieces, sorted again
+    merge_distinct([(z, np.ones(2), z + 1), (z, np.ones(2), z + 1)])  # the reduce tasks' merge of sorted pieces
+    bh_steps(z, np.ones(2), z + 1, z + 5, np.empty(2), np.empty(2), np.empty(2, np.int64), np.empty(2, np.int64))
+    reduce_block(z, i32, i32, np.ones(2), np.ones(2), 1)          # region counts
+    presence_counts(z, i32, 0, 1, 1, z, np.zeros(2, np.bool_), 1)  # enrich's block counts
+    row_columns(i32, z, z, i32, i32, i32)                         # the hits tables' per-row columns
+
+
+def _compile_helper():
+    """A process compiling :func:`scan_kernels` and :func:`late_kernels` into numba's disk cache (``python -m
+    workers.warmup``), started when the cache lacks them — the probe, ``merge_two``, compiled by this call rather than
+    loaded — and this process may use another core; None otherwise.  numba compiles one function at a time in a
+    process (its compile lock): on a new machine the warm-up compiled for 17-28 s on one of the VM's two cores,
+    11.9-13.7 s with the helper (docs/benchmarks.md)."""
+    import os  # noqa: PLC0415
+
+    def compiled() -> int:
+        return sum(merge_two.stats.cache_misses.values())
+
+    before = compiled()              # a forked worker inherits its server's loaded kernels, and their counts
+    z = np.zeros(1, np.int64)
+    merge_two(z, np.ones(1), z, z, np.ones(1), z, np.empty(2, np.int64), np.empty(2), np.empty(2, np.int64))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if compiled() == before or cores < 2:
+        return None
+    import subprocess  # noqa: PLC0415
+
+    try:
+        return subprocess.Popen([sys.executable, "-m", "workers.warmup"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def _wait(helper) -> None:
+    """Wait for the compile helper (its kernels then load from the cache; if it failed, they compile here)."""
+    import subprocess  # noqa: PLC0415
+
+    if helper is None:
+        return
+    try:
+        helper.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        helper.kill()
 
 
 def start(device: str = "cpu", switch_interval: float | None = None, gc_threshold=None,
@@ -160,3 +217,9 @@ def _warm_io() -> None:
     for codec in ("snappy", "zstd"):
         pq.write_table(t, pa.BufferOutputStream(), compression=codec, use_dictionary=["motif_id"],
                        write_statistics=["start", "pvalue"], column_encoding={"start": "DELTA_BINARY_PACKED"})
+
+
+if __name__ == "__main__":          # the compile helper of a new machine (_compile_helper)
+    skip_numba_blas_probe()
+    scan_kernels(0.0)
+    late_kernels()
