@@ -562,14 +562,10 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
         addr = client.scheduler.address or ""
         follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"   # for notebooks/dashboard.ipynb
         console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
-                      f"worker(s); dashboard: {_NO_DASHBOARD if small else dashboard_link(client)}{follow}")
+                      f"worker(s); dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
         if before_scan is not None:
             before_scan(job)
         return execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
-
-
-#: the dashboard line of a local cluster started without it (``motifgrid.scan.dashboard-min-positions``)
-_NO_DASHBOARD = "off (a small job; DASK_MOTIFGRID__SCAN__DASHBOARD_MIN_POSITIONS=0 gives one)"
 
 
 def _auto_device(job, pvalue: float):
