@@ -14,6 +14,7 @@ Prints JSON lines, then a markdown table for docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -53,6 +54,9 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default="cpu")
     a = ap.parse_args(argv)
     checkouts = {"this": ROOT} | ({"baseline": a.baseline.resolve()} if a.baseline else {})
+    for path in checkouts.values():     # the bytecode a pip install has (this VM sets PYTHONDONTWRITEBYTECODE)
+        for pkg in ("pipeline", "workers"):
+            compileall.compile_dir(path / pkg, quiet=1)
     rows = {(k, s): [] for k in checkouts for s in ("cold", "warm")}
     with tempfile.TemporaryDirectory(prefix="motifgrid-cold-demo-") as tmp:
         tmp = Path(tmp)
