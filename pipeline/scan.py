@@ -132,28 +132,31 @@ class MotifSet:
                 for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
 
 
-def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, early=None):
+def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, early=None,
+                   table: bool = True):
     """``(plan, tables, kept rows, unreachable motif ids)``: the scan plan of ``mset``'s rows at their thresholds
     for ``pvalue`` (rows that cannot reach it left out), with the kept rows' score -> p-value tables
     (``plan.pvalues``); ``tables`` the ScoreThreshold of every row (:func:`row_thresholds`, or ``early.result()``
-    of the same, started beforehand)."""
+    of the same, started beforehand).  ``table=False``: the thresholds alone and ``plan.pvalues`` None, for a scan
+    that looks no p-value up (no hits files)."""
     tables = (early.result() if early is not None else
-              row_thresholds(mset, pvalue, client=client, store_later=store_later))
+              row_thresholds(mset, pvalue, client=client, store_later=store_later, table=table))
     pwms, row_motif, row_strand = mset.rows()
     thr = np.array([t.threshold if t.reachable else np.inf for t in tables])
     plan = make_plan(pwms, thr, row_motif, row_strand)
     keep = np.flatnonzero(np.isfinite(thr))
     unreachable = sorted({mset.ids[row_motif[i]] for i in range(len(thr)) if not np.isfinite(thr[i])})
-    plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep])
+    plan.pvalues = PvalueTable.from_thresholds([tables[i] for i in keep]) if table else None
     return plan, tables, keep, unreachable
 
 
-def row_thresholds(mset: MotifSet, pvalue: float, client=None, store_later: bool = False):
+def row_thresholds(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, table: bool = True):
     """Per-row ScoreThreshold: forward matrices, and the reverse-complement ones under the same background
     (the complemented background for the motif); computed once when the background is strand-symmetric.
     ``store_later``: new threshold-cache entries are written in the background
-    (``pipeline.thresholds.wait_for_cache_writes``)."""
-    return row_thresholds_many(mset, [pvalue], client, store_later=store_later)[0]
+    (``pipeline.thresholds.wait_for_cache_writes``).  ``table=False``: without the score -> p-value tables (the
+    same thresholds; the tables were 60 % of the time of JASPAR's 879 vertebrate matrices: docs/benchmarks.md)."""
+    return row_thresholds_many(mset, [pvalue], client, store_later=store_later, table=table)[0]
 
 
 def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "exact",
@@ -365,7 +368,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     mset = early = None
     if background != "genome":      # the motifs need no store: read first, their thresholds start beside the ingest
         mset = _motif_set(None, motifs, background, pseudocount, select, motif_format, like, strands)
-        early = _early_thresholds(mset, pvalue, threshold_threads)
+        early = _early_thresholds(mset, pvalue, threshold_threads, table=hits)   # no hits files: no p-values
     try:
         store, staged = _open_source(source, out, resume, overwrite)
         try:
@@ -402,14 +405,15 @@ def _checked_groups(groups, store: GenomeStore):
     return groups.astype(np.int64)          # the blocks' kernel's type: converted once, not per block
 
 
-def _early_thresholds(mset: MotifSet, pvalue: float, threads: int):
+def _early_thresholds(mset: MotifSet, pvalue: float, threads: int, table: bool = True):
     """The rows' thresholds (:func:`row_thresholds`) started on ``threads`` threads of this process, one of them
     left to the caller until it asks for them (:class:`pipeline.thresholds.Early`); None for ``threads`` 0."""
     if not threads:
         return None
     from pipeline.thresholds import Early  # noqa: PLC0415
 
-    return Early(lambda pool: row_thresholds(mset, pvalue, client=pool, store_later=True), threads, beside=1)
+    return Early(lambda pool: row_thresholds(mset, pvalue, client=pool, store_later=True, table=table), threads,
+                 beside=1)
 
 
 def _region_counts_step(job: ScanJob, out: str, store: GenomeStore, mset: MotifSet, streaming=None) -> float:
@@ -578,7 +582,7 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     groups = group_units(todo, _min_task_positions(client, todo))
     reserving = _reserve_pinned(client, device, pvalue, len(mset.pwms) * len(mset.strand_rows), groups)  # beside the thresholds
     plan, tables, keep, unreachable = threshold_plan(mset, pvalue, client, store_later=True,  # cache: written later
-                                                     early=job.thresholds)
+                                                     early=job.thresholds, table=job.hits)
     t_plan = time.perf_counter()
     row_strand = mset.rows()[2]
     lats = mset.row_lattices()

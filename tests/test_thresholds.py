@@ -259,3 +259,31 @@ def test_cache_writer_started_before_a_waiter_can_join_it(monkeypatch, tmp_path)
     w.join()
     T.wait_for_cache_writes()
     assert not errors, errors
+
+
+def test_thresholds_without_tables_equal_and_served_by_entries_with_tables(tmp_path, monkeypatch):
+    """``table=False`` gives the thresholds of ``table=True`` (every matrix of the JASPAR subset, one p-value a call, a
+    skewed background) without tail tables; a cache filled with tables serves it without computing.  A later p-value
+    of a call without tables (which may start from an earlier p-value's lattice) has an entry of its own."""
+    import pipeline.thresholds as th
+
+    _, _, pwms = _pwms()
+    for p in (1e-4, 1e-5):
+        full = th.compute_thresholds(pwms, BG, p, cache=tmp_path)
+        bare = th.compute_thresholds(pwms, BG, p, cache=False, table=False)
+        for a, b in zip(full, bare):
+            assert (a.threshold, a.reachable, a.pvalue, a.pvalue_bounds) == (b.threshold, b.reachable, b.pvalue,
+                                                                               b.pvalue_bounds)
+            assert not a.reachable or (a.has_table and not b.has_table)
+    pair = th.compute_thresholds_many(pwms, BG, [1e-4, 1e-5], cache=False, table=False)
+
+    def computed(*a, **k):
+        raise AssertionError("computed, not read from the cache")
+    with monkeypatch.context() as m:
+        m.setattr(th, "_compute", computed)
+        assert th.compute_thresholds(pwms, BG, 1e-5, cache=tmp_path, table=False) == \
+            th.compute_thresholds(pwms, BG, 1e-5, cache=tmp_path)
+    assert th.compute_thresholds_many(pwms, BG, [1e-4, 1e-5], cache=tmp_path, table=False) == pair
+    rows = _cache_rows(tmp_path)
+    assert th.compute_thresholds_many(pwms, BG, [1e-4, 1e-5], cache=tmp_path, table=False) == pair   # read back
+    assert _cache_rows(tmp_path) == rows
