@@ -184,8 +184,8 @@ def compute_thresholds_many(pwms: list[np.ndarray], background: np.ndarray, pval
 def _with_tables(cache: Path, out: list, pwms, bg, pvalues, rel_tol: float, meths: list) -> None:
     """The first p-value's entries of ``out`` (``[p][matrix]``) still missing filled from the cache's entries with
     tables, where there are: a scan's entries serve a later run that needs no tables (an exact threshold computed
-    alone is the same with or without its table: checked on JASPAR 2024's 2,346 CORE matrices, 3 p-values, 3
-    backgrounds)."""
+    alone is the same with or without its table: checked on JASPAR 2024's 2,346 CORE matrices, 2-3 p-values, 4
+    backgrounds; docs/benchmarks.md)."""
     missing = [i for i in range(len(pwms)) if out[0][i] is None and meths[i] == "exact"]
     if missing:
         found = _load_many(cache, [_key(pwms[i], bg, pvalues[0], rel_tol, True, "exact") for i in missing])
