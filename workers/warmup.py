@@ -102,14 +102,15 @@ def _compile_helper():
     11.9-13.7 s with the helper (docs/benchmarks.md)."""
     import os  # noqa: PLC0415
 
-    def compiled() -> int:
-        return sum(merge_two.stats.cache_misses.values())
+    def compiled() -> int:            # (no stats where numba's JIT is disabled: no helper)
+        stats = getattr(merge_two, "stats", None)
+        return sum(stats.cache_misses.values()) if stats is not None else 0
 
     before = compiled()              # a forked worker inherits its server's loaded kernels, and their counts
     z = np.zeros(1, np.int64)
     merge_two(z, np.ones(1), z, z, np.ones(1), z, np.empty(2, np.int64), np.empty(2), np.empty(2, np.int64))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if compiled() == before or cores < 2:
+    if compiled() == before or cores < 2 or not sys.executable:
         return None
     import subprocess  # noqa: PLC0415
 
