@@ -24,17 +24,9 @@ import os
 
 import dask.config
 
-from workers.backend import gpu_available
+from workers.backend import cpu_count, gpu_available
 
 from pipeline import MotifgridError
-
-
-def cpu_count() -> int:
-    """The cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover
-        return os.cpu_count() or 1
 
 
 def gpu_processes(n_gpus: int = 1) -> int:

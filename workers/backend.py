@@ -25,6 +25,14 @@ DEVICES = ("cpu", "gpu")
 
 
 @functools.lru_cache(maxsize=1)
+def cpu_count() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        return os.cpu_count() or 1
+
+
 def gpu_available() -> bool:
     """Whether this process can compute on a GPU.
 

@@ -10,13 +10,14 @@ every worker of the clusters it yields (docs/benchmarks.md has what it saves).
 """
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import time
 
 import numpy as np
 
-from workers.backend import (limit_blas_threads, retain_freed_memory, set_gc_threshold, set_gpu_sync,
+from workers.backend import (cpu_count, limit_blas_threads, retain_freed_memory, set_gc_threshold, set_gpu_sync,
                              skip_numba_blas_probe)
 from workers.distribution import pvalue_to_score
 from workers.distribution.pvalue_table import PvalueTable
@@ -96,24 +97,19 @@ def late_kernels() -> None:
 
 def _compile_helper():
     """A process compiling :func:`scan_kernels` and :func:`late_kernels` into numba's disk cache (``python -m
-    workers.warmup``), started when the cache lacks them — the probe, ``merge_two``, compiled by this call rather than
-    loaded — and this process may use another core; None otherwise.  numba compiles one function at a time in a
-    process (its compile lock): on a new machine the warm-up compiled for 17-28 s on one of the VM's two cores,
-    11.9-13.7 s with the helper (docs/benchmarks.md)."""
-    import os  # noqa: PLC0415
-
+    workers.warmup``), started when the cache lacks them — the probe, ``merge_two`` (through ``merge_distinct``),
+    compiled by this call rather than loaded — and this process may use another core; None otherwise.  numba
+    compiles one function at a time in a process (its compile lock): on a new machine the warm-up compiled for
+    17-28 s on one of the VM's two cores, 11.9-13.7 s with the helper (docs/benchmarks.md)."""
     def compiled() -> int:            # (no stats where numba's JIT is disabled: no helper)
         stats = getattr(merge_two, "stats", None)
         return sum(stats.cache_misses.values()) if stats is not None else 0
 
     before = compiled()              # a forked worker inherits its server's loaded kernels, and their counts
     z = np.zeros(1, np.int64)
-    merge_two(z, np.ones(1), z, z, np.ones(1), z, np.empty(2, np.int64), np.empty(2), np.empty(2, np.int64))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if compiled() == before or cores < 2 or not sys.executable:
+    merge_distinct([(z, np.ones(1), z), (z, np.ones(1), z)])
+    if compiled() == before or cpu_count() < 2 or not sys.executable:
         return None
-    import subprocess  # noqa: PLC0415
-
     try:
         return subprocess.Popen([sys.executable, "-m", "workers.warmup"], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -123,8 +119,6 @@ def _compile_helper():
 
 def _wait(helper) -> None:
     """Wait for the compile helper (its kernels then load from the cache; if it failed, they compile here)."""
-    import subprocess  # noqa: PLC0415
-
     if helper is None:
         return
     try:
