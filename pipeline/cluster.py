@@ -326,6 +326,30 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         cluster.close()
 
 
+@contextlib.contextmanager
+def _no_port_warning():
+    """Without distributed's four-line warning when the dashboard's port is taken (another run, a notebook's
+    cluster): it then listens on another port, which the command prints (:func:`dashboard_link`)."""
+    import warnings  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use", category=UserWarning)
+        yield
+
+
+def _host_worker(host: str):
+    """An in-process ``distributed.Worker`` class whose HTTP routes (metrics, health) listen on ``host``: given no
+    address, a worker of the in-process transport listens on every interface, and ``LocalCluster`` gives it one
+    only with the worker's dashboard (bokeh's import, ~0.5 s)."""
+    from distributed import Worker  # noqa: PLC0415
+
+    class HostWorker(Worker):
+        def __init__(self, *args, dashboard_address=None, **kwargs):
+            super().__init__(*args, dashboard_address=dashboard_address or f"{host}:0", **kwargs)
+
+    return HostWorker
+
+
 def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc):
     """:func:`get_client`'s local cluster, its client (warm-up plugin registered) and device."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
@@ -355,9 +379,11 @@ def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dash
         n = n_workers or cpu_count()
         if processes:
             kw = dict(n_workers=n, threads_per_worker=threads_per_worker or 1, processes=True, host=host)
-        else:   # in-process transport: the scheduler listens on no network address at all
-            kw = dict(n_workers=1, threads_per_worker=threads_per_worker or n, processes=False)
-        with start_method(gpu=False) if processes else contextlib.nullcontext():
+        else:   # in-process transport: the scheduler listens on no network address, its HTTP routes on ``host``
+            kw = dict(n_workers=1, threads_per_worker=threads_per_worker or n, processes=False,
+                      worker_class=_host_worker(host),
+                      scheduler_kwargs=None if dashboard else {"dashboard": False, "dashboard_address": f"{host}:0"})
+        with start_method(gpu=False) if processes else contextlib.nullcontext(), _no_port_warning():
             cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=worker_dash,
                                    silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
         dev = "cpu"

@@ -152,6 +152,32 @@ def test_local_cluster_listens_on_loopback():
         assert hosts == {"127.0.0.1"}, hosts
 
 
+def _http_hosts(server) -> set:
+    return {s.getsockname()[0] for s in server.http_server._sockets.values()}
+
+
+@pytest.mark.parametrize("dashboard", [False, True])
+def test_in_process_cluster_listens_on_loopback(dashboard, recwarn):
+    """The in-process cluster (small scans, enrich) has no network transport, but its scheduler's and worker's HTTP
+    routes listen: on 127.0.0.1 only, with or without the dashboard (they bound every interface), and without
+    distributed's warning when the dashboard's port is taken (it moves to another one)."""
+    import socket
+
+    from pipeline.cluster import get_client
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with dask.config.set({"motifgrid.cluster.dashboard-address": f"127.0.0.1:{port}"}), \
+                get_client(n_workers=1, quiet=True, dashboard=dashboard) as (client, _):
+            cluster = client.cluster
+            assert cluster.scheduler_address.startswith("inproc://")
+            assert _http_hosts(cluster.scheduler) == {"127.0.0.1"}
+            assert all(_http_hosts(w) == {"127.0.0.1"} for w in cluster.workers.values())
+    assert not [w for w in recwarn if "already in use" in str(w.message)]
+
+
 def test_nothing_unpickled_from_user_files():
     """No module reads pickles: np.load only with allow_pickle=False, no pickle/marshal/yaml.load/eval."""
     bad = re.compile(r"\bpickle\.loads?\(|\bmarshal\.|\byaml\.load\(|\bunsafe_load\b|\beval\(|\bexec\(|"
