@@ -401,8 +401,13 @@ def _client_kwargs(a):
     """``get_client`` arguments; the scheduler file and TLS files are checked here, before any work starts."""
     from pipeline.cluster import scheduler_address  # noqa: PLC0415
 
+    from pipeline.cluster import check_local_device  # noqa: PLC0415
+
     dev = None if a.device == "auto" else a.device
-    return dict(scheduler=scheduler_address(a.scheduler, a.scheduler_file), n_workers=a.workers, device=dev,
+    scheduler = scheduler_address(a.scheduler, a.scheduler_file)
+    if scheduler is None:
+        check_local_device(dev)
+    return dict(scheduler=scheduler, n_workers=a.workers, device=dev,
                 threads_per_worker=a.threads, processes=a.processes, security=_security(a))
 
 
@@ -621,6 +626,7 @@ def cmd_composition(a) -> int:
 
     console = _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    client_kw = _client_kwargs(a)                     # (a device or scheduler refused before the output is claimed)
     job = plan_composition(a.tests, a.reference, a.out, min_similarity=a.min_similarity, both_strands=a.both_strands,
                            counts_only=a.counts_only, resume=a.resume, block_size=a.block_size, console=console,
                            overwrite=a.overwrite)
@@ -628,7 +634,7 @@ def cmd_composition(a) -> int:
     console.print(f"{len(job.tests.ids):,} tests ({p.lengths.size} lengths, {int(p.lengths.min())}-{p.max_length} nt"
                   f"{', both strands' if p.both_strands else ''}) × {job.store.total_length:,} bp in "
                   f"{len(job.store.records):,} records, S >= {p.min_similarity:g}")
-    with get_client(**_client_kwargs(a), quiet=True) as (client, device):
+    with get_client(**client_kw, quiet=True) as (client, device):
         console.print(f"[bold]motifgrid composition[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
                       f"worker(s); dashboard: {dashboard_link(client)}")
         res = execute_composition(job, client, device=device, progress=not a.no_progress, command=command,

@@ -326,6 +326,14 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         cluster.close()
 
 
+def check_local_device(device: str | None) -> None:
+    """Refuse ``--device gpu`` for a local cluster where no GPU answers (CuPy missing, no CUDA device, or
+    ``MOTIFGRID_NO_GPU``), in one line and before any output is claimed."""
+    if device == "gpu" and not gpu_available():
+        raise ClusterError("--device gpu: no GPU answers here (CuPy and a CUDA device are needed: "
+                           "pip install -e \".[gpu]\"); --device cpu or auto scans on the CPU")
+
+
 @contextlib.contextmanager
 def _no_port_warning():
     """Without distributed's four-line warning when the dashboard's port is taken (another run, a notebook's
@@ -357,6 +365,7 @@ def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dash
     host = dask.config.get("motifgrid.cluster.host")
     dash = dask.config.get("motifgrid.cluster.dashboard-address") if dashboard else None
     worker_dash = f"{host}:0" if dashboard else None
+    check_local_device(device)
     want_gpu = device == "gpu" or (device in (None, "auto") and gpu_available())
     if want_gpu:
         import cupy  # noqa: PLC0415

@@ -192,3 +192,30 @@ def test_interrupted_commands_point_to_resume_only_where_it_exists(argv, tail, m
     monkeypatch.setitem(cli.COMMANDS, argv[0], interrupted)
     assert cli.main(argv) == 130
     assert capsys.readouterr().err == f"motifgrid {argv[0]}: {tail}\n"
+
+
+@pytest.mark.parametrize("command", [
+    "scan {fasta} {motifs} --out {out} --device gpu",
+    "enrich {fasta} --motifs {motifs} --out {out} --device gpu",
+    "discover {fasta} -w 8 --out {out} --device gpu",
+    "composition {fasta} {fasta} --out {out} --device gpu",
+])
+def test_device_gpu_without_a_gpu_is_one_line(command, good, tmp_path, capfd, monkeypatch):
+    """``--device gpu`` where no GPU answers (CuPy missing): one line, before any output is claimed (it was
+    CuPy's ModuleNotFoundError traceback, after an unfinished output folder was made)."""
+    import pipeline.cluster
+
+    monkeypatch.setattr(pipeline.cluster, "gpu_available", lambda: False)
+    seq = "".join(decode(r) for r in [good[1].fetch("chrA", 0, 2000)])
+    fa = tmp_path / "two.fa"                     # (discover needs two sequences)
+    fa.write_text(f">a\n{seq[:1000]}\n>b\n{seq[1000:]}\n")
+    out = tmp_path / "result"
+    args = [a.format(fasta=fa, motifs=MOTIFS, out=out) for a in shlex.split(command)]
+    capfd.readouterr()
+    rc = _run(args)
+    err = capfd.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    assert err.strip() == f"motifgrid {args[0]}: error: --device gpu: no GPU answers here " \
+                          "(CuPy and a CUDA device are needed: pip install -e \".[gpu]\"); --device cpu or auto scans " \
+                          "on the CPU", err
+    assert not out.exists()
