@@ -86,8 +86,9 @@ def _dataset_args(p: argparse.ArgumentParser, kind: str, metavar: str) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--resume", action="store_true", help=f"complete an interrupted {kind} into {metavar}")
     g.add_argument("--overwrite", action="store_true",
-                   help=f"replace the motifgrid dataset in {metavar} (finished or not) with a new {kind}; removed "
-                        "once this run's inputs are checked and it is about to write; any other folder is refused")
+                   help=f"replace the motifgrid dataset in {metavar} (finished or not) with a new {kind}: set aside once "
+                        "this run's inputs are checked, removed once its cluster is up, put back if it stops before; "
+                        "any other folder, or an input inside it, is refused")
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -544,6 +545,9 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         except BaseException:
             if job.thresholds is not None:
                 job.thresholds.cancel()         # the cluster did not start: the batches not begun are dropped
+            from pipeline.dataset import restore_replaced  # noqa: PLC0415
+
+            restore_replaced(job.out)           # stopped before the scan began: what --overwrite set aside, back
             raise
     _print_summary(res, console)
     return 0
@@ -634,11 +638,17 @@ def cmd_composition(a) -> int:
     console.print(f"{len(job.tests.ids):,} tests ({p.lengths.size} lengths, {int(p.lengths.min())}-{p.max_length} nt"
                   f"{', both strands' if p.both_strands else ''}) × {job.store.total_length:,} bp in "
                   f"{len(job.store.records):,} records, S >= {p.min_similarity:g}")
-    with get_client(**client_kw, quiet=True) as (client, device):
-        console.print(f"[bold]motifgrid composition[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
-                      f"worker(s); dashboard: {dashboard_link(client)}")
-        res = execute_composition(job, client, device=device, progress=not a.no_progress, command=command,
-                                  console=console, max_hits=a.max_hits)
+    try:
+        with get_client(**client_kw, quiet=True) as (client, device):
+            console.print(f"[bold]motifgrid composition[/] on {len(client.scheduler_info()['workers'])} "
+                          f"{device.upper()} worker(s); dashboard: {dashboard_link(client)}")
+            res = execute_composition(job, client, device=device, progress=not a.no_progress, command=command,
+                                      console=console, max_hits=a.max_hits)
+    except BaseException:
+        from pipeline.dataset import restore_replaced  # noqa: PLC0415
+
+        restore_replaced(job.out)           # stopped before the run began: what --overwrite set aside, back
+        raise
     rate = res.pairs / res.seconds if res.seconds else 0.0
     est = res.estimate
     if est:

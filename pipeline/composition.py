@@ -39,8 +39,9 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow
-from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_output, open_run, read_manifest,
-                              write_manifest_entry, write_part)
+from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_inputs_outside, check_output,
+                              discard_replaced, open_run, read_manifest, restore_replaced, write_manifest_entry,
+                              write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
 from pipeline.schema import COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
 from workers.composition import CompositionPlan, Segments, compare_block, make_plan, similarity, histograms
@@ -297,6 +298,8 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
         raise CompositionError(f"--min-similarity must be in (0, 1], got {min_similarity}")
     ts = read_tests(tests)
     check_output(out, resume, "composition run", CompositionError, "composition dataset", overwrite)
+    if overwrite:
+        check_inputs_outside(out, [tests, reference], CompositionError)
     max_len = int(ts.lengths.max())
     task_positions = int(_cfg("min-task-positions"))
     ingest_seconds = 0.0
@@ -338,6 +341,7 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
                     import shutil  # noqa: PLC0415
 
                     shutil.rmtree(out, ignore_errors=True)      # claimed by this call only: leave nothing
+                restore_replaced(out)                           # what --overwrite set aside, back
                 raise
             ingest_seconds = time.perf_counter() - t0
     plan = make_plan(histograms(ts.codes, ts.offsets), ts.lengths, min_similarity, both_strands)
@@ -389,6 +393,7 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
     """Estimate (unless counting only), then one task per block group on ``client``; summaries at the end."""
     max_hits = int(_cfg("max-hits") if max_hits is None else max_hits)
     out = job.out
+    discard_replaced(out)                       # under way, on a live cluster: what --overwrite replaces goes
     counts_only = job.params["counts_only"]
     ctx = CompositionContext(store=job.store, plan=job.plan, test_ids=job.tests.ids, out=os.path.abspath(out),
                              counts_only=counts_only, metadata=_metadata(job, device, command), device=device)

@@ -186,14 +186,78 @@ def _remove_dataset(out: str) -> None:
     storage.remove(storage.join(out, "_run.json"))
 
 
+#: datasets that ``--overwrite`` moved out of the way, by the absolute path of their folder: the hidden sibling
+#: holding them until the new run is under way (:func:`discard_replaced`) or has stopped before (:func:`restore_replaced`)
+_replaced: dict = {}
+
+
+def check_inputs_outside(out: str, inputs, error=RuntimeError) -> None:
+    """Refuse, for ``--overwrite``, an input that lies inside the output folder it would remove (a scan of the
+    store a FASTA scan kept in ``HITS/_genome.zarr``, into ``HITS``).  ``inputs``: local paths, or None."""
+    if storage.is_url(out):
+        return
+    root = os.path.realpath(out)
+    for path in inputs:
+        if path is None or storage.is_url(str(path)) or not os.path.exists(path):
+            continue
+        if os.path.commonpath([root, os.path.realpath(path)]) == root:
+            raise error(f"{path}: lies inside {out}, which --overwrite would remove; write to another folder, "
+                        "or move it out first")
+
+
+def _set_aside(out: str) -> bool:
+    """Rename the dataset that ``--overwrite`` replaces to a hidden sibling of its folder, kept until the new run
+    is under way: a run stopped before (its cluster never started, an interruption) gets it back.  False where it
+    cannot be (an object store; a rename refused): it is then removed at once."""
+    if storage.is_url(out):
+        return False
+    path = os.path.abspath(out)
+    aside = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.motifgrid-replaced-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return False
+    _replaced[path] = aside
+    return True
+
+
+def discard_replaced(out: str) -> None:
+    """The run in ``out`` is under way: remove the dataset it replaces (on a thread the interpreter waits for at
+    exit: a large dataset takes a while)."""
+    aside = _replaced.pop(os.path.abspath(out), None) if not storage.is_url(out) else None
+    if aside is not None:
+        import shutil  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+
+        threading.Thread(target=shutil.rmtree, args=(aside,), kwargs={"ignore_errors": True},
+                         name="motifgrid-replaced").start()
+
+
+def restore_replaced(out: str) -> None:
+    """The run in ``out`` stopped before it got under way: remove what it claimed (``_run.json``, the manifest
+    folder, a FASTA's store) and put the dataset it was to replace back."""
+    aside = _replaced.pop(os.path.abspath(out), None) if not storage.is_url(out) else None
+    if aside is None:
+        return
+    import shutil  # noqa: PLC0415
+
+    path = os.path.abspath(out)
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+        os.rename(aside, path)
+    except OSError:
+        pass                    # left beside it, under its hidden name
+
+
 def open_run(out: str, params: dict, resume: bool, kind: str = "scan", error=RuntimeError,
              key: str = "block", dataset: str = "hits dataset", overwrite: bool = False) -> set:
     """Open the output folder of a run: create it with its ``_run.json``, or (``resume``) check that it holds
     a run of the same ``params``; return the ``key`` of every unit already finished.  With ``overwrite`` an
-    existing dataset is removed here, when the new run is about to write its ``_run.json``."""
+    existing dataset is set aside here (:func:`_set_aside`), when the new run is about to write its ``_run.json``,
+    or removed where it cannot be."""
     run_file = storage.join(out, "_run.json")
     check_output(out, resume, kind, error, dataset, overwrite)
-    if overwrite and storage.exists(run_file):
+    if overwrite and storage.exists(run_file) and not _set_aside(out):
         _remove_dataset(out)
     if storage.exists(run_file):
         old = json.loads(storage.read_bytes(run_file))

@@ -36,7 +36,7 @@ import pyarrow as pa
 from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes
 from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
-from pipeline.dataset import open_run, remove_temporaries
+from pipeline.dataset import check_inputs_outside, discard_replaced, open_run, remove_temporaries, restore_replaced
 from pipeline import arrow, storage
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
@@ -358,6 +358,8 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     :func:`execute_scan` on the cluster."""
     t_start = time.perf_counter()
     _check_settings(pvalue, like, strands, qvalues, max_qvalue)
+    if overwrite:
+        check_inputs_outside(out, [source, motifs, regions], ScanError)
     if not hits and (qvalues or region_counts):
         raise ScanError("a scan without hits files has no q-values and no region counts: pass qvalues=False, "
                         "region_counts=False")
@@ -389,6 +391,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     except BaseException:
         if early is not None:
             early.cancel()
+        restore_replaced(out)                # a dataset --overwrite set aside: back in place
         raise
     return ScanJob(store, mset, out, pvalue, background, done, t_start, qvalues=qvalues, max_qvalue=max_qvalue,
                    regions=bed, ingested=_is_fasta(source), region_counts=region_counts, hits=hits,
@@ -563,6 +566,7 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
     from pipeline.progress import ScanProgress  # noqa: PLC0415
 
     command = command or " ".join(shlex.quote(a) for a in sys.argv)
+    discard_replaced(job.out)                   # under way, on a live cluster: what --overwrite replaces goes
     pub = ScanProgress(client, job, device=device, command=command)
     try:
         res = _execute_scan(job, client, device, progress, command, console, pub)

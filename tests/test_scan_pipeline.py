@@ -562,3 +562,38 @@ def test_pinned_buffers_made_ahead_only_by_workers_of_many_threads():
     assert reserve_workers({"tcp://a": 4, "tcp://d": 4}, "auto") == []
     assert reserve_workers(threads, True) == reserve_workers(threads, "true") == list(threads)
     assert reserve_workers(threads, False) == reserve_workers(threads, "false") == []
+
+
+def test_overwrite_keeps_the_old_scan_until_the_new_one_is_under_way(tmp_path, chrx_slice):
+    """``--overwrite`` sets the old dataset aside and removes it once the new run has a cluster: a run stopped
+    before (no scheduler answering) puts it back, and an input inside the folder (the store a FASTA scan kept there)
+    is refused; both had removed the old hits and left an unfinished folder."""
+    import threading
+
+    import dask.config
+
+    from pipeline.cli import main
+
+    fa = tmp_path / "peaks.fa"
+    fa.write_text("".join(f">p{i}\n{chrx_slice[i * 500:(i + 1) * 500]}\n" for i in range(40)))
+    out = tmp_path / "h"
+    assert main(["scan", str(fa), MOTIFS, "--out", str(out), "--pvalue", "1e-3", "--no-progress"]) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def unchanged():
+        now = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+        assert now == before
+        assert sorted(os.listdir(tmp_path)) == ["h", "peaks.fa"]        # nothing set aside left behind
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        assert main(["scan", str(fa), MOTIFS, "--out", str(out), "--overwrite", "--no-progress",
+                     "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    unchanged()
+    assert main(["scan", str(out / "_genome.zarr"), MOTIFS, "--out", str(out), "--overwrite", "--no-progress"]) == 2
+    unchanged()
+    assert main(["scan", str(fa), MOTIFS, "--out", str(out), "--overwrite", "--pvalue", "1e-4", "--no-progress"]) == 0
+    for t in threading.enumerate():
+        if t.name == "motifgrid-replaced":
+            t.join()
+    assert json.loads((out / "_run.json").read_text())["pvalue"] == 1e-4
+    assert sorted(os.listdir(tmp_path)) == ["h", "peaks.fa"]
