@@ -82,6 +82,44 @@ class Regions:
         k = np.searchsorted(self.packed_start, packed_start, side="right") - 1
         return self._reach_at[np.maximum(k, 0)]
 
+    def containing(self, packed_start: np.ndarray, packed_end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every (window, region) pair where the region contains the window whole — what each region counts in the
+        peaks × motifs table, as motifmatchr counts each peak's sites, overlapping and nested peaks alike — and for
+        a window contained by none (across two adjacent or overlapping regions) the region :meth:`name_of` gives.
+
+        Parameters
+        ----------
+        packed_start, packed_end : ndarray, shape (n,), int
+            Windows in packed coordinates.
+
+        Returns
+        -------
+        window, region : ndarray, shape (p,), int64
+            Indices into the windows and into ``names``, sorted by window, then region (p >= n).
+        """
+        ps, pe = np.asarray(packed_start, np.int64), np.asarray(packed_end, np.int64)
+        if not ps.size or not len(self):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        o = np.argsort(ps, kind="stable")
+        sp = ps[o]
+        # the regions that can hold one: not ended before the first window, not starting after the last
+        r0 = int(np.searchsorted(self._reach, sp[0], side="right"))
+        r1 = int(np.searchsorted(self.packed_start, sp[-1], side="right"))
+        a = np.searchsorted(sp, self.packed_start[r0:r1], side="left")
+        cnt = np.searchsorted(sp, self.packed_end[r0:r1], side="left") - a     # windows starting inside each
+        region = np.repeat(np.arange(r0, r1, dtype=np.int64), cnt)
+        first = np.repeat(np.cumsum(cnt) - cnt, cnt)
+        window = o[np.repeat(a, cnt) + np.arange(region.size) - first]
+        whole = pe[window] <= self.packed_end[region]
+        window, region = window[whole], region[whole]
+        alone = np.ones(ps.size, bool)
+        alone[window] = False
+        rest = np.flatnonzero(alone)
+        window = np.concatenate([window, rest])
+        region = np.concatenate([region, self.name_of(ps[rest], pe[rest]).astype(np.int64)])
+        order = np.lexsort((region, window))
+        return window[order].astype(np.int64), region[order]
+
     def windows_inside(self, lengths) -> np.ndarray:
         """Window starts inside the merged intervals for each window length (tests of the BH correction count
         the windows scored; those holding a code 4 are subtracted by the scan)."""

@@ -260,6 +260,15 @@ def _region_keys(ctx: ScanContext, hits: BlockHits) -> np.ndarray:
     return ctx.regions.name_of(hits.pos, hits.pos + ctx.columns["lengths"][hits.row])
 
 
+def _counted_keys(ctx: ScanContext, hits: BlockHits, key: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(hit index, key) of every count a block's hits make: a hit counts for its record; with ``--regions`` for
+    every region containing it whole (:meth:`pipeline.regions.Regions.containing`: overlapping and nested regions
+    each count it, as motifmatchr's peaks do; it counted for one of them only).  Index None: each hit once."""
+    if ctx.regions is None:
+        return None, key
+    return ctx.regions.containing(hits.pos, hits.pos + ctx.columns["lengths"][hits.row])
+
+
 def record_positions(store: GenomeStore, block: int, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each hit's record number and start in it, from packed window starts ``pos`` of block ``block``; (n,) int64
     each."""
@@ -294,11 +303,12 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     st = stats["stages"]
     if len(hits) and not ctx.write_hits:          # no hits file: the distinct (record, motif) pairs only
         t0 = t1 = t2 = time.perf_counter()
-        key = (record_positions(ctx.store, index, hits.pos)[0] if ctx.regions is None else _region_keys(ctx, hits))
+        at, key = _counted_keys(ctx, hits, record_positions(ctx.store, index, hits.pos)[0] if ctx.regions is None
+                                else None)
+        motif = ctx.columns["row_motif"][hits.row if at is None else hits.row[at]]
         grouped = ctx.presence_groups is not None
         counts_rel = write_block_counts(ctx.out, blk.block_id, block_presence(
-            key, ctx.columns["row_motif"][hits.row], len(ctx.motif_ids), ctx.presence_groups,
-            ctx.split_records if grouped else None))
+            key, motif, len(ctx.motif_ids), ctx.presence_groups, ctx.split_records if grouped else None))
         t3 = time.perf_counter()
     elif len(hits):
         t0 = time.perf_counter()
@@ -309,8 +319,8 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
         rel = write_part(ctx.out, block_folder(ctx.store, index), blk.block_id, table, meta, _DICT_COLUMNS,
                          _STATS_COLUMNS, compression=ctx.compression, column_encoding=_ENCODINGS)
         t2 = time.perf_counter()
-        counts_rel = _write_counts(ctx, blk.block_id, key, arrow.to_numpy(table.column("motif_id").chunk(0).indices),
-                                   hits.row, table)
+        counts_rel = _write_counts(ctx, blk.block_id, *_counted_keys(ctx, hits, key),
+                                   arrow.to_numpy(table.column("motif_id").chunk(0).indices), hits.row, table)
         t3 = time.perf_counter()
         if ctx.pairs_run is not None:
             stats["kept"] = _keep_pairs(ctx, rel, hits, table) and stats.get("kept", True)
@@ -355,12 +365,15 @@ def _keep_pairs(ctx: ScanContext, rel: str, hits: BlockHits, table: pa.Table) ->
                            pv if pv is not None else ctx.plan.pvalues.lookup(row, score), ctx.pairs_budget, count=count)
 
 
-def _write_counts(ctx: ScanContext, block_id: str, key: np.ndarray, motif: np.ndarray, row: np.ndarray,
-                  table: pa.Table) -> str:
-    """The block's hits per (record or region, motif) (:mod:`pipeline.region_counts`)."""
-    t = block_counts(key, motif, row, arrow.to_numpy(table.column("score")), arrow.to_numpy(table.column("pvalue")),
-                     len(ctx.motif_ids))                 # (ChunkedArray.to_numpy would import pandas)
-    return write_block_counts(ctx.out, block_id, t)
+def _write_counts(ctx: ScanContext, block_id: str, at: np.ndarray | None, key: np.ndarray, motif: np.ndarray,
+                  row: np.ndarray, table: pa.Table) -> str:
+    """The block's hits per (record or region, motif) (:mod:`pipeline.region_counts`); ``at, key`` as
+    :func:`_counted_keys` gives them."""
+    score = arrow.to_numpy(table.column("score"))        # (ChunkedArray.to_numpy would import pandas)
+    pvalue = arrow.to_numpy(table.column("pvalue"))
+    if at is not None:
+        motif, row, score, pvalue = motif[at], row[at], score[at], pvalue[at]
+    return write_block_counts(ctx.out, block_id, block_counts(key, motif, row, score, pvalue, len(ctx.motif_ids)))
 
 
 def group_units(units: list, min_positions: int) -> list:

@@ -136,6 +136,8 @@ def test_regions_equal_naive_on_the_region_sequences(tmp_path, chrx_2mb, motif_f
     bed = tmp_path / "r.bed"
     bed.write_text("track name=test\n# a comment\n"
                    "chrA\t100\t900\tp1\t0\t+\n"
+                   "chrA\t100\t900\tp1again\n"        # the same interval twice
+                   "chrA\t300\t700\tinner\n"          # nested in p1
                    "chrA\t800\t1500\tp2\n"            # overlaps p1
                    "chrA\t1500\t1600\tp3\n"           # adjacent to p2
                    "chrA\t8000\t8500\n"               # across a block border (8192), no name
@@ -150,7 +152,8 @@ def test_regions_equal_naive_on_the_region_sequences(tmp_path, chrx_2mb, motif_f
     names = dict(((c, s, st, m), r) for c, s, st, m, r in zip(t["chrom"].to_pylist(), t["start"].to_pylist(),
                                                                t["strand"].to_pylist(), t["motif_id"].to_pylist(),
                                                                t["region"].to_pylist()))
-    bedrows = [("p1", 100, 900), ("p2", 800, 1500), ("p3", 1500, 1600), ("chrA:8000-8500", 8000, 8500)]
+    bedrows = [("p1", 100, 900), ("p1again", 100, 900), ("inner", 300, 700), ("p2", 800, 1500), ("p3", 1500, 1600),
+               ("chrA:8000-8500", 8000, 8500)]
     for (c, s, st, m), r in names.items():
         if c == "chrA" and s < 9000:
             e = t.filter(t["start"].to_numpy() == s)["end"].to_pylist()[0]
@@ -158,6 +161,19 @@ def test_regions_equal_naive_on_the_region_sequences(tmp_path, chrx_2mb, motif_f
             contains = [n for n, lo, hi in bedrows if lo <= s and e <= hi]
             assert (r in contains) if contains else region[0] <= s < region[1]
     rc = pq.read_table(os.path.join(out, "_region_counts.parquet"))
+    # the peaks x motifs table: every region counts each hit lying wholly inside it (overlapping, nested and
+    # repeated regions alike); a hit inside none of them (across p2 and p3) counts for the region it is named by
+    every = bedrows + [("short", 20000, 20010), ("whole", 0, 40000)]
+    direct = {}
+    for c, s, e, m, r, sc, p in zip(*(t[k].to_pylist() for k in ("chrom", "start", "end", "motif_id", "region",
+                                                                   "score", "pvalue"))):
+        inside = [n for n, lo, hi in every if (c == "chrB") == (n == "whole") and lo <= s and e <= hi] or [r]
+        for n in inside:
+            h, bs, bp = direct.get((n, m), (0, -np.inf, 1.0))
+            direct[(n, m)] = (h + 1, max(bs, sc), min(bp, p))
+    assert {(x["region"], x["motif_id"]): (x["hits"], x["best_score"], x["best_pvalue"]) for x in rc.to_pylist()} \
+        == direct
+    assert {n for n, _ in direct} >= {"p1", "p1again", "inner", "p2"}
     whole = rc.filter(rc["region"].to_numpy(zero_copy_only=False) == "whole")
     assert sum(whole["hits"].to_pylist()) == sum(1 for x in want if x[0] == "chrB")
     summary = json.load(open(os.path.join(out, "_summary.json")))
