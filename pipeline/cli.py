@@ -864,11 +864,26 @@ def cmd_export(a) -> int:
     from pipeline.storage import output_target  # noqa: PLC0415
 
     _check_out_file(a.out)
-    n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue)
+    _warn_unfinished(a.hits)
     to_stdout = output_target(a.out)[0] == "stdout"
+    try:
+        n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue)
+    except BrokenPipeError:          # `motifgrid export H -o - | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     print(f"wrote {n:,} hits to {'standard output' if to_stdout else a.out} ({a.format})",
           file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def _warn_unfinished(hits: str) -> None:
+    """One line on stderr when ``hits`` is a scan that has not finished (interrupted, or running): its finished
+    blocks' hits only, and no q-values yet."""
+    from pipeline import storage  # noqa: PLC0415
+
+    if storage.exists(storage.join(hits, "_run.json")) and not storage.exists(storage.join(hits, "_summary.json")):
+        print(f"motifgrid export: warning: {hits} is an unfinished scan: only the hits of its finished blocks, without "
+              "q-values (rerun its scan with --resume to complete it)", file=sys.stderr)
 
 
 def cmd_summary(a) -> int:

@@ -597,3 +597,24 @@ def test_overwrite_keeps_the_old_scan_until_the_new_one_is_under_way(tmp_path, c
             t.join()
     assert json.loads((out / "_run.json").read_text())["pvalue"] == 1e-4
     assert sorted(os.listdir(tmp_path)) == ["h", "peaks.fa"]
+
+
+def test_export_of_an_unfinished_scan_warns_and_a_closed_pipe_is_quiet(finished, tmp_path):
+    """An export of a scan that has not finished says so on stderr (it exported a part silently, q-values empty);
+    a reader that stops early (`| head`) ends the export quietly (it was "error: Broken pipe", status 2)."""
+    import shutil
+
+    out, _ = finished
+    part = tmp_path / "part"
+    shutil.copytree(out, part)
+    (part / "_summary.json").unlink()                        # what an interrupted run leaves: no summary
+    r = _cli("export", str(part), "--format", "bed", "-o", str(tmp_path / "p.bed"))
+    assert r.returncode == 0 and r.stderr.strip() == (
+        f"motifgrid export: warning: {part} is an unfinished scan: only the hits of its finished blocks, without "
+        "q-values (rerun its scan with --resume to complete it)"), r.stderr
+    r = _cli("export", str(out), "--format", "bed", "-o", str(tmp_path / "f.bed"))
+    assert r.returncode == 0 and "warning" not in r.stderr
+    env = subprocess_env()
+    p = subprocess.run(f"{sys.executable} -m pipeline.cli export {out} --format bed -o - | head -2", shell=True,
+                       capture_output=True, text=True, env=env)
+    assert p.stdout.count("\n") == 2 and "error" not in p.stderr, p.stderr
