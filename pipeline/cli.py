@@ -864,6 +864,7 @@ def cmd_export(a) -> int:
     from pipeline.storage import output_target  # noqa: PLC0415
 
     _check_out_file(a.out)
+    _one_line_warnings("export")
     _warn_unfinished(a.hits)
     to_stdout = output_target(a.out)[0] == "stdout"
     try:

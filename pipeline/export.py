@@ -38,6 +38,12 @@ class ExportError(MotifgridError, ValueError):
     pass
 
 
+class SequenceWarning(UserWarning):
+    """The FIMO export's ``matched_sequence`` left empty: the genome store the scan read is gone or has changed
+    since.  The CLI prints it as one line (``one_line``)."""
+    one_line = True
+
+
 def _ordered_files(hits: str):
     """The path of every block file, in block order (= the records' order; local paths or URLs)."""
     from pipeline.dataset import iter_manifest  # noqa: PLC0415
@@ -55,10 +61,22 @@ def _store_for(path):
 
     md = storage.read_parquet_schema(path).metadata or {}
     sp = md.get(b"genome.path", b"").decode()
-    try:
-        return GenomeStore(sp) if sp else None
-    except GenomeError:
+    if not sp:
         return None
+    try:
+        store = GenomeStore(sp)
+    except GenomeError as e:
+        problem = f"cannot be read ({str(e).split(': ', 1)[-1]})"
+    else:
+        want = md.get(b"genome.checksum", b"").decode()
+        if not want or store.checksum == want:
+            return store
+        problem = "holds another genome than the one scanned (its checksum differs)"
+    import warnings  # noqa: PLC0415
+
+    warnings.warn(SequenceWarning(f"matched_sequence left empty: the genome store the scan read, {sp}, {problem}"),
+                  stacklevel=2)
+    return None
 
 
 def _sequences(store, chrom, starts, ends, strands):

@@ -618,3 +618,31 @@ def test_export_of_an_unfinished_scan_warns_and_a_closed_pipe_is_quiet(finished,
     p = subprocess.run(f"{sys.executable} -m pipeline.cli export {out} --format bed -o - | head -2", shell=True,
                        capture_output=True, text=True, env=env)
     assert p.stdout.count("\n") == 2 and "error" not in p.stderr, p.stderr
+
+
+def test_fimo_export_refuses_sequences_from_another_genome(genome, client, tmp_path):
+    """The FIMO export reads matched_sequence from the store the scan recorded: from a store re-ingested from
+    another FASTA, or a removed one, it leaves the column empty and says why in one line (it printed the other
+    genome's bases, or nothing, silently)."""
+    import shutil
+
+    store, seqs = genome
+    copy = tmp_path / "g.zarr"
+    shutil.copytree(store.path, copy)
+    other = tmp_path / "other.fa"                  # the same records, the first 60 bases of each changed
+    other.write_text("".join(f">{k}\n{'ACG' * 20}{s[60:]}\n" for k, s in seqs.items()))
+    out = tmp_path / "h"
+    run_scan(str(copy), MOTIFS, str(out), pvalue=1e-3, client=client, progress=False)
+    r = _cli("export", str(out), "--format", "fimo", "-o", str(tmp_path / "ok.tsv"))
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    rows = (tmp_path / "ok.tsv").read_text().splitlines()[1:]
+    assert rows and all(x.split("\t")[9] for x in rows)
+    shutil.rmtree(copy)
+    ingest(other, copy, block_size=16_384, halo=40)            # re-ingested from another FASTA
+    for problem in ("holds another genome than the one scanned (its checksum differs)", "cannot be read"):
+        r = _cli("export", str(out), "--format", "fimo", "-o", str(tmp_path / "x.tsv"))
+        assert r.returncode == 0 and r.stderr.startswith(
+            f"motifgrid export: warning: matched_sequence left empty: the genome store the scan read, {copy}, "
+            f"{problem}") and r.stderr.count("\n") == 1, r.stderr
+        assert all(not x.split("\t")[9] for x in (tmp_path / "x.tsv").read_text().splitlines()[1:])
+        shutil.rmtree(copy, ignore_errors=True)                 # then: the store removed
