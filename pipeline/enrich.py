@@ -354,7 +354,8 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     for temporary in (HITS_DIR, STORE_DIR):
         shutil.rmtree(os.path.join(job.out, temporary), ignore_errors=True)
     sec["cleanup"] = time.perf_counter() - t
-    summary = {"targets": len(job.targets), "controls": len(job.controls), "motifs": len(job.motifs),
+    summary = {"targets": len(job.targets), "controls": len(job.controls),
+               "control": {k: v for k, v in job.control_info.items() if k != "controls"}, "motifs": len(job.motifs),
                "unreachable_motifs": res.unreachable, "hits": res.hits, "device": device,
                "workers": res.workers, "clusters": clusters, "significant": _significant(table),
                "centrality": job.centrality, "pictures": job.report or "drawn",

@@ -373,6 +373,31 @@ def test_genomic_controls_match_gc_and_avoid_targets(tmp_path, client, genome):
         assert s["chrom"] == "chrX" and s["chrom_start"] == int(t[1]) + s["start"]
 
 
+def test_widened_genomic_controls_are_reported(tmp_path, client, genome):
+    """The 20 most GC-rich 200-bp windows of the 2 Mb as BED targets: some of their genomic controls must come from a
+    wider GC bin; the run says how many and the largest GC gap between a control and its target (one warning, and
+    ``control`` in ``_run.json`` and ``_summary.json``)."""
+    from pipeline.enrich_stats import EnrichWarning
+
+    store, _, seq = genome
+    starts = np.arange(0, len(seq) - 200, 200)
+    gc = np.array([_gc(seq[s:s + 200].upper()) for s in starts])
+    bed = tmp_path / "rich.bed"
+    bed.write_text("".join(f"chrX\t{s}\t{s + 200}\tw{s}\n" for s in sorted(starts[np.argsort(-gc)[:20]])))
+    out = tmp_path / "rich"
+    with pytest.warns(EnrichWarning, match=r"of 20 genomic controls are from a wider GC bin") as caught:
+        run_enrich(str(bed), MOTIFS, str(out), client, EnrichSettings(control="genomic", genome=store.path, seed=1,
+                                                                      select=["MA0139.2"], cluster=None, top=1))
+    ctl = json.loads((out / "_summary.json").read_text())["control"]
+    assert ctl == json.loads((out / "_run.json").read_text())["control"]
+    target_gc = {f"w{s}": _gc(seq[s:s + 200].upper()) for s in starts}
+    gaps = [abs(_gc(seq[int(c[1]):int(c[2])].upper()) - target_gc[c[3].rsplit("|ctl", 1)[0]])
+            for c in (ln.split("\t") for ln in (out / "control.bed").read_text().splitlines())]
+    assert ctl["widened"] > 0 and ctl["largest_gc_gap"] == pytest.approx(max(gaps), abs=1e-4) and max(gaps) > 0.02
+    message = str(next(w.message for w in caught if w.category is EnrichWarning))
+    assert message.startswith(f"{ctl['widened']} of 20 ") and f"is {ctl['largest_gc_gap']:.3f}" in message
+
+
 # ------------------------------------------------------------------------------------ output folder
 def test_output_folder_rules(tmp_path, client, monkeypatch):
     """A finished enrichment is refused without --overwrite and replaced with it; a failed run leaves nothing."""
