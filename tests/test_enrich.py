@@ -237,6 +237,22 @@ def test_ctcf_peaks_give_ctcf_first(tmp_path, capfd):
     assert "1. CTCF (MA0139.2)" in capfd.readouterr().out
 
 
+def test_centrality_of_mixed_lengths_says_which_targets_it_used(tmp_path, client):
+    """``--centrality`` with targets of two lengths tests those of the most common one (CentriMo's test needs one
+    length) and says so: a warning naming how many of the targets, and ``_summary.json``'s ``centrality``."""
+    from pipeline.enrich_stats import EnrichWarning
+
+    recs = {k: (v[20:-20] if i % 3 == 0 else v) for i, (k, v) in enumerate(_ctcf(30).items())}
+    fa = _write_fasta(tmp_path / "mixed.fa", recs)
+    out = tmp_path / "c"
+    with pytest.warns(EnrichWarning, match=r"^--centrality used 20 of the 30 targets: .* most common one \(200 bp\)"):
+        run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(centrality=True, select=["MA0139.2"], cluster=None,
+                                                                top=1))
+    assert json.loads((out / "_summary.json").read_text())["centrality"] == {"length": 200, "sequences": 20,
+                                                                             "targets": 30}
+    assert _table(out)[0]["centrality_total"] <= 20
+
+
 def _insects(tmp_path) -> str:
     """JASPAR 2024 CORE insect matrices (286), from the all-taxa export and its metadata."""
     meta = SHARED / "motifs" / "JASPAR2024_CORE_non-redundant.metadata.tsv"
