@@ -115,6 +115,25 @@ def test_counts_equal_an_independent_scorer(tmp_path, client):
     assert not (out / "_sites_hits").exists() and not (out / "_hits").exists()
 
 
+def test_unreachable_motifs_are_reported_and_never_counted_as_enriched(tmp_path, client):
+    """A motif that cannot reach ``--pvalue`` (Arnt's 6 columns at 1e-9) has no site: the command's lines name it as
+    scan's do, and its row (0 of 25 targets, p = 1, E = 1 in a run of one motif) is counted enriched neither at
+    q <= 0.05 nor at E <= 1."""
+    from pipeline.enrich import execute_enrich, plan_enrich, result_lines
+
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(25))
+    job = plan_enrich(fa, MOTIFS, str(tmp_path / "o"), EnrichSettings(pvalue=1e-9, select=["MA0004.1"], cluster=None,
+                                                                      top=1))
+    res = execute_enrich(job, client, progress=False)
+    row = _table(tmp_path / "o")[0]
+    assert (row["pos_seqs"], row["neg_seqs"], row["pvalue"], row["evalue"]) == (0, 0, 1.0, 1.0)
+    assert res["unreachable_motifs"] == ["MA0004.1"] and res["significant"] == {"qvalue_0.05": 0, "evalue_1": 0}
+    lines = result_lines(job, res)
+    assert lines[0].startswith("1 motifs: 0 enriched at q <= 0.05, 0 at E <= 1")
+    assert lines[1] == ("1 of 1 motif(s) cannot reach the p-value (1e-09) on some strand and have no sites there: "
+                        "MA0004.1")
+
+
 def _check_statistics(table: list, n_tests: int) -> None:
     """p-values, odds ratios, E and q of every row against scipy on the reported counts."""
     from scipy.stats import false_discovery_control, fisher_exact
