@@ -110,7 +110,8 @@ def read_sequences(path: str, store, role: str) -> Sequences:
     if is_fasta:
         return read_fasta(path, role)
     if store is None:
-        raise EnrichInputError(f"{path}: not a FASTA file ({why}); a BED file of regions needs --genome STORE ({role})")
+        what = why if "not a FASTA file" in why else f"not a FASTA file ({why})"    # said once
+        raise EnrichInputError(f"{path}: {what}; a BED file of regions needs --genome STORE ({role})")
     return read_regions_of(path, store, role)
 
 
