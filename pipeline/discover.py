@@ -123,6 +123,33 @@ def read_sequences(path: str | os.PathLike) -> SequenceSet:
     return SequenceSet(source=src, checksum=checksum, names=names, codes=codes, lengths=lengths)
 
 
+def clean_windows(codes: np.ndarray, width: int, rows: int = 4096) -> np.ndarray:
+    """Windows of ``width`` letters without code 4 (N, IUPAC, padding) in each sequence, the only ones discovery
+    uses.
+
+    Parameters
+    ----------
+    codes : numpy.ndarray, shape (T, Lmax), uint8
+        Padded with code 4 (:class:`SequenceSet`).
+    width : int
+    rows : int
+        Sequences counted at a time (bounds the prefix sums' memory).
+
+    Returns
+    -------
+    numpy.ndarray, shape (T,), int64
+    """
+    T, L = codes.shape
+    out = np.zeros(T, np.int64)
+    if L < width:
+        return out
+    for a in range(0, T, rows):
+        n = np.zeros((min(rows, T - a), L + 1), np.int32)
+        np.cumsum(codes[a:a + rows] == 4, axis=1, out=n[:, 1:])
+        out[a:a + rows] = (n[:, width:] == n[:, :-width]).sum(axis=1)
+    return out
+
+
 # ------------------------------------------------------------------------------------ settings
 @dataclass
 class DiscoverSettings:
@@ -171,6 +198,11 @@ class DiscoverSettings:
         if usable < 2:
             raise DiscoverError(f"{seqs.source}: fewer than 2 sequences are at least --width {self.width} long "
                                 f"(longest {int(seqs.lengths.max())})")
+        clean = clean_windows(seqs.codes, self.width)     # an all-N set would otherwise end with no motif, exit 0
+        if int((clean > 0).sum()) < 2:
+            raise DiscoverError(f"{seqs.source}: fewer than 2 sequences have a --width {self.width} window without N "
+                                f"or another non-ACGT letter ({int((clean > 0).sum())} do; {int(clean.sum()):,} "
+                                "such windows in all)")
         if self.motifs < 1:
             raise DiscoverError(f"--motifs must be >= 1, got {self.motifs}")
 

@@ -354,7 +354,8 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
     for temporary in (HITS_DIR, STORE_DIR):
         shutil.rmtree(os.path.join(job.out, temporary), ignore_errors=True)
     sec["cleanup"] = time.perf_counter() - t
-    summary = {"targets": len(job.targets), "controls": len(job.controls), "motifs": len(job.motifs),
+    summary = {"targets": len(job.targets), "controls": len(job.controls),
+               "control": {k: v for k, v in job.control_info.items() if k != "controls"}, "motifs": len(job.motifs),
                "unreachable_motifs": res.unreachable, "hits": res.hits, "device": device,
                "workers": res.workers, "clusters": clusters, "significant": _significant(table),
                "centrality": job.centrality, "pictures": job.report or "drawn",
@@ -367,10 +368,12 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
 
 
 def _significant(table: pa.Table) -> dict:
-    """Motifs at q <= 0.05 and at E <= 1."""
+    """Motifs at q <= 0.05 and at E <= 1, of those with a site in some target and p < 1: a motif without one (e.g.
+    one that cannot reach ``--pvalue``) has p = 1, and E = p × motifs is then <= 1 in a run of one motif."""
     q = arrow.to_numpy(table.column("qvalue"))
     e = arrow.to_numpy(table.column("evalue"))
-    return {"qvalue_0.05": int((q <= 0.05).sum()), "evalue_1": int((e <= 1).sum())}
+    found = (arrow.to_numpy(table.column("pos_seqs")) > 0) & (arrow.to_numpy(table.column("log10_pvalue")) < 0)
+    return {"qvalue_0.05": int((found & (q <= 0.05)).sum()), "evalue_1": int((found & (e <= 1)).sum())}
 
 
 def sequences_with_hits(hits: str, store, n_targets: int, n_motifs: int,
@@ -438,6 +441,10 @@ def result_lines(job: EnrichJob, res: dict) -> list:
     sig = res["significant"]
     lines = [f"{res['motifs']:,} motifs: {sig['qvalue_0.05']:,} enriched at q <= 0.05, {sig['evalue_1']:,} at E <= 1"
              + (f", in {res['clusters']:,} clusters of the best {cluster_top_of(job):,}" if res["clusters"] else "")]
+    un = res["unreachable_motifs"]
+    if un:                                # as scan says it: these motifs have no sites (on that strand) at any p
+        lines.append(f"{len(un):,} of {res['motifs']:,} motif(s) cannot reach the p-value ({job.settings.pvalue:g}) on "
+                     "some strand and have no sites there: " + ", ".join(un[:10]) + (" …" if len(un) > 10 else ""))
     for r in res["top"]:
         lines.append(f"  {r['rank']}. {r['motif_name']} ({r['motif_id']}): {r['pos_seqs']:,}/{r['pos_total']:,} "
                      f"targets, {r['neg_seqs']:,}/{r['neg_total']:,} controls, p = {sci(r['log10_pvalue'])}, "

@@ -110,7 +110,8 @@ def read_sequences(path: str, store, role: str) -> Sequences:
     if is_fasta:
         return read_fasta(path, role)
     if store is None:
-        raise EnrichInputError(f"{path}: not a FASTA file ({why}); a BED file of regions needs --genome STORE ({role})")
+        what = why if "not a FASTA file" in why else f"not a FASTA file ({why})"    # said once
+        raise EnrichInputError(f"{path}: {what}; a BED file of regions needs --genome STORE ({role})")
     return read_regions_of(path, store, role)
 
 
@@ -197,8 +198,24 @@ def _genomic(targets: Sequences, copies: int, seed: int, store) -> tuple[Sequenc
     seqs = Sequences(names, codes, offsets, "genomic", store.checksum,
                      chrom=[rec_names[r] for r in ctl.record.tolist()], start=ctl.start, end=ctl.end,
                      record=ctl.record)
+    gap = round(float(np.abs(ctl.gc - gc[ctl.target]).max()), 4)
+    if ctl.widened:
+        _warn_widened(ctl.widened, ctl.target.size, gap, access.source)
     return seqs, {"kind": "genomic", "copies": copies, "seed": seed, "chunks": ctl.chunks, "widened": ctl.widened,
-                  "controls": ctl}
+                  "largest_gc_gap": gap, "controls": ctl}
+
+
+def _warn_widened(widened: int, n: int, gap: float, genome: str) -> None:
+    """Say that some controls' GC matches their targets' less closely than one bin: the Fisher test then compares
+    sequences of different GC, which alone can make GC-rich motifs look enriched."""
+    import warnings  # noqa: PLC0415
+
+    from pipeline.enrich_controls import DEFAULT_BIN_WIDTH  # noqa: PLC0415
+    from pipeline.enrich_stats import EnrichWarning  # noqa: PLC0415
+
+    warnings.warn(f"{widened:,} of {n:,} genomic controls are from a wider GC bin than their target's (too few "
+                  f"regions of {genome} in its {DEFAULT_BIN_WIDTH:.0%} bin); the largest GC gap between a control and "
+                  f"its target is {gap:.3f}", EnrichWarning, stacklevel=2)
 
 
 def write_controls(out: str, targets: Sequences, controls: Sequences, info: dict, store) -> str | None:

@@ -216,7 +216,16 @@ def centrality_columns(job) -> pa.Table:
     t, rec = _target_hits(job, ["start", "motif_id", "score"], flt)
     ids = [m.id for m in job.motifs]
     motif = arrow.to_numpy(pc.index_in(t.column("motif_id").cast(pa.string()), value_set=arrow.strings(ids)))
-    job.centrality = {"length": L, "sequences": int(chosen.size)}
+    job.centrality = {"length": L, "sequences": int(chosen.size), "targets": int(lengths.size)}
+    if chosen.size < lengths.size:
+        import warnings  # noqa: PLC0415
+
+        from pipeline.enrich_stats import EnrichWarning  # noqa: PLC0415
+
+        warnings.warn(f"--centrality used {chosen.size:,} of the {lengths.size:,} targets: CentriMo's test needs "
+                      f"sequences of one length, and those are the targets of the most common one ({L:,} bp); give "
+                      "targets of one length (e.g. summits ± a fixed width) to test them all", EnrichWarning,
+                      stacklevel=2)
     return central_enrichment([m.length for m in job.motifs], L, motif.astype(np.int64), rec,
                               arrow.to_numpy(t.column("start")), arrow.to_numpy(t.column("score")),
                               n_motifs_tested=len(ids))

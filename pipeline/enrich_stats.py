@@ -57,6 +57,12 @@ class EnrichError(MotifgridError, ValueError):
     """Counts or options enrichment cannot use (one line)."""
 
 
+class EnrichWarning(UserWarning):
+    """An enrichment that ran, but not quite as asked (controls of a wider GC bin, a centrality test on some of the
+    targets).  The CLI prints it as one line (``one_line``)."""
+    one_line = True
+
+
 def _log_pmf(x, N, K, n):
     """Natural log of the hypergeometric pmf: x successes in n draws from N holding K successes."""
     from scipy.special import gammaln  # noqa: PLC0415

@@ -382,6 +382,9 @@ def test_bad_input_errors(tmp_path):
         "digits.fa": (">a\nACGT1ACGT\n>b\nACGTACGT\n", "character '1'"),
         "norec.fa": (">a\n>b\nACGT\n", "record 'a' has no sequence"),
         "one.fa": (">a\nACGTACGTACGT\n", "at least 2 sequences"),
+        "mostly_n.fa": (">a\nNNNNNNNNNNNN\n>b\nACGTNNACGRNN\n>c\nACNNTTNNGGNNAANN\n",
+                        "fewer than 2 sequences have a --width 4 window without N or another non-ACGT letter (1 do; 1 "
+                        "such windows in all)"),
     }
     for name, (text, msg) in cases.items():
         p = tmp_path / name
@@ -397,6 +400,11 @@ def test_bad_input_errors(tmp_path):
     r = run_cli(tmp_path / "digits.fa", "--width", 4, "--out", tmp_path / "o1")
     assert r.returncode == 2 and "digits.fa line 2" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "o1").exists()
+    (tmp_path / "all_n.fa").write_text(">a\n" + "N" * 30 + "\n>b\n" + "n" * 40 + "\n")     # was: exit 0, no motif
+    r = run_cli(tmp_path / "all_n.fa", "--width", 8, "--out", tmp_path / "o3")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"motifgrid discover: error: {tmp_path / 'all_n.fa'}: fewer than 2 sequences have a --width 8 window without "
+        "N or another non-ACGT letter (0 do; 0 such windows in all)"] and not (tmp_path / "o3").exists()
     busy = tmp_path / "busy"
     busy.mkdir()
     (busy / "x").write_text("x")

@@ -115,6 +115,25 @@ def test_counts_equal_an_independent_scorer(tmp_path, client):
     assert not (out / "_sites_hits").exists() and not (out / "_hits").exists()
 
 
+def test_unreachable_motifs_are_reported_and_never_counted_as_enriched(tmp_path, client):
+    """A motif that cannot reach ``--pvalue`` (Arnt's 6 columns at 1e-9) has no site: the command's lines name it as
+    scan's do, and its row (0 of 25 targets, p = 1, E = 1 in a run of one motif) is counted enriched neither at
+    q <= 0.05 nor at E <= 1."""
+    from pipeline.enrich import execute_enrich, plan_enrich, result_lines
+
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(25))
+    job = plan_enrich(fa, MOTIFS, str(tmp_path / "o"), EnrichSettings(pvalue=1e-9, select=["MA0004.1"], cluster=None,
+                                                                      top=1))
+    res = execute_enrich(job, client, progress=False)
+    row = _table(tmp_path / "o")[0]
+    assert (row["pos_seqs"], row["neg_seqs"], row["pvalue"], row["evalue"]) == (0, 0, 1.0, 1.0)
+    assert res["unreachable_motifs"] == ["MA0004.1"] and res["significant"] == {"qvalue_0.05": 0, "evalue_1": 0}
+    lines = result_lines(job, res)
+    assert lines[0].startswith("1 motifs: 0 enriched at q <= 0.05, 0 at E <= 1")
+    assert lines[1] == ("1 of 1 motif(s) cannot reach the p-value (1e-09) on some strand and have no sites there: "
+                        "MA0004.1")
+
+
 def _check_statistics(table: list, n_tests: int) -> None:
     """p-values, odds ratios, E and q of every row against scipy on the reported counts."""
     from scipy.stats import false_discovery_control, fisher_exact
@@ -237,6 +256,22 @@ def test_ctcf_peaks_give_ctcf_first(tmp_path, capfd):
     assert "1. CTCF (MA0139.2)" in capfd.readouterr().out
 
 
+def test_centrality_of_mixed_lengths_says_which_targets_it_used(tmp_path, client):
+    """``--centrality`` with targets of two lengths tests those of the most common one (CentriMo's test needs one
+    length) and says so: a warning naming how many of the targets, and ``_summary.json``'s ``centrality``."""
+    from pipeline.enrich_stats import EnrichWarning
+
+    recs = {k: (v[20:-20] if i % 3 == 0 else v) for i, (k, v) in enumerate(_ctcf(30).items())}
+    fa = _write_fasta(tmp_path / "mixed.fa", recs)
+    out = tmp_path / "c"
+    with pytest.warns(EnrichWarning, match=r"^--centrality used 20 of the 30 targets: .* most common one \(200 bp\)"):
+        run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(centrality=True, select=["MA0139.2"], cluster=None,
+                                                                top=1))
+    assert json.loads((out / "_summary.json").read_text())["centrality"] == {"length": 200, "sequences": 20,
+                                                                             "targets": 30}
+    assert _table(out)[0]["centrality_total"] <= 20
+
+
 def _insects(tmp_path) -> str:
     """JASPAR 2024 CORE insect matrices (286), from the all-taxa export and its metadata."""
     meta = SHARED / "motifs" / "JASPAR2024_CORE_non-redundant.metadata.tsv"
@@ -329,6 +364,7 @@ def _gc(seq: str) -> float:
     return sum(c in "GC" for c in seq) / len(seq)
 
 
+@pytest.mark.filterwarnings("ignore:16 of 300 genomic controls are from a wider GC bin")   # the KS test allows it
 def test_genomic_controls_match_gc_and_avoid_targets(tmp_path, client, genome):
     """Genomic controls of BED targets: each target's K regions of its length, no N, overlapping neither a target
     nor each other, GC distributed as the targets' (two-sample KS); the same counts as the same sequences given
@@ -371,6 +407,31 @@ def test_genomic_controls_match_gc_and_avoid_targets(tmp_path, client, genome):
     for s in sites[:50]:                              # BED targets: the sites on the genome too
         t = next(x for x in targets if x[3] == s["sequence"])
         assert s["chrom"] == "chrX" and s["chrom_start"] == int(t[1]) + s["start"]
+
+
+def test_widened_genomic_controls_are_reported(tmp_path, client, genome):
+    """The 20 most GC-rich 200-bp windows of the 2 Mb as BED targets: some of their genomic controls must come from a
+    wider GC bin; the run says how many and the largest GC gap between a control and its target (one warning, and
+    ``control`` in ``_run.json`` and ``_summary.json``)."""
+    from pipeline.enrich_stats import EnrichWarning
+
+    store, _, seq = genome
+    starts = np.arange(0, len(seq) - 200, 200)
+    gc = np.array([_gc(seq[s:s + 200].upper()) for s in starts])
+    bed = tmp_path / "rich.bed"
+    bed.write_text("".join(f"chrX\t{s}\t{s + 200}\tw{s}\n" for s in sorted(starts[np.argsort(-gc)[:20]])))
+    out = tmp_path / "rich"
+    with pytest.warns(EnrichWarning, match=r"of 20 genomic controls are from a wider GC bin") as caught:
+        run_enrich(str(bed), MOTIFS, str(out), client, EnrichSettings(control="genomic", genome=store.path, seed=1,
+                                                                      select=["MA0139.2"], cluster=None, top=1))
+    ctl = json.loads((out / "_summary.json").read_text())["control"]
+    assert ctl == json.loads((out / "_run.json").read_text())["control"]
+    target_gc = {f"w{s}": _gc(seq[s:s + 200].upper()) for s in starts}
+    gaps = [abs(_gc(seq[int(c[1]):int(c[2])].upper()) - target_gc[c[3].rsplit("|ctl", 1)[0]])
+            for c in (ln.split("\t") for ln in (out / "control.bed").read_text().splitlines())]
+    assert ctl["widened"] > 0 and ctl["largest_gc_gap"] == pytest.approx(max(gaps), abs=1e-4) and max(gaps) > 0.02
+    message = str(next(w.message for w in caught if w.category is EnrichWarning))
+    assert message.startswith(f"{ctl['widened']} of 20 ") and f"is {ctl['largest_gc_gap']:.3f}" in message
 
 
 # ------------------------------------------------------------------------------------ output folder
