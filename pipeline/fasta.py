@@ -72,6 +72,9 @@ def sniff_fasta(path: str | os.PathLike, error=FastaError) -> str:
     if not stripped.startswith(b">"):
         if b"\x00" in first:
             raise error(f"{path}: binary data, not a FASTA file")
+        if stripped.startswith(b"\xef\xbb\xbf"):       # some Windows editors write one
+            raise error(f"{path}: starts with a UTF-8 byte-order mark before its first '>'; save it without one "
+                        "(e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)")
         raise error(f"{path}: not a FASTA file (the first record does not start with '>')")
     return kind
 
@@ -176,7 +179,8 @@ class FastaReader:
             raise self.error(f"{self.path}: not a FASTA text file (in a header line, byte 0x{words[0][e.start]:02x} "
                              "is not UTF-8 text)") from None
         if not name:
-            raise self.error(f"{self.path}: a record has an empty name (header line {header[:40]!r})")
+            raise self.error(f"{self.path}: a record has an empty name (record {len(self._names) + 1}, header line "
+                             f"{'>' + header[:40].decode('utf-8', 'replace')!r})")
         if name in self._names:
             raise self.error(f"{self.path}: duplicate record name {name!r}")
         self._names.add(name)

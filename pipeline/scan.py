@@ -477,7 +477,7 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool):
         return GenomeStore(source), None
     from pipeline.dataset import check_output  # noqa: PLC0415
     from pipeline.fasta import sniff_fasta  # noqa: PLC0415
-    from pipeline.genome import GenomeError, file_checksum, ingest  # noqa: PLC0415
+    from pipeline.genome import file_checksum, ingest  # noqa: PLC0415
 
     try:
         sniff_fasta(source, error=ScanError)
@@ -499,7 +499,7 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool):
     tmp = tempfile.mkdtemp(prefix=".motifgrid-scan-genome-", dir=parent)
     try:
         staged = ingest(source, os.path.join(tmp, GENOME_IN_HITS), block_size=_auto_block_size(source))
-    except GenomeError:
+    except BaseException:               # a bad FASTA, or Ctrl-C during the ingest: no temporary store left behind
         import shutil  # noqa: PLC0415
 
         shutil.rmtree(tmp, ignore_errors=True)

@@ -646,3 +646,21 @@ def test_fimo_export_refuses_sequences_from_another_genome(genome, client, tmp_p
             f"{problem}") and r.stderr.count("\n") == 1, r.stderr
         assert all(not x.split("\t")[9] for x in (tmp_path / "x.tsv").read_text().splitlines()[1:])
         shutil.rmtree(copy, ignore_errors=True)                 # then: the store removed
+
+
+def test_interrupted_fasta_ingest_leaves_no_temporary_store(tmp_path, chrx_slice, monkeypatch):
+    """Ctrl-C while a FASTA given to ``scan`` is ingested removes the temporary store beside the output (only a bad
+    FASTA did; an interruption left an empty ``.motifgrid-scan-genome-*`` folder)."""
+    import pipeline.genome
+    from pipeline.scan import plan_scan
+
+    fa = tmp_path / "p.fa"
+    fa.write_text(f">p\n{chrx_slice[:5000]}\n")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline.genome, "ingest", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        plan_scan(str(fa), MOTIFS, str(tmp_path / "h"), pvalue=1e-3)
+    assert sorted(os.listdir(tmp_path)) == ["p.fa"]
