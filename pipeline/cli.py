@@ -527,6 +527,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     import contextlib  # noqa: PLC0415
 
     console = console or _console()
+    _one_line_warnings("scan")
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
     _prestart(client_kw)                  # the workers' forkserver imports beside the planning below

@@ -87,6 +87,7 @@ class MotifSet:
             raise ValueError("FIMO scans both strands or the forward one (--norc): --like fimo takes --strand both or +")
         select = list(select) if select else None
         motifs = read_motifs(source, format=format, select=select)
+        _warn_shared_ids(source, motifs)
         lattices = None
         if like == "fimo":
             from pipeline.fimo import fimo_background, fimo_matrix  # noqa: PLC0415
@@ -130,6 +131,22 @@ class MotifSet:
             return None
         return [lat if s == 0 else lat.reverse_complement()
                 for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
+
+
+def _warn_shared_ids(source, motifs: list) -> None:
+    """Matrices sharing an id (HOMER files name motifs by their consensus) are scanned apart, but hits carry only
+    the id: their q-values are one Benjamini-Hochberg family, their tests added."""
+    from pipeline.motifs import SharedIdWarning, duplicate_ids  # noqa: PLC0415
+
+    dups = duplicate_ids(motifs)
+    if dups:
+        import warnings  # noqa: PLC0415
+
+        shown = ", ".join(f"{k} ×{v}" for k, v in list(dups.items())[:5]) + (" …" if len(dups) > 5 else "")
+        warnings.warn(SharedIdWarning(f"{source}: {len(dups):,} motif id(s) name more than one matrix ({shown}); hits "
+                                      "carry the id only, so matrices sharing one share their q-values (one "
+                                      "Benjamini-Hochberg family); give them distinct ids to tell them apart"),
+                      stacklevel=3)
 
 
 def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, early=None,

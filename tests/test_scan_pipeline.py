@@ -664,3 +664,25 @@ def test_interrupted_fasta_ingest_leaves_no_temporary_store(tmp_path, chrx_slice
     with pytest.raises(KeyboardInterrupt):
         plan_scan(str(fa), MOTIFS, str(tmp_path / "h"), pvalue=1e-3)
     assert sorted(os.listdir(tmp_path)) == ["p.fa"]
+
+
+def test_matrices_sharing_an_id_are_named_in_one_warning_line(tmp_path, chrx_slice):
+    """Two matrices with one id (HOMER files use the consensus as the id) are both scanned, and the scan says in one
+    line that their q-values form one family (it pooled them silently)."""
+    from pipeline.cli import main
+    from pipeline.motifs import SharedIdWarning
+
+    blocks = [">" + b for b in open(MOTIFS).read().split(">")[1:3]]
+    first_id = blocks[0].split()[0][1:]
+    shared = tmp_path / "shared.jaspar"
+    shared.write_text(blocks[0] + blocks[1].replace(blocks[1].split()[0][1:], first_id, 1))
+    fa = tmp_path / "p.fa"
+    fa.write_text(f">p\n{chrx_slice[:20000]}\n")
+    with pytest.warns(SharedIdWarning) as seen:
+        assert main(["scan", str(fa), str(shared), "--out", str(tmp_path / "h"), "--pvalue", "1e-3",
+                     "--no-progress"]) == 0
+    assert [str(w.message) for w in seen if w.category is SharedIdWarning] == [
+        f"{shared}: 1 motif id(s) name more than one matrix ({first_id} ×2); hits carry the id only, so matrices "
+        "sharing one share their q-values (one Benjamini-Hochberg family); give them distinct ids to tell them apart"]
+    assert SharedIdWarning.one_line                              # the CLI prints it as one line
+    assert pq.read_table(tmp_path / "h" / "_thresholds.parquet").num_rows == 4       # both matrices, both strands

@@ -46,7 +46,7 @@ the ``Bio.motifs`` cross-check); ``sources``: a file's bytes and text; ``model``
 """
 from pipeline.motifs.background import read_background
 from pipeline.motifs.model import (DEFAULT_NSITES, NRDB_DNA, PROB_FLOOR, PROB_TOLERANCE, Motif, MotifError,
-                                   duplicate_ids, motif_probabilities, pwm_from_motif, reverse_complement)
+                                   SharedIdWarning, duplicate_ids, motif_probabilities, pwm_from_motif, reverse_complement)
 from pipeline.motifs.releases import JASPAR_COLLECTIONS
 from pipeline.motifs.selectors import select_motifs
 from pipeline.motifs.sniff import FORMATS, motifs_checksum, read_motifs
@@ -62,6 +62,7 @@ __all__ = [
     "PROB_FLOOR",
     "PROB_TOLERANCE",
     "duplicate_ids",
+    "SharedIdWarning",
     "format_jaspar",
     "format_meme",
     "motif_probabilities",

@@ -124,6 +124,12 @@ class Motif:
         )
 
 
+class SharedIdWarning(UserWarning):
+    """Matrices that share an id: where results are keyed by id (a scan's q-value families) they count as one.
+    The CLI prints it as one line (``one_line``)."""
+    one_line = True
+
+
 def duplicate_ids(motifs: list[Motif]) -> dict[str, int]:
     """Ids that occur more than once in ``motifs``, with their counts (read_motifs keeps both)."""
     return {k: v for k, v in Counter(m.id for m in motifs).items() if v > 1}
