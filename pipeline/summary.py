@@ -116,9 +116,11 @@ def _resume_hint(command: str | None, kind: str) -> str:
     return f"rerun the same motifgrid {kind} command with --resume"
 
 
-def _blocks_total(genome_path: str | None, checksum: str | None, task_positions: int | None = None):
-    """Blocks (or composition tasks, with ``task_positions``) of the genome store the run reads; None when the
-    store is not known (no data file written yet) or no longer the one the run started on."""
+def _blocks_total(genome_path: str | None, checksum: str | None, task_positions: int | None = None,
+                  regions: str | None = None):
+    """Blocks (or composition tasks, with ``task_positions``) of the genome store the run reads, or those holding
+    a window of its BED ``regions``; None when the store is not known (no data file written yet) or no longer the
+    one the run started on, or the BED file is gone."""
     if not genome_path or not storage.exists(genome_path):
         return None
     from pipeline.genome import GenomeStore  # noqa: PLC0415
@@ -129,6 +131,13 @@ def _blocks_total(genome_path: str | None, checksum: str | None, task_positions:
         return None
     if checksum and store.checksum != checksum:
         return None
+    if regions is not None:
+        from pipeline.regions import read_bed  # noqa: PLC0415
+
+        try:
+            return len({p.block for p in read_bed(regions, store.records).pieces(store.block_size)})
+        except (MotifgridError, OSError):
+            return None
     if task_positions is None:
         return len(store.blocks())
     from pipeline.composition import task_groups  # noqa: PLC0415
@@ -142,12 +151,16 @@ def _scan(path: str, top: int, contigs: int) -> dict:
     done = _json(storage.join(path, "_summary.json"))
     prov = _provenance(path)
     n_done = hits = 0
+    files = []                  # the finished blocks' files: a killed writer's file has no manifest entry
     for e in iter_manifest(path, "block"):
         n_done += 1
         hits += e["hits"]
-    per_chrom = _rows_per_chrom(path, done)
+        if e.get("file"):
+            files.append(storage.join(path, e["file"]))
+    # (a scan of BED regions counts a hit in every region holding it: its region counts overcount per contig)
+    per_chrom = _rows_per_chrom(path, done if not run.get("regions") else None, files)
     genome = prov.get("genome.path")
-    total = done["blocks"] if done else _blocks_total(genome, run.get("genome_checksum"))
+    total = done["blocks"] if done else _blocks_total(genome, run.get("genome_checksum"), regions=run.get("regions"))
     out = {
         "parameters": {"genome": genome, "genome_checksum": run.get("genome_checksum"),
                        "motifs": run.get("motifs_source"), "motif_count": run.get("motifs"),
@@ -189,9 +202,9 @@ def _num_rows(path: str) -> int:
         return pq.ParquetFile(f).metadata.num_rows
 
 
-def _rows_per_chrom(path: str, done=None) -> dict:
-    """Hits (matches) per record: a finished scan's ``_region_counts.parquet``, else the data files' ``chrom``
-    column (dictionary-encoded: little to read)."""
+def _rows_per_chrom(path: str, done=None, files=None) -> dict:
+    """Hits (matches) per record: a finished scan's ``_region_counts.parquet``, else the ``chrom`` column of
+    ``files`` (default: every data file; dictionary-encoded: little to read)."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
     rc = storage.join(path, "_region_counts.parquet")
@@ -199,7 +212,7 @@ def _rows_per_chrom(path: str, done=None) -> dict:
         t = storage.read_parquet(rc, columns=["chrom", "hits"]).group_by("chrom").aggregate([("hits", "sum")])
         return dict(zip(t.column("chrom").to_pylist(), t.column("hits_sum").to_pylist()))
     counts: dict = {}
-    for f in _data_files(path):
+    for f in _data_files(path) if files is None else files:
         vc = pc.value_counts(storage.read_parquet(f, columns=["chrom"]).column("chrom").combine_chunks().dictionary_decode())
         for v in vc.to_pylist():
             counts[v["values"]] = counts.get(v["values"], 0) + v["counts"]

@@ -112,6 +112,11 @@ def test_unfinished_scan_then_resume(scanned, genome, client, tmp_path):
     kept = [json.loads(e.read_text()) for e in entries[1::2]]
     s = summarize(str(out))
     assert not s["finished"] and s["kind"] == "scan"
+    orphan = out / kept[0]["file"]                      # a killed writer's file: no manifest entry, not counted
+    orphan = orphan.with_name("part-b9999999.parquet")
+    shutil.copyfile(out / kept[0]["file"], orphan)
+    assert summarize(str(out))["contigs"] == s["contigs"]
+    orphan.unlink()
     assert s["progress"] == {"unit": "blocks", "done": len(kept), "total": len(genome.blocks())}
     assert s["totals"]["hits"] == sum(e["hits"] for e in kept) == len(read_hits(str(out), columns=["start"]))
     assert s["next"] == f"unfinished; complete it with: {SCAN_CMD} --resume"
@@ -241,3 +246,18 @@ def test_discover_summary(client, tmp_path):
     (out / "summary.json").unlink()
     u = summarize(str(out))
     assert not u["finished"] and "does not resume" in u["next"] and "motifs.meme" in u["files"]
+
+
+def test_region_scan_summary_counts_each_hit_once(genome, client, tmp_path):
+    """A scan of overlapping BED regions: its region counts count a hit in every region holding it, its summary's
+    hits per contig each hit once; an unfinished one's total is the blocks holding a region's window."""
+    bed = tmp_path / "r.bed"
+    bed.write_text("chrA\t1000\t9000\ta\nchrA\t2000\t5000\tb\nchrA\t2000\t5000\tc\nchrB\t0\t40000\td\n")
+    out = tmp_path / "hits"
+    run_scan(genome.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False, regions=str(bed))
+    s = summarize(str(out))
+    per_chrom = Counter(read_hits(str(out), columns=["chrom"]).column("chrom").to_pylist())
+    assert {c["chrom"]: c["hits"] for c in s["contigs"]} == dict(per_chrom)
+    assert s["totals"]["hits"] == sum(per_chrom.values())
+    (out / "_summary.json").unlink()
+    assert summarize(str(out))["progress"]["total"] == s["progress"]["total"] < len(genome.blocks())
