@@ -1025,6 +1025,17 @@ _AFTER_INTERRUPT = {"scan": "; finished blocks are kept (rerun with --resume)",
                     "composition": "; finished blocks are kept (rerun with --resume)",
                     "demo": "; finished blocks are kept (run the demo again to finish)"}
 
+def _after_interrupt(a) -> str:
+    """:data:`_AFTER_INTERRUPT` for the command, where its output folder holds a run to go on from (a scan stopped
+    while it read its inputs has none)."""
+    from pipeline import storage  # noqa: PLC0415
+
+    out = getattr(a, "out", None)
+    if out and not storage.is_url(str(out)) and not os.path.exists(os.path.join(str(out), "_run.json")):
+        return ""
+    return _AFTER_INTERRUPT.get(a.cmd, "")
+
+
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
             "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
             "summary": cmd_summary, "enrich": cmd_enrich}
@@ -1076,7 +1087,7 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"motifgrid {a.cmd}: interrupted{_AFTER_INTERRUPT.get(a.cmd, '')}", file=sys.stderr)
+        print(f"motifgrid {a.cmd}: interrupted{_after_interrupt(a)}", file=sys.stderr)
         return 130
 
 

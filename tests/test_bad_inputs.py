@@ -173,6 +173,7 @@ def test_bad_input(inp, command, expect, good, tmp_path, capfd):
 
 @pytest.mark.parametrize("argv,tail", [
     (["scan", "g.zarr", MOTIFS, "--out", "h"], "interrupted; finished blocks are kept (rerun with --resume)"),
+    (["scan", "g.zarr", MOTIFS, "--out", "none"], "interrupted"),     # stopped before its output was claimed
     (["composition", "t.fa", "g.zarr", "--out", "o"], "interrupted; finished blocks are kept (rerun with --resume)"),
     (["demo"], "interrupted; finished blocks are kept (run the demo again to finish)"),
     (["compare", MOTIFS, "--out", "o"], "interrupted"),
@@ -182,9 +183,15 @@ def test_bad_input(inp, command, expect, good, tmp_path, capfd):
     (["export", "h", "--format", "bed", "-o", "h.bed"], "interrupted"),
     (["ingest", "g.fa", "g.zarr"], "interrupted"),
 ])
-def test_interrupted_commands_point_to_resume_only_where_it_exists(argv, tail, monkeypatch, capsys):
-    """Ctrl-C ends every command with exit 130 and one line; only scan and composition have ``--resume``."""
+def test_interrupted_commands_point_to_resume_only_where_it_exists(argv, tail, monkeypatch, capsys, tmp_path):
+    """Ctrl-C ends every command with exit 130 and one line; only scan and composition have ``--resume``, and only
+    once their output folder holds a run."""
     from pipeline import cli
+
+    monkeypatch.chdir(tmp_path)
+    for claimed in ("h", "o"):
+        os.makedirs(claimed)
+        open(os.path.join(claimed, "_run.json"), "w").write("{}")
 
     def interrupted(a, *rest):
         raise KeyboardInterrupt
