@@ -4,7 +4,8 @@ A window is scanned when it lies wholly inside a region.  Overlapping and adjace
 (on the store's packed coordinates), so every genome window is scored and reported once; each merged interval
 is cut at block boundaries into *pieces* — the window starts ``[lo, hi)`` of one block core — and a piece's
 codes at or past its interval's ``end`` read as code 4, so that no window crosses the region's end.  A hit
-is named by a BED region that contains it (:meth:`Regions.name_of`).
+is named by a BED region that contains it (:meth:`Regions.name_of`), and counted in the peaks × motifs table by
+every region that contains it (:meth:`Regions.containing`).
 """
 from __future__ import annotations
 
