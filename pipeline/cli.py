@@ -251,9 +251,9 @@ def _args_enrich(s: argparse.ArgumentParser, cfg: dict) -> None:
                    "and of genomic controls")
     s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
                    help="a site: a window with p-value at most this, either strand (each motif's exact threshold)")
-    s.add_argument("--shuffles", type=_posint, default=1, metavar="K", help="controls per target (shuffles or "
-                   "genomic regions)")
-    s.add_argument("--seed", type=_nonnegint, default=0, help="seed of the shuffles and genomic draws")
+    s.add_argument("--shuffles", type=_posint, metavar="K", help="controls per target (shuffles or genomic "
+                   "regions; default 1)")
+    s.add_argument("--seed", type=_nonnegint, help="seed of the shuffles and genomic draws (default 0)")
     s.add_argument("--cluster", type=_positive, default=1.0, metavar="E", help="group the best-ranked motifs "
                    f"(the {cfg['enrich']['cluster-top']} best; Tomtom's statistic, average linkage at E <= this)")
     s.add_argument("--no-cluster", action="store_true", help="no clusters")
@@ -792,6 +792,24 @@ def cmd_discover(a) -> int:
     return 0
 
 
+def _control_draws(a, option: str, default: int) -> int:
+    """``--shuffles`` / ``--seed`` of ``enrich``, with a warning where the control is the user's file (they shape
+    only the shuffled and genomic controls: they were ignored without a word)."""
+    value = getattr(a, option)
+    if value is None:
+        return default
+    from pipeline.enrich_inputs import control_kind  # noqa: PLC0415
+
+    if control_kind(a.control) == "file":
+        import warnings  # noqa: PLC0415
+
+        from pipeline.enrich_stats import EnrichWarning  # noqa: PLC0415
+
+        warnings.warn(EnrichWarning(f"--{option} shapes the shuffled and genomic controls only; the control file "
+                                    f"{a.control} is used as it is"), stacklevel=2)
+    return value
+
+
 def cmd_enrich(a) -> int:
     _local_out(a)
     import contextlib  # noqa: PLC0415
@@ -803,11 +821,11 @@ def cmd_enrich(a) -> int:
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     kw = _client_kwargs(a)
     _prestart(kw)                         # the workers' forkserver imports beside reading the inputs
-    st = EnrichSettings(pvalue=a.pvalue, control=a.control, genome=a.genome, shuffles=a.shuffles, seed=a.seed,
-                        cluster=None if a.no_cluster else a.cluster, centrality=a.centrality, background=a.background,
-                        pseudocount=a.pseudocount, top=a.top, select=a.motif_select, motif_format=a.motif_format,
-                        overwrite=a.overwrite)
     _one_line_warnings("enrich")
+    st = EnrichSettings(pvalue=a.pvalue, control=a.control, genome=a.genome, shuffles=_control_draws(a, "shuffles", 1),
+                        seed=_control_draws(a, "seed", 0), cluster=None if a.no_cluster else a.cluster,
+                        centrality=a.centrality, background=a.background, pseudocount=a.pseudocount, top=a.top,
+                        select=a.motif_select, motif_format=a.motif_format, overwrite=a.overwrite)
     _background(load_kernels)             # numba and the controls' kernels beside reading the inputs
     # GPU workers (CPU ones with --processes) start at once, beside reading the inputs: on one H100 the cluster was
     # ready ~0.9 s after the controls and the store when started only after the targets (docs/benchmarks.md, issue 19)

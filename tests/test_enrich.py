@@ -536,3 +536,27 @@ def test_cli_with_worker_processes_started_beside_the_inputs(tmp_path, client, c
     assert main(["enrich", str(tmp_path / "missing.fa"), "--motifs", MOTIFS, "--out", str(tmp_path / "m"),
                  "--device", "cpu", "--processes", "--no-progress"]) == 2
     assert len(started) == 2 and "missing.fa" in capfd.readouterr().err
+
+
+def test_shuffles_and_seed_with_a_control_file_are_named_in_a_warning(tmp_path):
+    """``--shuffles`` / ``--seed`` shape only generated controls: with the user's control file they are said to be
+    unused (they were ignored silently); given nothing, no warning, and the defaults (1, 0) are used."""
+    import warnings
+
+    from pipeline.cli import main
+    from pipeline.enrich_stats import EnrichWarning
+
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(30))
+    base = ["enrich", fa, "--motifs", MOTIFS, "--control", fa, "--no-cluster", "--top", "2", "--no-progress"]
+    with pytest.warns(EnrichWarning) as seen:
+        assert main([*base, "--out", str(tmp_path / "a"), "--shuffles", "3", "--seed", "7"]) == 0
+    assert [str(w.message) for w in seen if w.category is EnrichWarning] == [
+        f"--{o} shapes the shuffled and genomic controls only; the control file {fa} is used as it is"
+        for o in ("shuffles", "seed")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", EnrichWarning)
+        assert main([*base, "--out", str(tmp_path / "b")]) == 0
+        assert main(["enrich", fa, "--motifs", MOTIFS, "--shuffles", "2", "--seed", "5", "--no-cluster", "--top", "2",
+                     "--no-progress", "--out", str(tmp_path / "c")]) == 0
+    assert json.loads((tmp_path / "c" / "_run.json").read_text())["control"] == {"kind": "shuffled", "copies": 2,
+                                                                               "seed": 5}
