@@ -24,7 +24,6 @@ import numpy as np
 DEVICES = ("cpu", "gpu")
 
 
-@functools.lru_cache(maxsize=1)
 def cpu_count() -> int:
     """The cores this process may run on."""
     try:
@@ -33,6 +32,7 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+@functools.lru_cache(maxsize=1)
 def gpu_available() -> bool:
     """Whether this process can compute on a GPU.
 
