@@ -416,6 +416,7 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
     if not job.claimed:
         done = open_run(out, job.params, job.resume, kind="composition run", error=CompositionError,
                         key="task", dataset="composition dataset", overwrite=job.overwrite)
+        discard_replaced(out)                   # (set aside just now, on a live cluster)
         todo = [g for g in groups if g[0].block_id not in done]
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_compare": 0.0, "seconds_io": 0.0}
     t_tasks0 = time.perf_counter()

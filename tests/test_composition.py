@@ -322,6 +322,12 @@ def test_overwrite_replaces_a_composition_dataset(real, tests_seqs, finished, in
                           progress=False, overwrite=True)
     assert rows_of(part) == naive_rows(real, tests_seqs, 0.9, False) and res.tasks_skipped == 0
     assert json.loads((part / "_run.json").read_text())["min_similarity"] == 0.9
+    import threading
+
+    for t in threading.enumerate():
+        if t.name == "motifgrid-replaced":
+            t.join()
+    assert not [n for n in tmp_path.iterdir() if "motifgrid-replaced" in n.name]      # the old run, set aside, gone
     hits = tmp_path / "hits"
     hits.mkdir()
     (hits / "_run.json").write_text(json.dumps({"hits_format": 1}))
