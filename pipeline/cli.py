@@ -400,9 +400,7 @@ def _local_out(a) -> None:
 
 def _client_kwargs(a):
     """``get_client`` arguments; the scheduler file and TLS files are checked here, before any work starts."""
-    from pipeline.cluster import scheduler_address  # noqa: PLC0415
-
-    from pipeline.cluster import check_local_device  # noqa: PLC0415
+    from pipeline.cluster import check_local_device, scheduler_address  # noqa: PLC0415
 
     dev = None if a.device == "auto" else a.device
     scheduler = scheduler_address(a.scheduler, a.scheduler_file)

@@ -260,10 +260,11 @@ def _region_keys(ctx: ScanContext, hits: BlockHits) -> np.ndarray:
     return ctx.regions.name_of(hits.pos, hits.pos + ctx.columns["lengths"][hits.row])
 
 
-def _counted_keys(ctx: ScanContext, hits: BlockHits, key: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
-    """(hit index, key) of every count a block's hits make: a hit counts for its record; with ``--regions`` for
-    every region containing it whole (:meth:`pipeline.regions.Regions.containing`: overlapping and nested regions
-    each count it, as motifmatchr's peaks do; it counted for one of them only).  Index None: each hit once."""
+def _counted_keys(ctx: ScanContext, hits: BlockHits, key: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
+    """(hit index, key) of every count a block's hits make: a hit counts for its record (``key``, each hit's
+    record number); with ``--regions`` for every region containing it whole (:meth:`pipeline.regions.Regions.
+    containing`: overlapping and nested regions each count it, as motifmatchr's peaks do; ``key`` unused).  Index
+    None: each hit once."""
     if ctx.regions is None:
         return None, key
     return ctx.regions.containing(hits.pos, hits.pos + ctx.columns["lengths"][hits.row])
@@ -303,8 +304,8 @@ def _write_block(ctx: ScanContext, index: int, n: int, hits: BlockHits, stats: d
     st = stats["stages"]
     if len(hits) and not ctx.write_hits:          # no hits file: the distinct (record, motif) pairs only
         t0 = t1 = t2 = time.perf_counter()
-        at, key = _counted_keys(ctx, hits, record_positions(ctx.store, index, hits.pos)[0] if ctx.regions is None
-                                else None)
+        records = record_positions(ctx.store, index, hits.pos)[0] if ctx.regions is None else None
+        at, key = _counted_keys(ctx, hits, records)
         motif = ctx.columns["row_motif"][hits.row if at is None else hits.row[at]]
         grouped = ctx.presence_groups is not None
         counts_rel = write_block_counts(ctx.out, blk.block_id, block_presence(
