@@ -5,7 +5,8 @@ checksum of the file's bytes (computed on the bytes as read, compressed or not).
 written, so a stale ``.fai`` beside the input can never describe a different file, and nothing is
 written into the input's folder.
 
-Any line layout is accepted (lines of any length, blank lines, CR LF line ends); a record's name is
+Any line layout is accepted (lines of any length, blank lines, LF, CR LF or old Mac OS CR-only line ends); a
+record's name is
 the first word of its header line, as in samtools and pyfaidx.  Plain, gzip and bgzip files are read
 the same way (bgzip is multi-member gzip).
 """
@@ -46,6 +47,15 @@ _IS_SPACE[list(_SPACE)] = True
 
 def sniff_fasta(path: str | os.PathLike, error=FastaError) -> str:
     """Return ``'plain'``, ``'gzip'`` or ``'bgzip'``; raise ``error`` when ``path`` is not a FASTA file."""
+    return _sniff(path, error)[0]
+
+
+def cr_line_ends(path: str | os.PathLike, error=FastaError) -> bool:
+    """Whether ``path``'s lines end in CR alone (old Mac OS text): read as if they ended in LF."""
+    return _sniff(path, error)[1]
+
+
+def _sniff(path, error) -> tuple[str, bool]:
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -76,7 +86,8 @@ def sniff_fasta(path: str | os.PathLike, error=FastaError) -> str:
             raise error(f"{path}: starts with a UTF-8 byte-order mark before its first '>'; save it without one "
                         "(e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)")
         raise error(f"{path}: not a FASTA file (the first record does not start with '>')")
-    return kind
+    # CR-only files have no LF at all; the header line of any other file ends within 4 KB in practice
+    return kind, b"\r" in first and b"\n" not in first
 
 
 class _Hashing(io.RawIOBase):
@@ -96,8 +107,12 @@ class _Hashing(io.RawIOBase):
         return n
 
 
-def _chunks(f) -> Iterator[bytes]:
-    """The file's text in pieces of whole lines (a header line is never cut)."""
+def _chunks(f, cr: bool = False) -> Iterator[bytes]:
+    """The file's text in pieces of whole lines (a header line is never cut); ``cr``: its lines end in CR alone,
+    given back ending in LF."""
+    if cr:
+        yield from _cr_chunks(f)
+        return
     while True:
         chunk = f.read(_CHUNK)
         if not chunk:
@@ -105,6 +120,21 @@ def _chunks(f) -> Iterator[bytes]:
         if not chunk.endswith(b"\n"):
             chunk += f.readline()
         yield chunk
+
+
+def _cr_chunks(f) -> Iterator[bytes]:
+    carry = b""                        # the line going on at the end of the last piece
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            if carry:
+                yield carry
+            return
+        chunk = carry + chunk.replace(b"\r", b"\n")
+        cut = chunk.rfind(b"\n") + 1
+        carry = chunk[cut:]
+        if cut:
+            yield chunk[:cut]
 
 
 def load_parser() -> None:
@@ -130,7 +160,7 @@ class FastaReader:
     def __init__(self, path: str | os.PathLike, error=FastaError):
         self.path = Path(path)
         self.error = error
-        self.kind = sniff_fasta(self.path, error)
+        self.kind, self.cr = _sniff(self.path, error)
         self.checksum: str | None = None
         self._names: set = set()
 
@@ -162,7 +192,7 @@ class FastaReader:
         buffered = io.BufferedReader(hashing, buffer_size=1 << 20)
         f = gzip.GzipFile(fileobj=buffered, mode="rb") if self.kind != "plain" else buffered
         try:
-            yield from _chunks(f)
+            yield from _chunks(f, self.cr)
             while buffered.read(1 << 20):       # bytes after the last gzip member still count in the checksum
                 pass
         except (OSError, EOFError) as e:

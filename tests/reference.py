@@ -148,13 +148,16 @@ def quantise_row(T, slack: float, min_scale: float, dtype=np.int16):
 
 
 def fasta_records(path) -> list:
-    """Every record of a FASTA file (plain or gzip) as ``(name, codes)``, read line by line: a header is a line
-    starting with ``>``, its name the first word; whitespace anywhere in a sequence line is dropped; A/C/G/T in either
-    case are codes 0-3 and any other byte 4 (the reference for ``pipeline.fasta.FastaReader``)."""
+    """Every record of a FASTA file (plain or gzip) as ``(name, codes)``, read line by line (lines end in LF, CR LF,
+    or CR alone in a file without LF): a header is a line starting with ``>``, its name the first word; whitespace
+    anywhere in a sequence line is dropped; A/C/G/T in either case are codes 0-3 and any other byte 4 (the reference
+    for ``pipeline.fasta.FastaReader``)."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
+    if b"\n" not in data:                   # old Mac OS text: lines end in CR alone
+        data = data.replace(b"\r", b"\n")
     table = {ord(c): i % 4 for i, c in enumerate("ACGTacgt")}
     records = []
     for line in data.split(b"\n"):

@@ -120,6 +120,24 @@ def test_crlf_and_lowercase(tmp_path, chrx_slice):
     assert decode(g.fetch("y", 0, 3000)) == seq[::-1].upper()
 
 
+@pytest.mark.parametrize("chunk,mode", [(7, "plain"), (100, "gzip"), (1 << 20, "plain"), (1 << 20, "bgzip")])
+def test_cr_only_line_ends_read_as_lf(tmp_path, monkeypatch, chrx_slice, chunk, mode):
+    """Old Mac OS text (lines ending in CR alone, no LF anywhere) gives the records an LF file gives, wherever
+    the reader's chunks are cut (it used to read as one record with no sequence). Composition's test reader too."""
+    from pipeline import fasta as fasta_module
+    from pipeline.composition import read_tests
+
+    monkeypatch.setattr(fasta_module, "_CHUNK", chunk)
+    recs = [(f"r{i}", chrx_slice[i * 500:i * 500 + n]) for i, n in enumerate([0, 1, 61, 250, 0, 1000, 7])]
+    fa = write(tmp_path / f"cr.fa{'.gz' if mode != 'plain' else ''}", fasta(recs, width=60, eol="\r"), mode)
+    g = ingest(fa, tmp_path / "cr.zarr", block_size=1024, halo=10)
+    assert list(g.records.names) == [r for r, _ in recs]
+    check_rows(g, recs)
+    full = [(r, s) for r, s in recs if s and "N" not in s]
+    tests = read_tests(write(tmp_path / "t.fa", fasta(full, eol="\r")))
+    assert list(tests.ids) == [r for r, _ in full] and tests.lengths.tolist() == [len(s) for _, s in full]
+
+
 def test_ragged_lines_and_blank_lines_are_read(tmp_path, chrx_slice):
     """Any line layout: a sequential reader needs no fixed line length (an index-based one does)."""
     seq = chrx_slice[:5000]
