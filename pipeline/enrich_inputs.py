@@ -13,7 +13,7 @@
   regions and credits a shared window to one of them.
 
 Every sequence is kept, also an empty one, one shorter than a motif or one holding N: SEA counts every sequence
-in the totals.
+in the totals.  A BED region listed twice (the same contig, start and end) is counted once, with a warning.
 """
 from __future__ import annotations
 
@@ -89,10 +89,31 @@ def read_regions_of(path: str, store, role: str) -> Sequences:
         k = int(empty[0])
         raise EnrichInputError(f"{path}: region {bed.names[k]!r} ({store.records.names[bed.record[k]]}:{bed.start[k]}-"
                                f"{bed.end[k]}) is empty ({role})")
-    codes, offsets = read_regions(cached_access(store), bed.record, bed.start, bed.end)
+    keep = _first_of_repeats(bed, path, store.records.names, role)
+    record, start, end = bed.record[keep], bed.start[keep], bed.end[keep]
+    codes, offsets = read_regions(cached_access(store), record, start, end)
     names = store.records.names
-    return Sequences(list(bed.names), codes, offsets, os.path.abspath(path), file_checksum(path),
-                     chrom=[names[r] for r in bed.record.tolist()], start=bed.start, end=bed.end, record=bed.record)
+    return Sequences([bed.names[k] for k in keep.tolist()], codes, offsets, os.path.abspath(path), file_checksum(path),
+                     chrom=[names[r] for r in record.tolist()], start=start, end=end, record=record)
+
+
+def _first_of_repeats(bed, path: str, contigs: list, role: str) -> np.ndarray:
+    """Indices of ``bed``'s regions without the repeats of an earlier one (the same contig, start and end), with a
+    warning when there are any: a peak listed twice (replicates' files concatenated) would count twice in the
+    Fisher test's table, and make its motifs look more enriched than they are.  Overlapping regions that are not
+    the same interval stay (the summits of nearby peaks)."""
+    same = (np.diff(bed.record) == 0) & (np.diff(bed.start) == 0) & (np.diff(bed.end) == 0)   # sorted: repeats adjacent
+    repeat = np.flatnonzero(same) + 1
+    if repeat.size:
+        import warnings  # noqa: PLC0415
+
+        from pipeline.enrich_stats import EnrichWarning  # noqa: PLC0415
+
+        k = int(repeat[0])
+        warnings.warn(f"{path}: {repeat.size:,} region(s) repeat an earlier one with the same coordinates (first: "
+                      f"{contigs[bed.record[k]]}:{bed.start[k]}-{bed.end[k]}); each region is counted once ({role})",
+                      EnrichWarning, stacklevel=3)
+    return np.setdiff1d(np.arange(len(bed)), repeat)
 
 
 def read_sequences(path: str, store, role: str) -> Sequences:

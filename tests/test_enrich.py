@@ -409,6 +409,56 @@ def test_genomic_controls_match_gc_and_avoid_targets(tmp_path, client, genome):
         assert s["chrom"] == "chrX" and s["chrom_start"] == int(t[1]) + s["start"]
 
 
+def test_repeated_bed_regions_count_once_with_a_warning(tmp_path, client, genome):
+    """A BED of targets with three lines repeated (replicates' files concatenated) gives the table of the BED
+    without the repeats, and one warning with their count and the first; a region overlapping another without
+    being the same interval stays its own target."""
+    from pipeline.enrich_stats import EnrichWarning
+
+    store, bed, seq = genome
+    lines = Path(bed).read_text().splitlines()
+    first = lines[2].split("\t")
+    shifted = "\t".join([first[0], str(int(first[1]) + 5), str(int(first[2]) + 5), "shifted"])
+    plain = tmp_path / "plain.bed"
+    plain.write_text("\n".join(lines + [shifted]) + "\n")
+    repeated = tmp_path / "repeated.bed"
+    repeated.write_text("\n".join([lines[7]] + lines + [shifted, lines[2], lines[7].replace(lines[7].split("\t")[3],
+                                                                                               "again")]) + "\n")
+    cfa = _write_fasta(tmp_path / "c.fa", {f"c{i}": seq[i:i + 250] for i in range(1_000_000, 1_300_000, 3_000)})
+    tables = {}
+    for path in (plain, repeated):
+        out = tmp_path / path.stem
+        with pytest.warns(EnrichWarning) if path is repeated else _no_enrich_warning() as caught:
+            run_enrich(str(path), MOTIFS, str(out), client, EnrichSettings(control=cfa, genome=store.path,
+                                                                         cluster=None, top=2))
+        tables[path.stem] = {r["motif_id"]: (r["pos_seqs"], r["pos_total"], r["neg_seqs"], r["neg_total"])
+                             for r in _table(out)}
+    said = [str(w.message) for w in caught if w.category is EnrichWarning]
+    c, s, e = lines[2].split("\t")[:3] if int(lines[2].split("\t")[1]) < int(lines[7].split("\t")[1]) else \
+        lines[7].split("\t")[:3]
+    assert said == [f"{repeated}: 3 region(s) repeat an earlier one with the same coordinates (first: {c}:{s}-{e}); "
+                    "each region is counted once (targets)"]
+    assert tables["repeated"] == tables["plain"]
+    assert next(iter(tables["plain"].values()))[1] == len(lines) + 1
+
+
+class _no_enrich_warning:
+    """``pytest.warns``' shape for a run that must warn nothing (EnrichWarning raised as an error)."""
+
+    def __enter__(self):
+        import warnings
+
+        from pipeline.enrich_stats import EnrichWarning
+
+        self._ctx = warnings.catch_warnings()
+        self._ctx.__enter__()
+        warnings.simplefilter("error", EnrichWarning)
+        return []
+
+    def __exit__(self, *exc):
+        return self._ctx.__exit__(*exc)
+
+
 def test_widened_genomic_controls_are_reported(tmp_path, client, genome):
     """The 20 most GC-rich 200-bp windows of the 2 Mb as BED targets: some of their genomic controls must come from a
     wider GC bin; the run says how many and the largest GC gap between a control and its target (one warning, and
