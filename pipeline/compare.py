@@ -207,10 +207,14 @@ def _write_json(path: Path, obj) -> None:
     atomic_write_bytes(str(path), json.dumps(obj, indent=1).encode())
 
 
+#: what compare keys by motif id (said when matrices of A or B share one)
+COMPARE_KEYED = "compare's tables name motifs by id, so the rows of matrices sharing one cannot be told apart"
+
+
 def _load_set(source: str, bg, pseudocount):
     from pipeline.scan import MotifSet  # noqa: PLC0415
 
-    return MotifSet.load(source, bg, pseudocount)
+    return MotifSet.load(source, bg, pseudocount, keyed=COMPARE_KEYED)
 
 
 def run_compare(motifs_a: str, motifs_b: str | None, out: str, client, settings: CompareSettings | None = None, *,
@@ -246,11 +250,13 @@ def _run_tomtom(motifs_a, motifs_b, out, client, st: CompareSettings, device: st
     """Tomtom identification of A against B (or A against itself, each motif's self-match left out); nothing is
     left in ``out`` when it fails."""
     from pipeline.identify import check_motifs  # noqa: PLC0415
-    from pipeline.motifs import read_motifs  # noqa: PLC0415
+    from pipeline.motifs import read_motifs, warn_shared_ids  # noqa: PLC0415
 
     t0 = time.perf_counter()
     a = read_motifs(motifs_a)
     b = read_motifs(motifs_b) if motifs_b else a
+    for source, motifs in ((motifs_a, a), (motifs_b, b)) if motifs_b else ((motifs_a, a),):
+        warn_shared_ids(source, motifs, COMPARE_KEYED)
     check_motifs(a, "query")                              # bad input fails before anything is written
     check_motifs(b, "target")
     params = _run_params(st, [str(motifs_a), str(motifs_b) if motifs_b else None], device, command)

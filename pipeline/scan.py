@@ -55,6 +55,11 @@ class ScanError(MotifgridError, RuntimeError):
 _STRAND_ROWS = {"both": (0, 1), "+": (0,), "-": (1,)}
 
 
+#: what a scan keys by motif id (said when matrices share one): the hits, and so the q-value families
+SCAN_KEYED = ("hits carry the id only, so matrices sharing one share their q-values (one Benjamini-Hochberg "
+              "family)")
+
+
 @dataclass
 class MotifSet:
     """Motifs read from a source, their PWMs under a background, the strands scanned.
@@ -76,10 +81,12 @@ class MotifSet:
 
     @classmethod
     def load(cls, source: str, background: np.ndarray, pseudocount: float, select=None,
-             format: str | None = None, *, like: str | None = None, strands: str = "both") -> "MotifSet":
+             format: str | None = None, *, like: str | None = None, strands: str = "both",
+             keyed: str = SCAN_KEYED) -> "MotifSet":
         """Read ``source`` (``format`` when neither its name nor content tells it), keep the motifs ``select``
-        chooses by id or name (:func:`pipeline.motifs.select_motifs`), and build their PWMs."""
-        from pipeline.motifs import motifs_checksum, pwm_from_motif, read_motifs  # noqa: PLC0415
+        chooses by id or name (:func:`pipeline.motifs.select_motifs`), and build their PWMs.  ``keyed``: what
+        the command keys by motif id, said in a warning when matrices share one."""
+        from pipeline.motifs import motifs_checksum, pwm_from_motif, read_motifs, warn_shared_ids  # noqa: PLC0415
 
         if strands not in _STRAND_ROWS:
             raise ValueError(f"strands must be one of {', '.join(_STRAND_ROWS)}, not {strands!r}")
@@ -87,7 +94,7 @@ class MotifSet:
             raise ValueError("FIMO scans both strands or the forward one (--norc): --like fimo takes --strand both or +")
         select = list(select) if select else None
         motifs = read_motifs(source, format=format, select=select)
-        _warn_shared_ids(source, motifs)
+        warn_shared_ids(source, motifs, keyed)
         lattices = None
         if like == "fimo":
             from pipeline.fimo import fimo_background, fimo_matrix  # noqa: PLC0415
@@ -131,22 +138,6 @@ class MotifSet:
             return None
         return [lat if s == 0 else lat.reverse_complement()
                 for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
-
-
-def _warn_shared_ids(source, motifs: list) -> None:
-    """Matrices sharing an id (HOMER files name motifs by their consensus) are scanned apart, but hits carry only
-    the id: their q-values are one Benjamini-Hochberg family, their tests added."""
-    from pipeline.motifs import SharedIdWarning, duplicate_ids  # noqa: PLC0415
-
-    dups = duplicate_ids(motifs)
-    if dups:
-        import warnings  # noqa: PLC0415
-
-        shown = ", ".join(f"{k} ×{v}" for k, v in list(dups.items())[:5]) + (" …" if len(dups) > 5 else "")
-        warnings.warn(SharedIdWarning(f"{source}: {len(dups):,} motif id(s) name more than one matrix ({shown}); hits "
-                                      "carry the id only, so matrices sharing one share their q-values (one "
-                                      "Benjamini-Hochberg family); give them distinct ids to tell them apart"),
-                      stacklevel=3)
 
 
 def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, early=None,

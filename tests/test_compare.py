@@ -360,3 +360,34 @@ def test_cli_tomtom_within_one_collection(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith("motifgrid compare: error: ") and "logodds_only.meme" in err and "log-odds" in err
     assert err.count("\n") == 1 and not (tmp_path / "x").exists() and not (tmp_path / "lo").exists()
+
+
+@pytest.mark.parametrize("method", ["tomtom", "occurrence"])
+def test_shared_query_ids_are_named_in_one_warning(tmp_path, method):
+    """Two query matrices under one id (HOMER files name motifs by their consensus) are both compared, and the
+    command says in one warning that its rows cannot tell them apart (it kept quiet); the targets' file is checked
+    too, a file without shared ids says nothing."""
+    from pipeline.cli import main
+    from pipeline.motifs import SharedIdWarning
+
+    rng = np.random.default_rng(9)
+    _jaspar_counts(tmp_path / "q.jaspar", [("Q1", "a", _counts(rng, 7)), ("Q1", "b", _counts(rng, 9)),
+                                           ("Q2", "c", _counts(rng, 8))])
+    _jaspar_counts(tmp_path / "db.jaspar", [(f"T{k}", f"t{k}", _counts(rng, 8)) for k in range(4)] +
+                   [("T1", "again", _counts(rng, 6))])
+    with pytest.warns(SharedIdWarning) as seen:
+        assert main(["compare", str(tmp_path / "q.jaspar"), str(tmp_path / "db.jaspar"), "--out", str(tmp_path / "o"),
+                     "--method", method, "--workers", "1"]) == 0
+    keyed = "compare's tables name motifs by id, so the rows of matrices sharing one cannot be told apart"
+    assert [str(w.message) for w in seen if w.category is SharedIdWarning] == [
+        f"{tmp_path / 'q.jaspar'}: 1 motif id(s) name more than one matrix (Q1 ×2); {keyed}; give them distinct ids "
+        "to tell them apart",
+        f"{tmp_path / 'db.jaspar'}: 1 motif id(s) name more than one matrix (T1 ×2); {keyed}; give them distinct ids "
+        "to tell them apart"]
+    import warnings
+
+    _jaspar_counts(tmp_path / "clean.jaspar", [(f"C{k}", f"c{k}", _counts(rng, 8)) for k in range(4)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SharedIdWarning)
+        assert main(["compare", str(tmp_path / "clean.jaspar"), "--out", str(tmp_path / "p"), "--method", method,
+                     "--workers", "1"]) == 0

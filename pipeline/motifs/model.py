@@ -135,6 +135,18 @@ def duplicate_ids(motifs: list[Motif]) -> dict[str, int]:
     return {k: v for k, v in Counter(m.id for m in motifs).items() if v > 1}
 
 
+def warn_shared_ids(source, motifs: list[Motif], keyed: str, stacklevel: int = 3) -> None:
+    """One :class:`SharedIdWarning` when matrices of ``source`` share an id (HOMER files name motifs by their
+    consensus); ``keyed`` says what the command's results key by id, and so what the shared ids merge."""
+    dups = duplicate_ids(motifs)
+    if dups:
+        import warnings  # noqa: PLC0415
+
+        shown = ", ".join(f"{k} ×{v}" for k, v in list(dups.items())[:5]) + (" …" if len(dups) > 5 else "")
+        warnings.warn(SharedIdWarning(f"{source}: {len(dups):,} motif id(s) name more than one matrix ({shown}); "
+                                      f"{keyed}; give them distinct ids to tell them apart"), stacklevel=stacklevel)
+
+
 def check_background(background) -> np.ndarray:
     """An A C G T background (4 finite values > 0) normalised to sum 1; ValueError otherwise."""
     bg = np.asarray(background, dtype=np.float64)
