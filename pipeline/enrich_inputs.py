@@ -206,7 +206,13 @@ def _genomic(targets: Sequences, copies: int, seed: int, store) -> tuple[Sequenc
         raise EnrichInputError(f"{targets.source}: target {targets.names[int(empty[0])]!r} is empty; genomic controls "
                                "are drawn at each target's length")
     access = cached_access(store)
-    gc, _ = composition(targets.codes, targets.offsets)
+    gc, n = composition(targets.codes, targets.offsets)
+    blank = np.flatnonzero(n == targets.lengths)
+    if blank.size:          # no GC to match: its controls would come from the AT-richest bin, sites and all
+        k = int(blank[0])
+        raise EnrichInputError(f"{targets.source}: {blank.size:,} target(s) hold no A, C, G or T (first: "
+                               f"{targets.names[k]!r}, {targets.lengths[k]:,} N); genomic controls are matched to "
+                               "each target's GC: leave such targets out, or use --control shuffled")
     exclude = None if targets.record is None else (targets.record, targets.start, targets.end)
     try:
         ctl = sample_genomic_controls(access, targets.lengths, gc, copies=copies, exclude=exclude, seed=seed)
