@@ -162,7 +162,7 @@ class FastaReader:
         self.error = error
         self.kind, self.cr = _sniff(self.path, error)
         self.checksum: str | None = None
-        self._names: set = set()
+        self._names: dict = {}          # name → record number (1-based)
 
     def batches(self) -> Iterator[tuple[list, list, np.ndarray]]:
         """``(names, starts, codes)`` of each chunk (see the class).  One compiled pass per chunk
@@ -212,8 +212,9 @@ class FastaReader:
             raise self.error(f"{self.path}: a record has an empty name (record {len(self._names) + 1}, header line "
                              f"{'>' + header[:40].decode('utf-8', 'replace')!r})")
         if name in self._names:
-            raise self.error(f"{self.path}: duplicate record name {name!r}")
-        self._names.add(name)
+            raise self.error(f"{self.path}: duplicate record name {name!r} (records {self._names[name]:,} and "
+                             f"{len(self._names) + 1:,})")
+        self._names[name] = len(self._names) + 1
         return name
 
 
@@ -222,5 +223,7 @@ def check_nucleotides(path, name: str, offset: int, text: bytes, error=FastaErro
     ``text[0]`` (for the message)."""
     bad = np.flatnonzero(~NUCLEOTIDE[np.frombuffer(text, dtype=np.uint8)])
     if bad.size:
-        raise error(f"{path}: record {name!r} position {offset + int(bad[0]) + 1}: {chr(text[bad[0]])!r} is not a "
+        b = text[bad[0]]
+        what = repr(chr(b)) if 0x20 <= b < 0x7f else f"byte 0x{b:02x}"     # a UTF-8 letter's first byte: not a letter
+        raise error(f"{path}: record {name!r} position {offset + int(bad[0]) + 1}: {what} is not a "
                     "nucleotide code (protein or binary data?)")

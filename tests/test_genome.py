@@ -279,8 +279,10 @@ def test_stale_index_beside_the_input_is_never_read(tmp_path, chrx_slice):
     (b"", "empty file"),
     (b"ACGTACGT\nACGT\n", "not a FASTA file"),
     (b"\x00\x01\x02binary\xff", "binary data"),
-    (b">a\nACGT\n>b\nAAAA\n>a\nCCCC\n", "duplicate record name 'a'"),
+    (b">a\nACGT\n>b\nAAAA\n>a\nCCCC\n", r"duplicate record name 'a' \(records 1 and 3\)"),
+    (b">a\nACGT\n>b\nAA\n>b\nCCCC\n", r"duplicate record name 'b' \(records 2 and 3\)"),
     (b">a\nACGT\n>b\nAAJA\n", "record 'b' position 3: 'J' is not a nucleotide code"),
+    (">a\nACGTÅCGT\n".encode(), "record 'a' position 5: byte 0xc3 is not a nucleotide code"),   # UTF-8 Å
     (b">a\n\n>b\n", "no sequence in any of its 2 record"),
 ])
 def test_bad_fasta(tmp_path, content, msg):
