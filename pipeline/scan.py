@@ -37,6 +37,7 @@ from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes
 from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
 from pipeline.dataset import check_inputs_outside, discard_replaced, open_run, remove_temporaries, restore_replaced
+from pipeline.dataset import write_part
 from pipeline import arrow, storage
 from pipeline.genome import GenomeStore
 from pipeline.regions import Piece, Regions
@@ -672,6 +673,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
             _drop_kept_pairs(client, ctx.pairs_run)
         t_region_counts = counted.result() if counted is not None else 0.0
     t_reduced = time.perf_counter()
+    if job.hits and total_hits == 0:
+        _write_empty_hits(ctx)
     remove_temporaries(out)
     seconds = time.perf_counter() - t_start
     positions = sum(bases.values())
@@ -915,6 +918,16 @@ def _qvalue_step(job: ScanJob, client, earlier: list, files_run: list, tests: np
     except Exception as e:  # noqa: BLE001 - a task's error, re-raised on the client
         raise ScanError(f"the q-value reduction failed: {type(e).__name__}: {e} (finished blocks are kept; "
                         "rerun with --resume)") from None
+
+
+def _write_empty_hits(ctx: ScanContext) -> None:
+    """``packed/part-empty.parquet``: a scan that found no hit at all still leaves one data file, with no rows.
+    Parquet readers take a dataset's columns from its files, so a folder without any read as a table with no
+    columns (pandas' ``filters=`` then failed); the file also carries the provenance (``motifgrid summary``)."""
+    from pipeline.schema import HITS_SCHEMA, REGION_HITS_SCHEMA  # noqa: PLC0415
+
+    schema = REGION_HITS_SCHEMA if ctx.regions is not None else HITS_SCHEMA
+    write_part(ctx.out, None, "empty", schema.empty_table(), dict(ctx.metadata), [], [])
 
 
 def _write_summaries(out, mset, tables, row_strand, plan, row_hits, summary, windows):

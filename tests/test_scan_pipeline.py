@@ -686,3 +686,25 @@ def test_matrices_sharing_an_id_are_named_in_one_warning_line(tmp_path, chrx_sli
         "sharing one share their q-values (one Benjamini-Hochberg family); give them distinct ids to tell them apart"]
     assert SharedIdWarning.one_line                              # the CLI prints it as one line
     assert pq.read_table(tmp_path / "h" / "_thresholds.parquet").num_rows == 4       # both matrices, both strands
+
+
+def test_a_scan_without_hits_reads_as_the_hits_columns(tmp_path):
+    """A scan that finds no hit (a record of N, one shorter than every motif) leaves one empty data file: the
+    folder reads with pandas as the documented columns, ``filters=`` work, and ``motifgrid summary`` names the
+    genome and the command from its metadata (the folder read as a table without columns, and filtering raised)."""
+    import pandas as pd
+
+    from pipeline.cli import main
+    from pipeline.schema import HITS_SCHEMA
+    from pipeline.summary import summarize
+
+    fa = tmp_path / "none.fa"
+    fa.write_text(">x\n" + "N" * 300 + "\n>y\nACGTAC\n")
+    out = tmp_path / "h"
+    assert main(["scan", str(fa), MOTIFS, "--out", str(out), "--no-progress"]) == 0
+    df = pd.read_parquet(out, filters=[("pvalue", "<", 1e-6)])
+    assert list(df.columns) == HITS_SCHEMA.names and len(df) == 0
+    assert pq.read_table(out).schema.remove_metadata() == HITS_SCHEMA
+    s = summarize(str(out))
+    assert s["totals"]["hits"] == 0 and s["parameters"]["genome"] == str(out / "_genome.zarr")
+    assert s["command"].startswith("motifgrid ")          # (in process: this pytest's arguments)
