@@ -525,7 +525,6 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     import contextlib  # noqa: PLC0415
 
     console = console or _console()
-    _one_line_warnings("scan")
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = _client_kwargs(a)
     _prestart(client_kw)                  # the workers' forkserver imports beside the planning below
@@ -671,10 +670,13 @@ def cmd_thresholds(a) -> int:
 
     _check_out_file(a.out or "-")
     check_like(a.like, a.strand)
+    if a.background == "genome" and not a.store:
+        raise UserError("--background genome is the composition of a genome store: give --store STORE")
     gbg = GenomeStore(a.store).background if a.store else None
     bg = read_background(a.background or default_background(a.like), genome_background=gbg)
     mset = MotifSet.load(a.motifs, bg, a.pseudocount, select=a.motif_select, format=a.motif_format, like=a.like,
-                         strands=a.strand)
+                         strands=a.strand, keyed="the table names motifs by id, so the rows of matrices sharing one "
+                         "cannot be told apart")
     kw = _client_kwargs(a)
     device = kw["device"]
     kw["device"] = "cpu"
@@ -738,7 +740,6 @@ def cmd_compare(a) -> int:
     kw = _client_kwargs(a)
     console = _console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
-    _one_line_warnings("compare")
     with get_client(**kw, quiet=True) as (client, device):
         res = run_compare(a.motifs_a, a.motifs_b, a.out, client, settings, device=device, command=command)
     if settings.method == "tomtom":                      # each query's best match: data, on standard output
@@ -773,7 +774,6 @@ def cmd_discover(a) -> int:
         console.print(f"motif {rnd + 1}: {m.consensus} ({len(m.sites)} sites, {m.information_content:.1f} bits"
                       f"{extra}, by {m.origin}) in {secs:.1f}s")
 
-    _one_line_warnings("discover")
     with get_client(**_client_kwargs(a), quiet=True) as (client, device):
         res = run_discover(a.sequences, a.out, settings, client, device=device, compare_to=a.compare_to,
                            command=command, progress=progress, started=started)
@@ -819,7 +819,6 @@ def cmd_enrich(a) -> int:
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     kw = _client_kwargs(a)
     _prestart(kw)                         # the workers' forkserver imports beside reading the inputs
-    _one_line_warnings("enrich")
     st = EnrichSettings(pvalue=a.pvalue, control=a.control, genome=a.genome, shuffles=_control_draws(a, "shuffles", 1),
                         seed=_control_draws(a, "seed", 0), cluster=None if a.no_cluster else a.cluster,
                         centrality=a.centrality, background=a.background, pseudocount=a.pseudocount, top=a.top,
@@ -881,7 +880,6 @@ def cmd_export(a) -> int:
     from pipeline.storage import output_target  # noqa: PLC0415
 
     _check_out_file(a.out)
-    _one_line_warnings("export")
     _warn_unfinished(a.hits)
     to_stdout = output_target(a.out)[0] == "stdout"
     try:
@@ -1087,6 +1085,7 @@ def main(argv=None) -> int:
         return bench_main(argv[1:], formatter_class=HelpFormatter)
     parser = build_parser()
     a = parser.parse_args(argv)
+    _one_line_warnings(a.cmd)          # warnings meant for the user, of every command: one line each
     try:
         return COMMANDS[a.cmd](a) or 0
     except (MotifgridError, UserError) as e:

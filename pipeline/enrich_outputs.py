@@ -243,7 +243,6 @@ def top_sites(job, ids: list) -> dict:
     With ``--top`` 20 of 2,346 motifs this is ~1 % of the first scan's work; a second scan on the workers cost
     6 s of a 100,000-peak enrichment on one H100 (every block of targets and controls read again), and writing
     and reading every motif's hits in the first scan half of the whole."""
-    import dataclasses  # noqa: PLC0415
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     from pipeline.scan import threshold_plan  # noqa: PLC0415
@@ -252,8 +251,7 @@ def top_sites(job, ids: list) -> dict:
     mset, tg = job.scan.mset, job.targets
     index = {x: i for i, x in enumerate(mset.ids)}
     pick = [index[x] for x in ids]
-    sub = dataclasses.replace(mset, ids=list(ids), names=[mset.names[i] for i in pick],
-                              pwms=[mset.pwms[i] for i in pick], select=list(ids))
+    sub = mset.subset(pick)
     plan = threshold_plan(sub, job.settings.pvalue)[0]
     off = tg.offsets
     tail = np.full(max(plan.max_length - 1, 0), 4, np.uint8)

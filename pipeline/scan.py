@@ -78,6 +78,7 @@ class MotifSet:
     strands: str = "both"      # "both", "+" or "-"
     like: str | None = None    # None (motifgrid's exact scores) or "fimo"
     lattices: list | None = None   # like="fimo": workers.distribution.fimo_lattice.LatticeMatrix per motif (forward)
+    logodds: list | None = None    # motifs given as log-odds only (MEME): scored as written, - strand reversed
     select: list | None = None     # ids/names chosen from the source (--motif), recorded in the provenance
 
     @classmethod
@@ -107,9 +108,12 @@ class MotifSet:
             pwms = [pwm_from_motif(m, background, pseudocount) for m in motifs]
         else:
             raise ValueError(f"like must be None or 'fimo', not {like!r}")
+        logodds = [m.kind == "logodds" for m in motifs]
+        _warn_logodds(source, [m.id for m, lo in zip(motifs, logodds) if lo])
         return cls(source=str(source), checksum=motifs_checksum(source), ids=[m.id for m in motifs],
                    names=[m.name for m in motifs], pwms=pwms, background=np.asarray(background, float),
-                   pseudocount=float(pseudocount), strands=strands, like=like, lattices=lattices, select=select)
+                   pseudocount=float(pseudocount), strands=strands, like=like, lattices=lattices, select=select,
+                   logodds=logodds if any(logodds) else None)
 
     @property
     def strand_rows(self) -> tuple:
@@ -120,15 +124,36 @@ class MotifSet:
     def max_length(self) -> int:
         return max((p.shape[0] for p in self.pwms), default=0)
 
+    def subset(self, pick: list) -> "MotifSet":
+        """The motifs ``pick`` (indices) of this set, in that order, everything else kept."""
+        import dataclasses  # noqa: PLC0415
+
+        def take(values):
+            return None if values is None else [values[i] for i in pick]
+
+        return dataclasses.replace(self, ids=take(self.ids), names=take(self.names), pwms=take(self.pwms),
+                                   lattices=take(self.lattices), logodds=take(self.logodds),
+                                   select=take(self.ids))
+
+    def minus(self, i: int) -> np.ndarray:
+        """The ``-`` strand's matrix of motif ``i`` (:func:`pipeline.motifs.minus_strand_pwm`; a log-odds-only
+        motif's reverse complement; FIMO's own reverse complement with ``like="fimo"``, whose background is
+        strand-symmetric when both strands are scanned)."""
+        from pipeline.motifs import minus_strand_pwm, reverse_complement  # noqa: PLC0415
+
+        if self.lattices is not None:
+            return self.lattices[i].reverse_complement().pwm
+        if self.logodds is not None and self.logodds[i]:
+            return reverse_complement(self.pwms[i])
+        return minus_strand_pwm(self.pwms[i], self.background)
+
     def rows(self):
         """(pwms, motif index, strand) for every (motif, strand) row scanned: '+' then '-' per motif
         (one of them with ``strands`` "+" or "-")."""
-        from pipeline.motifs import reverse_complement  # noqa: PLC0415
-
         pwms, mi, st = [], [], []
         for i, w in enumerate(self.pwms):
             for s in _STRAND_ROWS[self.strands]:
-                pwms.append(w if s == 0 else reverse_complement(w))
+                pwms.append(w if s == 0 else self.minus(i))
                 mi.append(i)
                 st.append(s)
         return pwms, np.asarray(mi, np.int32), np.asarray(st, np.int8)
@@ -139,6 +164,25 @@ class MotifSet:
             return None
         return [lat if s == 0 else lat.reverse_complement()
                 for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
+
+
+class LogOddsWarning(UserWarning):
+    """Motifs given as a log-odds matrix only: scored as written.  The CLI prints it as one line."""
+    one_line = True
+
+
+def _warn_logodds(source, ids: list) -> None:
+    """Motifs without probabilities (a MEME file's ``log-odds matrix`` alone) are scored as written: MEME writes
+    ``100 * log2(p / bg)``, so their scores are not bits like the others', and neither the background nor the
+    pseudocount changes them."""
+    if ids:
+        import warnings  # noqa: PLC0415
+
+        shown = ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
+        warnings.warn(LogOddsWarning(f"{source}: {len(ids):,} motif(s) have a log-odds matrix only ({shown}): they "
+                                     "are scored as written (MEME writes 100 x log2 odds, so their scores are not in "
+                                     "bits like the others'), whatever the background and pseudocount; give their "
+                                     "letter-probability matrices to score them in bits"), stacklevel=3)
 
 
 def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, early=None,
@@ -174,7 +218,6 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
     """``row_thresholds`` at several p-values: ``result[i_pvalue]`` is the per-row list (``rows()`` order).
     ``like="fimo"`` sets: FIMO's lattice tables (:func:`workers.distribution.fimo_lattice.lattice_thresholds`;
     ``method``, ``rel_tol`` and ``table`` do not apply), computed here: one small integer DP per matrix."""
-    from pipeline.motifs import reverse_complement  # noqa: PLC0415
     from pipeline.thresholds import compute_thresholds_many  # noqa: PLC0415
 
     bg = mset.background
@@ -185,20 +228,20 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
             per = [lattice_thresholds(lat, bg, pvalues) for lat in mats]                  # [matrix][p]
             return [[t[j] for t in per] for j in range(len(pvalues))]
 
-        mats, rc = mset.lattices, (lambda lat: lat.reverse_complement())
+        mats, minus = mset.lattices, [lat.reverse_complement() for lat in mset.lattices]
     else:
         def compute(mats):
             return compute_thresholds_many(mats, bg, pvalues, client=client, method=method, table=table,
                                            rel_tol=rel_tol, device=device, store_later=store_later)
 
-        mats, rc = mset.pwms, reverse_complement
+        mats, minus = mset.pwms, [mset.minus(i) for i in range(len(mset.pwms))]
     fwd = compute(mats) if mset.strands != "-" else None
     if mset.strands == "+":
         rev = None
     elif fwd is not None and np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
         rev = fwd               # a strand-symmetric background: the reverse-complement matrix scores alike
     else:
-        rev = compute([rc(x) for x in mats])
+        rev = compute(minus)
     out = []
     for j in range(len(pvalues)):
         rows = []

@@ -707,4 +707,70 @@ def test_a_scan_without_hits_reads_as_the_hits_columns(tmp_path):
     assert pq.read_table(out).schema.remove_metadata() == HITS_SCHEMA
     s = summarize(str(out))
     assert s["totals"]["hits"] == 0 and s["parameters"]["genome"] == str(out / "_genome.zarr")
-    assert s["command"].startswith("motifgrid ")          # (in process: this pytest's arguments)
+    assert s["command"].split()[0] == "motifgrid"         # (in process: this pytest's arguments)
+
+
+def test_minus_strand_scores_the_reverse_complement_motif_against_the_background(tmp_path, chrx_slice):
+    """Under a background that is not strand-symmetric, a window's - strand score is its log-likelihood ratio for a
+    site of the motif on the - strand: ``sum_k log2(p[m-1-k][comp(w_k)] / bg[w_k])`` with the motif's probabilities
+    ``p`` (computed here from the counts as the docs say, not from the scan's matrices), and its p-value that
+    score's tail under the background (all 4^m words); a palindromic matrix has one threshold on both strands.  The
+    reverse-complemented log-odds matrix (MOODS) scores against the complemented background instead: a palindrome's
+    thresholds were 3.27 and 7.17 bits here."""
+    from pipeline.cli import main
+    from pipeline.motifs import motif_probabilities, read_motifs
+    from tests.reference import brute_force_pvalue
+
+    bg = np.array([0.1, 0.2, 0.3, 0.4])
+    (tmp_path / "m.jaspar").write_text(
+        ">PAL1\tpalindrome\nA [ 80 10 5 5 75 10 ]\nC [ 5 10 85 10 5 5 ]\nG [ 5 5 10 85 10 5 ]\nT [ 10 75 5 5 10 80 ]\n"
+        ">ASYM\tasym\nA [ 30 1 2 40 3 8 60 ]\nC [ 5 50 3 2 30 22 10 ]\nG [ 15 4 40 8 30 30 10 ]\nT [ 50 45 55 50 37 40 20 ]\n")
+    spec = ",".join(map(str, bg))
+    thr = tmp_path / "t.tsv"
+    assert main(["thresholds", str(tmp_path / "m.jaspar"), "--pvalue", "1e-2", "--background", spec,
+                 "--pseudocount", "0", "-o", str(thr)]) == 0
+    rows = [ln.split("\t") for ln in thr.read_text().splitlines() if not ln.startswith(("#", "motif_id"))]
+    pal = {r[2]: float(r[4]) for r in rows if r[0] == "PAL1"}
+    assert pal["+"] == pytest.approx(pal["-"], abs=1e-9)
+    fa = tmp_path / "s.fa"
+    fa.write_text(f">s\n{chrx_slice[:60_000]}\n")
+    out = tmp_path / "h"
+    assert main(["scan", str(fa), str(tmp_path / "m.jaspar"), "--out", str(out), "--pvalue", "1e-3",
+                 "--background", spec, "--pseudocount", "0.5", "--no-progress"]) == 0
+    hits = read_hits(str(out)).to_pylist()
+    motifs = {m.id: motif_probabilities(m, bg, 0.5) for m in read_motifs(tmp_path / "m.jaspar")}
+    code = {c: i for i, c in enumerate("ACGT")}
+    minus = [h for h in hits if h["strand"] == "-"]
+    assert len(minus) > 20
+    for h in minus[:200]:
+        p = motifs[h["motif_id"]]
+        w = [code[c] for c in chrx_slice[h["start"]:h["end"]].upper()]
+        llr = sum(math.log2(p[len(w) - 1 - k][3 - x] / bg[x]) for k, x in enumerate(w))
+        assert h["score"] == pytest.approx(llr, abs=1e-9)
+    h = minus[0]
+    p = motifs[h["motif_id"]]
+    rc_llr = np.log2(p[::-1, ::-1] / bg)                       # the - strand matrix, from the probabilities
+    assert brute_force_pvalue(rc_llr, bg, h["score"]) == pytest.approx(h["pvalue"], rel=1e-3)
+
+
+def test_logodds_only_motifs_are_named_in_a_warning_and_reversed_on_the_minus_strand():
+    """A MEME motif with a log-odds matrix only is scored as written (MEME's 100 x log2 odds): one warning names it
+    (its scores are not bits; background and pseudocount do not change it), its - strand row is the matrix reversed
+    and complemented whatever the background, and the probability motif beside it gets no warning of its own."""
+    from pipeline.motifs import motif_probabilities, read_motifs
+    from pipeline.scan import LogOddsWarning, MotifSet
+
+    src = DATA / "motifs" / "formats" / "logodds_only.meme"
+    bg = np.array([0.1, 0.2, 0.3, 0.4])
+    with pytest.warns(LogOddsWarning) as seen:
+        mset = MotifSet.load(str(src), bg, 0.1)
+    assert [str(w.message) for w in seen if w.category is LogOddsWarning] == [
+        f"{src}: 1 motif(s) have a log-odds matrix only (LO): they are scored as written (MEME writes 100 x log2 odds, "
+        "so their scores are not in bits like the others'), whatever the background and pseudocount; give their "
+        "letter-probability matrices to score them in bits"]
+    pwms, mi, st = mset.rows()
+    assert mset.logodds == [True, False] and mi.tolist() == [0, 0, 1, 1] and st.tolist() == [0, 1, 0, 1]
+    np.testing.assert_array_equal(pwms[1], np.array([[100, -100, -100, -100], [-100, 100, -100, -100]])[::-1, ::-1])
+    p2 = motif_probabilities(read_motifs(src)[1], bg, 0.1)
+    np.testing.assert_allclose(pwms[3], np.log2(p2[::-1, ::-1] / bg), rtol=0, atol=1e-12)
+    assert mset.subset([1]).logodds == [False] and mset.subset([1]).ids == ["P2"]

@@ -230,6 +230,29 @@ def pwm_from_motif(motif: Motif, background: np.ndarray, pseudocount: float = 0.
     return np.log2(np.maximum(p, PROB_FLOOR) / bg)
 
 
+def minus_strand_pwm(pwm: np.ndarray, background: np.ndarray) -> np.ndarray:
+    """The ``-`` strand's scoring matrix of a log-odds matrix ``pwm = log2(p / bg)`` (bits), applied to the
+    forward strand's windows: the reverse-complement motif against the same background,
+    ``log2(rc(p) / bg) = rc(pwm) + log2(complement(bg) / bg)`` per column.  A window ``w`` then scores its
+    log-likelihood ratio ``log2(P(w | a site on the - strand) / P(w | background))``.  For a strand-symmetric
+    background (A = T, C = G: uniform, FIMO's, most genomes) it is ``reverse_complement(pwm)``, which MOODS scores
+    whatever the background; under another one that matrix would be the motif against the complemented background
+    (a palindrome would score a window differently on its two strands).
+
+    Parameters
+    ----------
+    pwm : numpy.ndarray, shape (m, 4)
+        ``pwm_from_motif`` of a motif with probabilities under ``background``.
+    background : numpy.ndarray, shape (4,)
+
+    Returns
+    -------
+    numpy.ndarray, shape (m, 4), float64
+    """
+    bg = np.asarray(background, dtype=np.float64)
+    return reverse_complement(pwm) + np.log2(bg[::-1] / bg)
+
+
 def reverse_complement(pwm: np.ndarray) -> np.ndarray:
     """Reverse complement of a (m, 4) A C G T matrix: ``pwm[::-1, ::-1].copy()``.
 
