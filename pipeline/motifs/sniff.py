@@ -7,6 +7,8 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
+
 from pipeline.motifs import cache
 from pipeline.motifs.jaspar import JASPAR_ROW, read_jaspar
 from pipeline.motifs.meme import read_meme
@@ -135,10 +137,10 @@ def read_motifs(
         "meme").  By default the extension decides (``.jaspar``, ``.meme``, ``.transfac``,
         ``.motif``), and the content when the extension is ambiguous (``.pfm``, ``.txt``, ...).
     prob_tolerance : float, default 0.02
-        Largest allowed ``|row sum - 1|`` for a matrix of kind "probabilities".  Keyword-only
-        addition to the agreed API: real files break the 0.02 rule (``RSAT_vertebrates.pfm``
-        motif ``cluster_2047`` has a last row ``0.2 0.2 0.2 0.2``); a caller can loosen it
-        explicitly instead of the reader normalising such rows silently.
+        Largest ``|row sum - 1|`` a row of a matrix of kind "probabilities" may have without notice:
+        one over ``1 + prob_tolerance`` is an error, rows under ``1 - prob_tolerance`` are named in one
+        :class:`ShortRowsWarning` and renormalised (``RSAT_vertebrates.pfm`` motif ``cluster_2047``
+        has a row ``0.2 0.2 0.2 0.2``: refusing it refused the whole database).
     select : str or list of str, optional
         Keep only these motifs, by id or name (:func:`select_motifs`; FIMO's ``--motif``), in
         source order; one that matches nothing is an error listing near ids and names.
@@ -153,7 +155,8 @@ def read_motifs(
     MotifError
         Missing/unreadable file, unknown format, 0 motifs, or any malformed record: ragged rows,
         non-numeric / negative / NaN / inf values, zero-length motifs, a position summing to 0,
-        probability rows not summing to 1 +- 0.02, truncated records.
+        probability rows summing to more than 1 + 0.02, truncated records.  Rows summing to less than
+        1 - 0.02 are renormalised with a warning (:func:`warn_short_rows`).
     """
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"source must be a path or a release name, not {type(source).__name__}")
@@ -179,7 +182,33 @@ def read_motifs(
     if motifs is None:
         motifs = _PARSERS[fmt](text, src, prob_tolerance)
         cache.store(entry, motifs)
-    return select_motifs(motifs, select, src) if select else motifs
+    motifs = select_motifs(motifs, select, src) if select else motifs
+    warn_short_rows(motifs, src, prob_tolerance)
+    return motifs
+
+
+class ShortRowsWarning(UserWarning):
+    """Probability rows that sum to less than 1: renormalised.  The CLI prints it as one line."""
+    one_line = True
+
+
+def warn_short_rows(motifs: list[Motif], src: str, prob_tolerance: float = PROB_TOLERANCE) -> None:
+    """One warning for the probability rows of ``motifs`` that sum to less than ``1 - prob_tolerance``: they are
+    renormalised (:func:`pipeline.motifs.motif_probabilities` divides every row by its sum), as MEME's and
+    gimmemotifs' readers do, rather than refusing a whole database for one row (``RSAT_vertebrates.pfm``, record
+    1164: a row of 0.2 0.2 0.2 0.2); the warning says so, so it is not done silently."""
+    short = [(m, np.flatnonzero(m.matrix.sum(axis=1) < 1.0 - prob_tolerance - 1e-9)) for m in motifs
+             if m.kind == "probabilities"]
+    short = [(m, rows) for m, rows in short if rows.size]
+    if short:
+        import warnings  # noqa: PLC0415
+
+        m, rows = short[0]
+        n = sum(r.size for _, r in short)
+        warnings.warn(ShortRowsWarning(
+            f"{src}: {n:,} probability row(s) in {len(short):,} motif(s) sum to less than 1 - {prob_tolerance:g} "
+            f"(first: record {m.record} ({m.id}) position {int(rows[0]) + 1} sums to "
+            f"{float(m.matrix[rows[0]].sum()):.4g}); each is divided by its sum"), stacklevel=3)
 
 
 def motifs_checksum(source: str | os.PathLike) -> str:
