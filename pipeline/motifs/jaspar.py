@@ -47,6 +47,9 @@ def _scan_jaspar(lines: list[str], src: str) -> list[Record]:
         if not s:
             continue
         if s.startswith(">"):
+            if cur is not None and cur.get("headerless"):
+                raise MotifError(src, f"matrix rows before the first '>' header: a file of "
+                                 "several motifs needs a '>' header line for each", cur["line"])
             close(i)
             words = s[1:].split()
             if not words:
@@ -57,8 +60,8 @@ def _scan_jaspar(lines: list[str], src: str) -> list[Record]:
         if cur is None:
             if recs:
                 raise MotifError(src, "matrix row outside a record (no '>' header)", i)
-            stem = file_stem(src)
-            cur = {"id": stem, "name": stem, "line": i, "rows": []}
+            stem = file_stem(src)        # a single matrix without a header: named by its file
+            cur = {"id": stem, "name": stem, "line": i, "rows": [], "headerless": True}
         if len(cur["rows"]) == 4:
             raise MotifError(src, f"record {cur['id']!r} (line {cur['line']}) has more than 4 "
                              "matrix rows (A C G T)", i)

@@ -176,6 +176,7 @@ def read_motifs(
     text = decode(data, src)
     if not text.strip():
         raise MotifError(src, "file is empty (0 motifs)")
+    _refuse_fasta(text, src)
     fmt = _resolve_format(format, src, text)
     entry = cache.key(data, fmt, prob_tolerance)
     motifs = cache.load(entry, src)         # the same bytes read before by these readers: no parse
@@ -185,6 +186,18 @@ def read_motifs(
     motifs = select_motifs(motifs, select, src) if select else motifs
     warn_short_rows(motifs, src, prob_tolerance)
     return motifs
+
+
+_BASES = re.compile(r"[ACGTUNRYSWKMBDHVacgtunryswkmbdhv]{4,}")
+
+
+def _refuse_fasta(text: str, src: str) -> None:
+    """A FASTA file given where motifs are expected (the arguments swapped): say so, instead of a row-length error
+    on its first line of bases.  No motif format has a line of bases right after a ``>`` line."""
+    lines = [(i, ln.strip()) for i, ln in enumerate(text.split("\n", 64)[:64], 1) if ln.strip()]
+    if len(lines) >= 2 and lines[0][1].startswith(">") and _BASES.fullmatch(lines[1][1]):
+        raise MotifError(src, "looks like a FASTA file of sequences (a '>' header, then a line of bases), not a "
+                         "motif file", lines[1][0])
 
 
 class ShortRowsWarning(UserWarning):
