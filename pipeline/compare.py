@@ -203,6 +203,13 @@ def _claim(out: str, dirs: tuple = ()) -> None:
         raise CompareError(f"{out}: cannot create the output folder ({e.strerror})") from None
 
 
+def _check_pairs(motifs_a, n_a: int, motifs_b) -> None:
+    """``compare A`` pairs A's motifs with each other, never a motif with itself: one motif has no pair."""
+    if motifs_b is None and n_a < 2:
+        raise CompareError(f"{motifs_a}: holds {n_a} motif; compare A pairs A's motifs with each other (never a motif "
+                           "with itself): give two or more, or a second collection B")
+
+
 def _write_json(path: Path, obj) -> None:
     atomic_write_bytes(str(path), json.dumps(obj, indent=1).encode())
 
@@ -259,6 +266,7 @@ def _run_tomtom(motifs_a, motifs_b, out, client, st: CompareSettings, device: st
         warn_shared_ids(source, motifs, COMPARE_KEYED)
     check_motifs(a, "query")                              # bad input fails before anything is written
     check_motifs(b, "target")
+    _check_pairs(motifs_a, len(a), motifs_b)
     params = _run_params(st, [str(motifs_a), str(motifs_b) if motifs_b else None], device, command)
     existed = os.path.isdir(out)
     _claim(out)
@@ -328,6 +336,7 @@ def _run_occurrence(motifs_a, motifs_b, out, client, st: CompareSettings, device
     bg = st.bg()
     set_a = _load_set(motifs_a, bg, st.pseudocount)
     set_b = _load_set(motifs_b, bg, st.pseudocount) if motifs_b else set_a
+    _check_pairs(motifs_a, len(set_a.ids), motifs_b)
     _claim(out, ("pairs",))
     out = os.path.abspath(out)
     params = _run_params(st, [set_a.source, set_b.source if motifs_b else None], device, command)
