@@ -443,6 +443,8 @@ def execute_composition(job: CompositionJob, client, device: str = "cpu", progre
         "seconds_tasks_wall": t_tasks, "task_seconds_compare": stats["seconds_compare"],
         "task_seconds_io": stats["seconds_io"], "estimate": estimate, "device": device,
         "cells": job.plan.cells,
+        # the provenance a run without match files (--counts-only, no match) has nowhere else (motifgrid summary)
+        "command": ctx.metadata["motifgrid.command"], "genome": ctx.metadata["genome.path"],
     }
     _write_summaries(out, job, counts, summary)
     return CompositionResult(out=out, tasks=len(groups), tasks_skipped=len(groups) - len(todo),

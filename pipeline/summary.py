@@ -15,7 +15,7 @@ discover      ``summary.json`` / ``motifs.meme``, ...      ``summary.json`` exis
 :func:`summarize` returns a plain, JSON-serialisable dict (the CLI formats it, ``--json`` prints it):
 ``kind``, ``path``, ``finished``, ``parameters``, ``command``, ``progress`` (units done / total),
 ``totals``, ``seconds``, ``next`` (what to do with an unfinished run) and per kind the top rows: motifs by
-hits and hits per contig (scan), tests by matches (composition), most similar pairs (compare --method
+hits and hits per contig (scan; and ``qvalues``: hits at the level, ``--max-qvalue``, tests), tests by matches (composition), most similar pairs (compare --method
 occurrence) or the queries' best matches, most significant first (compare, tomtom), the motifs found (discover),
 the most enriched motifs (enrich).  Nothing is written or removed: a run still going on is read as it stands.
 :func:`summary_lines` writes it as text (``motifgrid summary``).
@@ -166,7 +166,9 @@ def _scan(path: str, top: int, contigs: int) -> dict:
                        "motifs": run.get("motifs_source"), "motif_count": run.get("motifs"),
                        "pvalue": run.get("pvalue"), "background": run.get("background_spec"),
                        "pseudocount": run.get("pseudocount"), "block_size": run.get("block_size"),
-                       "halo": run.get("halo"), "device": (done or {}).get("device") or prov.get("device")},
+                       "halo": run.get("halo"), "strands": run.get("strands"),
+                       "max_qvalue": ((done or {}).get("qvalues") or {}).get("max_qvalue"),
+                       "device": (done or {}).get("device") or prov.get("device")},
         "command": prov.get("motifgrid.command"),
         "progress": {"unit": "blocks", "done": done["blocks"] if done else n_done, "total": total},
         "totals": {"hits": done["hits"] if done else hits, "contigs_with_hits": sum(1 for v in per_chrom.values() if v)},
@@ -177,6 +179,8 @@ def _scan(path: str, top: int, contigs: int) -> dict:
     if done:
         out["top_motifs"] = top_motifs(path, top)
         out["thresholds"] = _scan_thresholds(path, done)
+        q = done.get("qvalues")
+        out["qvalues"] = None if not q else {k: q.get(k) for k in ("level", "hits_at_level", "max_qvalue", "tests")}
     return out
 
 
@@ -225,14 +229,14 @@ def _composition(path: str, top: int, contigs: int) -> dict:
     prov = _provenance(path)
     entries = list(iter_manifest(path, "task"))
     ref = storage.join(path, "_reference.zarr")
-    genome = ref if storage.exists(ref) else prov.get("genome.path")
+    genome = ref if storage.exists(ref) else prov.get("genome.path") or (done or {}).get("genome")
     total = done["tasks"] if done else _blocks_total(genome, run.get("genome_checksum"), run.get("task_positions"))
     out = {
         "parameters": {"tests": run.get("tests_source"), "test_count": run.get("tests"), "genome": genome,
                        "genome_checksum": run.get("genome_checksum"), "min_similarity": run.get("min_similarity"),
                        "both_strands": run.get("both_strands"), "counts_only": run.get("counts_only"),
                        "device": (done or {}).get("device") or prov.get("device")},
-        "command": prov.get("motifgrid.command"),
+        "command": prov.get("motifgrid.command") or (done or {}).get("command"),
         "progress": {"unit": "tasks", "done": done["tasks"] if done else len(entries), "total": total},
         "totals": {"matches": done["matches"] if done else int(sum(e["hits"] for e in entries))},
         "seconds": (done or {}).get("seconds"),
@@ -415,6 +419,12 @@ def _summary_rows(s: dict) -> list:
                f", threshold scores {thr['score_min']:.2f} to {thr['score_max']:.2f} bits")
         lines.append(f"  thresholds: {thr['rows']:,} motif x strand rows{rng}; {len(un)} motif(s) cannot reach the p-value on some strand"
                      + (": " + ", ".join(un[:10]) + (" ..." if len(un) > 10 else "") if un else ""))
+    q = s.get("qvalues")
+    if kind == "scan" and q:
+        kept = (f"; --max-qvalue {q['max_qvalue']:g}: reads and exports keep those {q['hits_at_level']:,}"
+                if q.get("max_qvalue") is not None else "")
+        lines.append(f"  q-values: {q['hits_at_level']:,} of {s['totals']['hits']:,} hits have q <= {q['level']:g} "
+                     f"(Benjamini-Hochberg per motif over {q['tests']:,} tests){kept}")
     if kind == "scan":
         lines += ["  " + x for x in top_motif_lines(s["top_motifs"], s["path"])]
     if s.get("contigs"):

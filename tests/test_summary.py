@@ -17,7 +17,7 @@ import pytest
 from pipeline.genome import ingest
 from pipeline.motifs import read_motifs
 from pipeline.scan import read_hits, run_scan
-from pipeline.summary import SummaryError, kind_of, summarize
+from pipeline.summary import SummaryError, kind_of, summarize, summary_lines
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.planted import planted_instance
 
@@ -203,6 +203,40 @@ def test_composition_summary(genome, client, tmp_path, chrx_slice):
     assert total >= 3 and not u["finished"] and u["progress"] == {"unit": "tasks", "done": total - 1, "total": total}
     assert u["totals"]["matches"] == s["totals"]["matches"] - e["hits"] and e["hits"] > 0
     assert u["next"] == "unfinished; complete it with: motifgrid composition t.fa g.zarr --out comp --resume"
+
+
+def test_counts_only_composition_summary_names_its_genome_and_command(genome, client, tmp_path, chrx_slice):
+    """A --counts-only run writes no match file to carry the provenance: summary takes the genome and the command
+    from its _summary.json (both were missing)."""
+    from pipeline.composition import run_composition
+
+    tfa = tmp_path / "t.fa"
+    tfa.write_text("".join(f">t{i}\n{chrx_slice[2000 + 501 * i:2000 + 501 * i + 24]}\n" for i in range(3)))
+    out = tmp_path / "counts"
+    cmd = "motifgrid composition t.fa g.zarr --counts-only --out counts"
+    run_composition(str(tfa), genome.path, str(out), min_similarity=0.9, client=client, progress=False,
+                    command=cmd, counts_only=True)
+    s = summarize(str(out))
+    assert s["command"] == cmd and s["parameters"]["genome"] == os.path.abspath(genome.path)
+    assert not list(out.rglob("part-*.parquet"))
+
+
+def test_scan_summary_says_the_qvalues_and_max_qvalue(genome, client, tmp_path):
+    """A scan with --max-qvalue: summary gives the hits at the level, the tests, the strands and the setting, and
+    says in its text that reads and exports keep those hits (its hit count and export's disagreed unexplained)."""
+    out = tmp_path / "q"
+    run_scan(genome.path, MOTIFS, str(out), pvalue=1e-3, client=client, progress=False, max_qvalue=0.5,
+             strands="-")
+    q = pq.read_table(out / "_qvalues.parquet")
+    kept = read_hits(str(out), columns=["qvalue"]).num_rows
+    total = read_hits(str(out), columns=["qvalue"], max_qvalue=1.0).num_rows
+    s = summarize(str(out))
+    assert s["parameters"]["strands"] == "-" and s["parameters"]["max_qvalue"] == 0.5
+    assert s["qvalues"]["hits_at_level"] == kept < total == s["totals"]["hits"] and s["qvalues"]["level"] == 0.5
+    assert q.num_rows > 0 and s["qvalues"]["tests"] > 0
+    text = "\n".join(summary_lines(s))
+    assert (f"  q-values: {kept:,} of {total:,} hits have q <= 0.5 (Benjamini-Hochberg per motif over "
+            f"{s['qvalues']['tests']:,} tests); --max-qvalue 0.5: reads and exports keep those {kept:,}") in text
 
 
 @pytest.mark.filterwarnings("ignore:12 target motifs")
