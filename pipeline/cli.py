@@ -217,7 +217,8 @@ def _args_compare(s: argparse.ArgumentParser, cfg: dict) -> None:
     s.add_argument("--cluster", nargs="?", const=-1.0, type=_positive, metavar="CUTOFF",
                    help="also group the motifs of A (clusters.parquet, clusters.tsv): tomtom: average linkage at "
                         "E <= CUTOFF (default 1); occurrence: leader clustering at similarity >= CUTOFF (default 0.5)")
-    s.add_argument("--min-overlap", type=_posint, default=1, help="alignments with at least this many common columns, or all of the shorter motif's when it "
+    s.add_argument("--min-overlap", type=_posint, default=1,
+                   help="alignments with at least this many common columns, or all of the shorter motif's when it "
                         "has fewer (Tomtom's -min-overlap)")
     s.add_argument("--background", default="uniform", help="uniform | FILE | a,c,g,t")
     s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],

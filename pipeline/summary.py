@@ -15,9 +15,10 @@ discover      ``summary.json`` / ``motifs.meme``, ...      ``summary.json`` exis
 :func:`summarize` returns a plain, JSON-serialisable dict (the CLI formats it, ``--json`` prints it):
 ``kind``, ``path``, ``finished``, ``parameters``, ``command``, ``progress`` (units done / total),
 ``totals``, ``seconds``, ``next`` (what to do with an unfinished run) and per kind the top rows: motifs by
-hits and hits per contig (scan; and ``qvalues``: hits at the level, ``--max-qvalue``, tests), tests by matches (composition), most similar pairs (compare --method
-occurrence) or the queries' best matches, most significant first (compare, tomtom), the motifs found (discover),
-the most enriched motifs (enrich).  Nothing is written or removed: a run still going on is read as it stands.
+hits and hits per contig (scan; and ``qvalues``: hits at the level, ``--max-qvalue``, tests), tests by matches
+(composition), most similar pairs (compare --method occurrence) or the queries' best matches, most significant first
+(compare, tomtom), the motifs found (discover), the most enriched motifs (enrich). Nothing is written or removed: a
+run still going on is read as it stands.
 :func:`summary_lines` writes it as text (``motifgrid summary``).
 """
 from __future__ import annotations

@@ -46,8 +46,8 @@ the ``Bio.motifs`` cross-check); ``sources``: a file's bytes and text; ``model``
 """
 from pipeline.motifs.background import read_background
 from pipeline.motifs.model import (DEFAULT_NSITES, NRDB_DNA, PROB_FLOOR, PROB_TOLERANCE, Motif, MotifError,
-                                   SharedIdWarning, duplicate_ids, minus_strand_pwm, motif_probabilities, pwm_from_motif,
-                                   reverse_complement, warn_shared_ids)
+                                   SharedIdWarning, duplicate_ids, minus_strand_pwm, motif_probabilities,
+                                   pwm_from_motif, reverse_complement, warn_shared_ids)
 from pipeline.motifs.releases import JASPAR_COLLECTIONS
 from pipeline.motifs.selectors import select_motifs
 from pipeline.motifs.sniff import FORMATS, motifs_checksum, read_motifs
