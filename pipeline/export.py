@@ -38,6 +38,26 @@ class ExportError(MotifgridError, ValueError):
     pass
 
 
+class CommentNameWarning(UserWarning):
+    """Records named ``#...`` in a BED or FIMO TSV export: readers that skip comment lines (bedtools, pandas with
+    ``comment="#"``) drop their lines.  The CLI prints it as one line (``one_line``)."""
+    one_line = True
+
+
+def _warn_comment_names(names: list, fmt: str) -> bool:
+    """Warn (once: True) when a record name starts with ``#`` in a format whose first column it is; GFF3
+    percent-encodes it."""
+    hashed = [x for x in names if str(x).startswith("#")]
+    if hashed and fmt in ("bed", "fimo"):
+        import warnings  # noqa: PLC0415
+
+        warnings.warn(CommentNameWarning(
+            f"record {hashed[0]!r} (and any other named '#...') starts a line of the {fmt} output with '#': readers "
+            "that skip comment lines (bedtools, pandas with comment='#') will drop its hits"), stacklevel=3)
+        return True
+    return False
+
+
 class SequenceWarning(UserWarning):
     """The FIMO export's ``matched_sequence`` left empty: the genome store the scan read is gone or has changed
     since.  The CLI prints it as one line (``one_line``)."""
@@ -127,6 +147,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
     n = 0
     store = None
     sorter = ranks = None
+    warned = False
     if fmt == "fimo":           # FIMO's order needs every record first: sorted runs in TMPDIR beyond sort-rows
         import dask.config  # noqa: PLC0415
 
@@ -147,6 +168,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
                 c = {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names if k != "chrom"}
                 chrom = t.column("chrom").combine_chunks()
                 c["chrom"] = chrom.dictionary.to_numpy(zero_copy_only=False)[chrom.indices.to_numpy()]
+                warned = warned or _warn_comment_names(chrom.dictionary.to_pylist(), fmt)
                 if ranks is not None:                    # per dictionary entry, not per row
                     c["rank"] = family_codes(t.column("motif_id"), ranks)
                 # files are grouped by motif row: (record, start) order; records' dictionary is in store order

@@ -774,3 +774,29 @@ def test_logodds_only_motifs_are_named_in_a_warning_and_reversed_on_the_minus_st
     p2 = motif_probabilities(read_motifs(src)[1], bg, 0.1)
     np.testing.assert_allclose(pwms[3], np.log2(p2[::-1, ::-1] / bg), rtol=0, atol=1e-12)
     assert mset.subset([1]).logodds == [False] and mset.subset([1]).ids == ["P2"]
+
+
+def test_record_names_starting_with_a_hash_are_named_in_a_warning_on_bed_and_fimo_export(tmp_path, chrx_slice):
+    """A record named ``#x`` begins its BED and FIMO TSV lines with '#', which comment-skipping readers drop: one
+    warning per export says so (it was silent); GFF3 percent-encodes the name and says nothing."""
+    import warnings
+
+    from pipeline.cli import main
+    from pipeline.export import CommentNameWarning, export
+
+    fa = tmp_path / "h.fa"
+    fa.write_text(f">#x\n{chrx_slice[:30_000]}\n>y\n{chrx_slice[40_000:60_000]}\n")
+    out = tmp_path / "h"
+    assert main(["scan", str(fa), MOTIFS, "--out", str(out), "--pvalue", "1e-3", "--no-progress"]) == 0
+    for fmt in ("bed", "fimo"):
+        with pytest.warns(CommentNameWarning) as seen:
+            n = export(str(out), fmt, str(tmp_path / f"o.{fmt}"))
+        assert [str(w.message) for w in seen if w.category is CommentNameWarning] == [
+            f"record '#x' (and any other named '#...') starts a line of the {fmt} output with '#': readers that skip "
+            "comment lines (bedtools, pandas with comment='#') will drop its hits"]
+        lines = (tmp_path / f"o.{fmt}").read_text().splitlines()
+        assert n == len(lines) - (fmt == "fimo") and any(x.split("\t")[0 if fmt == "bed" else 2] == "#x" for x in lines)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CommentNameWarning)
+        export(str(out), "gff3", str(tmp_path / "o.gff3"))
+    assert "%23x\t" in (tmp_path / "o.gff3").read_text()
