@@ -360,6 +360,8 @@ def test_motif_is_frozen_and_read_only():
     [
         ("ragged.jaspar", 3, "row 'C' has 7 values, row 'A' has 8"),
         ("ragged.pfm", 3, "row has 3 values"),
+        ("three_base_rows.pfm", 2, "row has 6 values, expected 4 (A C G T); a matrix of one row per base (A C G T) "
+                                   "needs exactly 4 rows"),
         ("short_row.meme", 8, "row has 3 values"),
         ("negative.jaspar", 3, "negative value '-2'"),
         ("nan.pfm", 4, "value 'nan' is not finite"),

@@ -42,7 +42,9 @@ def _read_rows_format(text: str, src: str, fmt: str, tol: float) -> list[Motif]:
         if len(words) == 5 and len(words[0]) == 1 and words[0] in IUPAC:
             words = words[1:]  # leading consensus letter (ENCODE.pfm)
         if len(words) != 4:
-            raise MotifError(src, f"row has {len(words)} values, expected 4 (A C G T)", i)
+            # more than 4: a matrix of one row per base (JASPAR's layout) that is not 4 rows long reads this way
+            hint = ("; a matrix of one row per base (A C G T) needs exactly 4 rows" if len(words) > 4 else "")
+            raise MotifError(src, f"row has {len(words)} values, expected 4 (A C G T){hint}", i)
         cur.matrix.append([number(t, src, i) for t in words])
         cur.pos_lines.append(i)
     if cur is not None:
