@@ -282,6 +282,10 @@ def open_run(out: str, params: dict, resume: bool, kind: str = "scan", error=Run
     return done
 
 
+class TaskCancelled(RuntimeError):
+    """A task the scheduler cancelled rather than ran (every worker gone with the data it needed)."""
+
+
 class Progress:
     """Units done / total and hits so far, on the console (rich), or nothing; a context manager that closes it."""
 
@@ -356,6 +360,9 @@ class TaskRun:
             for fut, res in as_completed(list(self.futures.values()), with_results=True, raise_errors=False):
                 if fut.status == "error":
                     raise failure(fut.exception()) from None
+                if fut.status != "finished":     # cancelled by the scheduler: its workers all left, data lost
+                    raise failure(TaskCancelled(f"the cluster cancelled it (did every worker leave the "
+                                                f"scheduler?): {res}")) from None
                 self.futures.pop(fut.key).release()
                 yield res
         finally:

@@ -29,6 +29,7 @@ import os
 import shlex
 import sys
 import time
+from concurrent.futures import CancelledError
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -606,12 +607,16 @@ def discover(seqs: SequenceSet, settings: DiscoverSettings, client, device: str 
             else:
                 futs.append(client.submit(gibbs_task, ctx_f, b, a, n, 1024, pure=False,
                                           key=f"discover-gibbs-{rnd}-{b}-{os.urandom(3).hex()}"))
-        results = client.gather(futs)
-        for (kind, *_), r in zip(tasks, results):
-            r["origin"] = kind
-        t1 = time.perf_counter()
-        motif = client.submit(merge_task, ctx_f, results, pure=False,
-                              key=f"discover-merge-{rnd}-{os.urandom(3).hex()}").result()
+        try:
+            results = client.gather(futs)
+            for (kind, *_), r in zip(tasks, results):
+                r["origin"] = kind
+            t1 = time.perf_counter()
+            motif = client.submit(merge_task, ctx_f, results, pure=False,
+                                  key=f"discover-merge-{rnd}-{os.urandom(3).hex()}").result()
+        except CancelledError as e:      # the scheduler dropped the round's tasks: its workers all left
+            raise DiscoverError(f"a discovery task was cancelled by the cluster (did every worker leave the "
+                                f"scheduler?): {e}") from None
         t2 = time.perf_counter()
         found.append(motif)
         for i, p0, _s, *_ in motif.sites:

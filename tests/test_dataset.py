@@ -69,3 +69,18 @@ def test_first_error_cancels_the_rest_and_raises_one_line(client):
 def test_no_work_submits_nothing(client):
     run = TaskRun(client, _square, Ctx(), [], name="none", key=str)
     assert len(run) == 0 and list(run.results(Failed)) == []
+
+
+def test_a_task_the_cluster_cancels_raises_one_line(client):
+    """A task the scheduler cancels instead of running (every worker gone with the data it needed) ends the
+    results with ``failure(TaskCancelled)``; the caller's loop used to get the cancellation error as a result and
+    fail on it with a TypeError traceback."""
+    ctx = Ctx(slow=4)
+    run = TaskRun(client, _square, ctx, [(4,)], name="sq3", key=lambda x: x)
+    client.cancel(list(run.futures.values()), reason="the test's workers left")
+    with pytest.raises(Failed, match=r"^TaskCancelled: the cluster cancelled it \(did every worker leave the "
+                                     r"scheduler\?\): .*") as e:
+        for _ in run.results(lambda exc: Failed(f"{type(exc).__name__}: {exc}")):
+            pass
+    assert e.value.__cause__ is None and e.value.__suppress_context__
+    ctx.release.set()
