@@ -817,7 +817,8 @@ def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
         "genome.checksum": store.checksum,
         "genome.block_size": str(store.block_size),
         "genome.halo": str(store.halo),
-        "motifs.source": mset.source,
+        # absolute where it is a file: a notebook opened in another folder reads the motifs back from here
+        "motifs.source": os.path.abspath(mset.source) if os.path.isfile(mset.source) else mset.source,
         "motifs.checksum": mset.checksum,
         "motifs.select": json.dumps(mset.select),
         "motifs.count": str(len(mset.ids)),

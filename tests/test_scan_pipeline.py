@@ -800,3 +800,19 @@ def test_record_names_starting_with_a_hash_are_named_in_a_warning_on_bed_and_fim
         warnings.simplefilter("error", CommentNameWarning)
         export(str(out), "gff3", str(tmp_path / "o.gff3"))
     assert "%23x\t" in (tmp_path / "o.gff3").read_text()
+
+
+def test_hits_provenance_names_a_motif_file_by_its_absolute_path(tmp_path, chrx_slice, monkeypatch):
+    """A motif file given by a relative path is recorded absolute in the hits files' provenance, which the
+    notebooks read the motifs back from, wherever Jupyter runs (explore_hits.ipynb failed from another folder)."""
+    import shutil
+
+    from pipeline.cli import main
+
+    shutil.copy(MOTIFS, tmp_path / "m.jaspar")
+    (tmp_path / "s.fa").write_text(f">s\n{chrx_slice[:40_000]}\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(["scan", "s.fa", "m.jaspar", "--out", "h", "--pvalue", "1e-3", "--no-progress"]) == 0
+    part = next((tmp_path / "h").rglob("part-*.parquet"))
+    md = {k.decode(): v.decode() for k, v in pq.read_schema(part).metadata.items()}
+    assert md["motifs.source"] == str(tmp_path / "m.jaspar")
