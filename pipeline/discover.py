@@ -559,6 +559,33 @@ def default_chains(settings: DiscoverSettings, T: int, device: str) -> int:
     return n if n <= 1024 else -(-n // 1024) * 1024
 
 
+class DiscoverWarning(UserWarning):
+    """Something about a discovery run its user should know; the CLI prints it as one line."""
+    one_line = True
+
+
+def _projection_cannot_separate(settings: DiscoverSettings, params) -> bool:
+    """Whether PROJECTION is left out of an ``--algorithm both`` round: Buhler & Tompa's trial count for its
+    ``k``, bucket threshold ``s`` and ``t_hat`` (the sequences expected to hold the motif) reaches the cap
+    (:data:`workers.discover.projection.MAX_TRIALS`): the planted bucket is out of reach (e.g. ``s`` over ``t_hat``:
+    random buckets that full; 20 peaks of 3 kb at width 10), and the trials would take hours.  Given ``--trials``,
+    or with ``--algorithm projection``, it runs as asked, with a warning."""
+    from workers.discover.projection import MAX_TRIALS  # noqa: PLC0415
+
+    if params.m < MAX_TRIALS or settings.trials is not None:
+        return False
+    import warnings  # noqa: PLC0415
+
+    skip = settings.algorithm == "both"
+    warnings.warn(DiscoverWarning(
+        f"PROJECTION would need {MAX_TRIALS:,} trials or more here (projection size k = {params.k}, bucket threshold "
+        f"s = {params.s}, {params.t_hat} sequences expected to hold the motif): it cannot single the motif out, "
+        + ("so this round runs the Gibbs sampler alone" if skip else
+           "and its trials may take hours; give --trials or --bucket-threshold, or use --algorithm gibbs")),
+        stacklevel=4)
+    return skip
+
+
 def _plan_tasks(settings: DiscoverSettings, codes: np.ndarray, device: str, n_workers: int = 1):
     """Task list.  CPU: batches of 32 trials and 2048 chains (many small tasks keep the threads busy).  GPU:
     each kernel launch does a whole batch, so the trials and the chains are each split evenly over the
@@ -569,6 +596,9 @@ def _plan_tasks(settings: DiscoverSettings, codes: np.ndarray, device: str, n_wo
     n_workers = max(1, int(n_workers))
     if settings.algorithm in ("projection", "both"):
         params = projection_parameters(settings, codes)
+        if _projection_cannot_separate(settings, params):
+            params = None                  # --algorithm both: Gibbs alone this round (said in a warning)
+    if params is not None:
         m = params.m
         per = settings.trials_per_task or (-(-m // n_workers) if gpu else 32)
         for b, a in enumerate(range(0, m, per)):

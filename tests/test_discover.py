@@ -234,6 +234,33 @@ def test_zoops_two_motifs_mask_and_repeat(client, tmp_path):
         assert 11 <= len(m.sites) <= 14                 # ZOOPS: about the 12 planted, not all 16
 
 
+def test_projection_left_out_where_its_trial_count_reaches_the_cap(client, tmp_path):
+    """Two sequences at width 20: PROJECTION's planted bucket is out of reach (its bucket threshold exceeds the
+    sequences expected to hold the motif; Buhler & Tompa's trial count hit the 100,000 cap: 110 s here, hours on
+    20 peaks of 3 kb).  With ``--algorithm both`` the round runs the Gibbs sampler alone and says so in one
+    warning; given ``--trials`` PROJECTION runs as asked, without it."""
+    import warnings
+
+    from pipeline.discover import DiscoverWarning, projection_parameters
+
+    pi = planted_instance(20, 2, t=2, n=300, seed=5)
+    seqs = read_sequences(pi.write(tmp_path / "two.fa"))
+    st = DiscoverSettings(width=20, model="zoops", algorithm="both", seed=3, chains=512)
+    params = projection_parameters(st, seqs.codes)
+    assert params.s > params.t_hat and params.m == 100_000
+    with pytest.warns(DiscoverWarning, match=rf"^PROJECTION would need 100,000 trials or more here \(projection size "
+                                             rf"k = {params.k}, bucket threshold s = {params.s}, {params.t_hat} "
+                                             r"sequences expected to hold the motif\): .* runs the Gibbs sampler "
+                                             r"alone$"):
+        found, stats = discover(seqs, st, client)
+    assert stats["rounds"][0]["projection"] is None and found and found[0].sites
+    st = DiscoverSettings(width=20, model="zoops", algorithm="both", seed=3, chains=512, trials=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DiscoverWarning)
+        _, stats = discover(seqs, st, client)
+    assert stats["rounds"][0]["projection"]["m"] == 4
+
+
 def test_determinism_for_a_seed(client, tmp_path):
     pi = planted_instance(12, 2, t=12, n=250, seed=7)
     fa = pi.write(tmp_path / "d.fa")

@@ -25,6 +25,9 @@ from workers.discover.windows import Windows
 
 #: Largest projection: a k-mer code must fit the 31 low bits of a sort key.
 MAX_K = 15
+#: PROJECTION trials at most: Buhler & Tompa's count is capped here (where it reaches the cap, the planted
+#: bucket is out of reach: pipeline.discover leaves PROJECTION out of an ``--algorithm both`` round)
+MAX_TRIALS = 100_000
 #: Keys of invalid windows sort last and never form a bucket.
 _SENTINEL = np.int64(1) << np.int64(62)
 
@@ -77,7 +80,7 @@ class ProjectionParameters:
 
 def choose_parameters(l: int, d: int, t: int, n: int, both_strands: bool = False, model: str = "oops",
                       k: int | None = None, s: int | None = None, m: int | None = None, q: float = 0.95,
-                      max_trials: int = 100_000) -> ProjectionParameters:
+                      max_trials: int = MAX_TRIALS) -> ProjectionParameters:
     """k, s and m as Buhler & Tompa derive them, where not given.
 
     ``k``: the smallest projection size with ``4^k`` above the number of windows (so random buckets stay
