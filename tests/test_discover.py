@@ -261,6 +261,22 @@ def test_projection_left_out_where_its_trial_count_reaches_the_cap(client, tmp_p
     assert stats["rounds"][0]["projection"]["m"] == 4
 
 
+def test_sequences_without_a_window_raise_no_numpy_warning(client, tmp_path):
+    """Sequences shorter than the width or all N beside real ones: the ZOOPS posterior's log(0) stays inside
+    (it printed numpy's RuntimeWarning with a source line)."""
+    import warnings
+
+    pi = planted_instance(10, 1, t=12, n=200, seed=9)
+    seqs = list(pi.sequences) + ["ACGT", "N" * 300]
+    fa = tmp_path / "edge.fa"
+    fa.write_text("".join(f">s{i}\n{x}\n" for i, x in enumerate(seqs)))
+    st = DiscoverSettings(width=10, mutations=1, model="zoops", algorithm="projection", seed=1, trials=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        found, _ = discover(read_sequences(fa), st, client)
+    assert found and all(i < 12 for i, *_ in found[0].sites)
+
+
 def test_determinism_for_a_seed(client, tmp_path):
     pi = planted_instance(12, 2, t=12, n=250, seed=7)
     fa = pi.write(tmp_path / "d.fa")

@@ -406,7 +406,8 @@ def em_sites(win: Windows, ppm: np.ndarray, bg: np.ndarray, model: str = "oops",
         return best, bscore, np.where(win.n_valid > 0, 1.0, 0.0)
     lnr = sc * np.log(2)
     mx = np.max(np.where(np.isfinite(lnr), lnr, -1e300), axis=1, keepdims=True)
-    seq = mx[:, 0] + np.log(np.exp(lnr - mx).sum(axis=1)) - np.log(np.maximum(win.n_valid, 1))
+    with np.errstate(divide="ignore"):     # a sequence without a valid window: log(0) = -inf, its post 0 below
+        seq = mx[:, 0] + np.log(np.exp(lnr - mx).sum(axis=1)) - np.log(np.maximum(win.n_valid, 1))
     g = min(max(gamma, 1e-4), 1 - 1e-4)
     a = seq + np.log(g)
     post = np.exp(a - np.logaddexp(a, np.log1p(-g)))
