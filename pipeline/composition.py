@@ -78,11 +78,10 @@ _TEST_CODE[ord("U")] = _TEST_CODE[ord("u")] = 3
 
 def read_tests(path: str) -> SequenceSet:
     """Test sequences from a FASTA file (plain or gzip): A, C, G, T (or U) only, unique names."""
-    from pipeline.fasta import cr_line_ends, sniff_fasta  # noqa: PLC0415
+    from pipeline.fasta import sniff_fasta_layout  # noqa: PLC0415
 
     p = Path(path)
-    kind = sniff_fasta(p, error=CompositionError)
-    cr = cr_line_ends(p, error=CompositionError)
+    kind, cr = sniff_fasta_layout(p, error=CompositionError)
     opener = gzip.open if kind != "plain" else open
     ids, seqs, seen = [], [], {}
     name, start_line, chunks = None, 0, []

@@ -47,15 +47,12 @@ _IS_SPACE[list(_SPACE)] = True
 
 def sniff_fasta(path: str | os.PathLike, error=FastaError) -> str:
     """Return ``'plain'``, ``'gzip'`` or ``'bgzip'``; raise ``error`` when ``path`` is not a FASTA file."""
-    return _sniff(path, error)[0]
+    return sniff_fasta_layout(path, error)[0]
 
 
-def cr_line_ends(path: str | os.PathLike, error=FastaError) -> bool:
-    """Whether ``path``'s lines end in CR alone (old Mac OS text): read as if they ended in LF."""
-    return _sniff(path, error)[1]
-
-
-def _sniff(path, error) -> tuple[str, bool]:
+def sniff_fasta_layout(path: str | os.PathLike, error=FastaError) -> tuple[str, bool]:
+    """:func:`sniff_fasta`'s kind, and whether the lines end in CR alone (old Mac OS text: read as if they ended
+    in LF), from one look at the file's start."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -160,7 +157,7 @@ class FastaReader:
     def __init__(self, path: str | os.PathLike, error=FastaError):
         self.path = Path(path)
         self.error = error
-        self.kind, self.cr = _sniff(self.path, error)
+        self.kind, self.cr = sniff_fasta_layout(self.path, error)
         self.checksum: str | None = None
         self._names: dict = {}          # name → record number (1-based)
 

@@ -88,7 +88,8 @@ class MotifSet:
         """Read ``source`` (``format`` when neither its name nor content tells it), keep the motifs ``select``
         chooses by id or name (:func:`pipeline.motifs.select_motifs`), and build their PWMs.  ``keyed``: what
         the command keys by motif id, said in a warning when matrices share one."""
-        from pipeline.motifs import motifs_checksum, pwm_from_motif, read_motifs, warn_shared_ids  # noqa: PLC0415
+        from pipeline.motifs import (motifs_checksum, pwm_from_motif, read_motifs, warn_logodds_only,  # noqa: PLC0415
+                                     warn_shared_ids)
 
         if strands not in _STRAND_ROWS:
             raise ValueError(f"strands must be one of {', '.join(_STRAND_ROWS)}, not {strands!r}")
@@ -108,8 +109,8 @@ class MotifSet:
             pwms = [pwm_from_motif(m, background, pseudocount) for m in motifs]
         else:
             raise ValueError(f"like must be None or 'fimo', not {like!r}")
+        warn_logodds_only(source, motifs)
         logodds = [m.kind == "logodds" for m in motifs]
-        _warn_logodds(source, [m.id for m, lo in zip(motifs, logodds) if lo])
         return cls(source=str(source), checksum=motifs_checksum(source), ids=[m.id for m in motifs],
                    names=[m.name for m in motifs], pwms=pwms, background=np.asarray(background, float),
                    pseudocount=float(pseudocount), strands=strands, like=like, lattices=lattices, select=select,
@@ -166,25 +167,6 @@ class MotifSet:
                 for lat in self.lattices for s in _STRAND_ROWS[self.strands]]
 
 
-class LogOddsWarning(UserWarning):
-    """Motifs given as a log-odds matrix only: scored as written.  The CLI prints it as one line."""
-    one_line = True
-
-
-def _warn_logodds(source, ids: list) -> None:
-    """Motifs without probabilities (a MEME file's ``log-odds matrix`` alone) are scored as written: MEME writes
-    ``100 * log2(p / bg)``, so their scores are not bits like the others', and neither the background nor the
-    pseudocount changes them."""
-    if ids:
-        import warnings  # noqa: PLC0415
-
-        shown = ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
-        warnings.warn(LogOddsWarning(f"{source}: {len(ids):,} motif(s) have a log-odds matrix only ({shown}): they "
-                                     "are scored as written (MEME writes 100 x log2 odds, so their scores are not in "
-                                     "bits like the others'), whatever the background and pseudocount; give their "
-                                     "letter-probability matrices to score them in bits"), stacklevel=3)
-
-
 def threshold_plan(mset: MotifSet, pvalue: float, client=None, store_later: bool = False, early=None,
                    table: bool = True):
     """``(plan, tables, kept rows, unreachable motif ids)``: the scan plan of ``mset``'s rows at their thresholds
@@ -228,20 +210,21 @@ def row_thresholds_many(mset: MotifSet, pvalues, client=None, *, method: str = "
             per = [lattice_thresholds(lat, bg, pvalues) for lat in mats]                  # [matrix][p]
             return [[t[j] for t in per] for j in range(len(pvalues))]
 
-        mats, minus = mset.lattices, [lat.reverse_complement() for lat in mset.lattices]
+        mats = mset.lattices
     else:
         def compute(mats):
             return compute_thresholds_many(mats, bg, pvalues, client=client, method=method, table=table,
                                            rel_tol=rel_tol, device=device, store_later=store_later)
 
-        mats, minus = mset.pwms, [mset.minus(i) for i in range(len(mset.pwms))]
+        mats = mset.pwms
     fwd = compute(mats) if mset.strands != "-" else None
     if mset.strands == "+":
         rev = None
     elif fwd is not None and np.allclose(bg, bg[::-1], rtol=0, atol=1e-15):
         rev = fwd               # a strand-symmetric background: the reverse-complement matrix scores alike
     else:
-        rev = compute(minus)
+        rev = compute([lat.reverse_complement() for lat in mats] if mset.lattices is not None else
+                      [mset.minus(i) for i in range(len(mats))])
     out = []
     for j in range(len(pvalues)):
         rows = []

@@ -757,8 +757,8 @@ def test_logodds_only_motifs_are_named_in_a_warning_and_reversed_on_the_minus_st
     """A MEME motif with a log-odds matrix only is scored as written (MEME's 100 x log2 odds): one warning names it
     (its scores are not bits; background and pseudocount do not change it), its - strand row is the matrix reversed
     and complemented whatever the background, and the probability motif beside it gets no warning of its own."""
-    from pipeline.motifs import motif_probabilities, read_motifs
-    from pipeline.scan import LogOddsWarning, MotifSet
+    from pipeline.motifs import LogOddsWarning, motif_probabilities, read_motifs
+    from pipeline.scan import MotifSet
 
     src = DATA / "motifs" / "formats" / "logodds_only.meme"
     bg = np.array([0.1, 0.2, 0.3, 0.4])

@@ -45,9 +45,9 @@ the ``Bio.motifs`` cross-check); ``sources``: a file's bytes and text; ``model``
 :class:`MotifError`, the PPM/PWM model; ``background``: :func:`read_background`; ``writers``: MEME and JASPAR text.
 """
 from pipeline.motifs.background import read_background
-from pipeline.motifs.model import (DEFAULT_NSITES, NRDB_DNA, PROB_FLOOR, PROB_TOLERANCE, Motif, MotifError,
-                                   SharedIdWarning, duplicate_ids, minus_strand_pwm, motif_probabilities,
-                                   pwm_from_motif, reverse_complement, warn_shared_ids)
+from pipeline.motifs.model import (DEFAULT_NSITES, NRDB_DNA, PROB_FLOOR, PROB_TOLERANCE, LogOddsWarning, Motif,
+                                   MotifError, SharedIdWarning, duplicate_ids, minus_strand_pwm, motif_probabilities,
+                                   pwm_from_motif, reverse_complement, warn_logodds_only, warn_shared_ids)
 from pipeline.motifs.releases import JASPAR_COLLECTIONS
 from pipeline.motifs.selectors import select_motifs
 from pipeline.motifs.sniff import FORMATS, motifs_checksum, read_motifs
@@ -63,6 +63,7 @@ __all__ = [
     "PROB_FLOOR",
     "PROB_TOLERANCE",
     "duplicate_ids",
+    "LogOddsWarning",
     "SharedIdWarning",
     "format_jaspar",
     "format_meme",
@@ -70,6 +71,7 @@ __all__ = [
     "motif_probabilities",
     "motifs_checksum",
     "pwm_from_motif",
+    "warn_logodds_only",
     "warn_shared_ids",
     "read_background",
     "read_motifs",

@@ -135,6 +135,11 @@ def duplicate_ids(motifs: list[Motif]) -> dict[str, int]:
     return {k: v for k, v in Counter(m.id for m in motifs).items() if v > 1}
 
 
+def _first_few(items: list, n: int = 5) -> str:
+    """``items`` as text for a warning: the first ``n``, then an ellipsis."""
+    return ", ".join(items[:n]) + (" …" if len(items) > n else "")
+
+
 def warn_shared_ids(source, motifs: list[Motif], keyed: str, stacklevel: int = 3) -> None:
     """One :class:`SharedIdWarning` when matrices of ``source`` share an id (HOMER files name motifs by their
     consensus); ``keyed`` says what the command's results key by id, and so what the shared ids merge."""
@@ -142,9 +147,29 @@ def warn_shared_ids(source, motifs: list[Motif], keyed: str, stacklevel: int = 3
     if dups:
         import warnings  # noqa: PLC0415
 
-        shown = ", ".join(f"{k} ×{v}" for k, v in list(dups.items())[:5]) + (" …" if len(dups) > 5 else "")
+        shown = _first_few([f"{k} ×{v}" for k, v in dups.items()])
         warnings.warn(SharedIdWarning(f"{source}: {len(dups):,} motif id(s) name more than one matrix ({shown}); "
                                       f"{keyed}; give them distinct ids to tell them apart"), stacklevel=stacklevel)
+
+
+class LogOddsWarning(UserWarning):
+    """Motifs given as a log-odds matrix only: scored as written.  The CLI prints it as one line."""
+    one_line = True
+
+
+def warn_logodds_only(source, motifs: list[Motif], stacklevel: int = 3) -> None:
+    """One :class:`LogOddsWarning` when motifs of ``source`` have no probabilities (a MEME file's ``log-odds
+    matrix`` alone): they are scored as written, and MEME writes ``100 * log2(p / bg)`` (:func:`pwm_from_motif`),
+    so their scores are not bits like the others', and neither the background nor the pseudocount changes them."""
+    ids = [m.id for m in motifs if m.kind == "logodds"]
+    if ids:
+        import warnings  # noqa: PLC0415
+
+        warnings.warn(LogOddsWarning(f"{source}: {len(ids):,} motif(s) have a log-odds matrix only "
+                                     f"({_first_few(ids)}): they are scored as written (MEME writes 100 x log2 odds, "
+                                     "so their scores are not in bits like the others'), whatever the background "
+                                     "and pseudocount; give their letter-probability matrices to score them in bits"),
+                      stacklevel=stacklevel)
 
 
 def check_background(background) -> np.ndarray:
