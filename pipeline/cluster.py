@@ -128,12 +128,85 @@ def _connect(address: str, security):
 
     if address.startswith("tls://") and security is None:
         raise ClusterError(f"the scheduler at {address} requires TLS: pass --tls-ca, --tls-cert and --tls-key")
+    _handshake(address, security)
     try:
         return Client(address=address, **({"security": security} if security is not None else {}))
     except (OSError, ValueError, RuntimeError) as e:   # ssl.SSLError and comm timeouts are OSErrors
-        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        hint = " (check --tls-ca/--tls-cert/--tls-key)" if security is not None else ""
-        raise ClusterError(f"cannot connect to the scheduler at {address}: {why}{hint}") from None
+        raise _cannot_connect(address, e, security) from None
+
+
+def _cannot_connect(address: str, e: BaseException, security) -> ClusterError:
+    why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    hint = " (check --tls-ca/--tls-cert/--tls-key)" if security is not None else ""
+    return ClusterError(f"cannot connect to the scheduler at {address}: {why}{hint}")
+
+
+def _handshake(address: str, security) -> None:
+    """Refuse, in one line and within ``motifgrid.cluster.handshake-timeout`` seconds, an address where no Dask
+    scheduler answers.  distributed's ``Client`` waits for the other end's handshake without a time limit (a
+    dashboard's HTTP port: no answer, ever), reads any bytes that do come as a frame (an SSH banner: an allocation
+    of exbibytes), and retries a refused connection or an unknown host until its connect timeout, saying only that
+    it timed out.  This exchanges the handshake alone, on a thread of its own (a notebook's event loop may be
+    running in this one)."""
+    import asyncio  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    limit = float(dask.config.get("motifgrid.cluster.handshake-timeout", default=10))
+    args = security.get_connection_args("client") if security is not None else {}
+    with ThreadPoolExecutor(1, thread_name_prefix="scheduler-handshake") as pool:
+        try:
+            pool.submit(asyncio.run, _probe(address, args, limit)).result()
+        except (asyncio.TimeoutError, TimeoutError):
+            raise ClusterError(f"no Dask scheduler answered at {address} within {limit:g}s (a scheduler listens on "
+                               "8786 unless told otherwise, its dashboard on 8787; "
+                               "motifgrid.cluster.handshake-timeout sets the wait)") from None
+        except (OSError, ValueError) as e:    # refused, TLS refused, a malformed address, an unknown host
+            raise _cannot_connect(address, e, security) from None
+        except Exception as e:    # noqa: BLE001 - the other end's bytes are not a Dask message (MemoryError...)
+            raise ClusterError(f"{address} answered, but not as a Dask scheduler ({type(e).__name__}); "
+                               "check the address and port (a scheduler listens on 8786 unless told otherwise)") from None
+
+
+async def _probe(address: str, args: dict, limit: float) -> None:
+    """distributed's connect and handshake to ``address`` within ``limit`` s.  Where they take over half a second, a
+    plain TCP connection tells a refusal at once (distributed retries it until its timeout); a scheduler answers
+    well within that, so it does not see (nor log) a connection closed before its handshake."""
+    import asyncio  # noqa: PLC0415
+
+    from distributed.comm import connect  # noqa: PLC0415
+
+    host = _tcp_host(address)
+    task = asyncio.ensure_future(connect(address, timeout=limit, **args))
+    done, _ = await asyncio.wait({task}, timeout=min(0.5, limit))
+    if not done and host is not None:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(*host), limit)
+            writer.close()
+        except ConnectionRefusedError:
+            task.cancel()
+            raise OSError("connection refused (nothing listens there)") from None
+        except (OSError, asyncio.TimeoutError):
+            pass
+    comm = await asyncio.wait_for(task, limit)
+    await comm.close()
+
+
+def _tcp_host(address: str):
+    """(host, port) of a ``tcp://`` or ``tls://`` address (None for other transports); OSError for a host name
+    that does not resolve here."""
+    import socket  # noqa: PLC0415
+
+    from distributed.comm.addressing import parse_address, parse_host_port  # noqa: PLC0415
+
+    scheme, loc = parse_address(address)
+    if scheme not in ("tcp", "tls"):
+        return None
+    host, port = parse_host_port(loc)
+    try:
+        socket.getaddrinfo(host, port)
+    except socket.gaierror:
+        raise OSError(f"the host name {host!r} is not known here") from None
+    return host, port
 
 
 def dashboard_link(client) -> str:

@@ -189,6 +189,9 @@ def _remove_dataset(out: str) -> None:
 #: datasets that ``--overwrite`` moved out of the way, by the absolute path of their folder: the hidden sibling
 #: holding them until the new run is under way (:func:`discard_replaced`) or has stopped before (:func:`restore_replaced`)
 _replaced: dict = {}
+#: output folders where this process wrote a new run's ``_run.json``, by absolute path, until the run is under way:
+#: the bytes written and whether the folder was there before (:func:`restore_replaced` takes such a claim back)
+_claimed: dict = {}
 
 
 def check_inputs_outside(out: str, inputs, error=RuntimeError) -> None:
@@ -224,6 +227,7 @@ def _set_aside(out: str) -> bool:
 def discard_replaced(out: str) -> None:
     """The run in ``out`` is under way: remove the dataset it replaces (on a thread the interpreter waits for at
     exit: a large dataset takes a while)."""
+    _claimed.pop(os.path.abspath(out), None)
     aside = _replaced.pop(os.path.abspath(out), None) if not storage.is_url(out) else None
     if aside is not None:
         import shutil  # noqa: PLC0415
@@ -235,9 +239,14 @@ def discard_replaced(out: str) -> None:
 
 def restore_replaced(out: str) -> None:
     """The run in ``out`` stopped before it got under way: remove what it claimed (``_run.json``, the manifest
-    folder, a FASTA's store) and put the dataset it was to replace back."""
+    folder, a FASTA's store) and put the dataset it was to replace back.  A new run's folder that holds only its
+    claim (no FASTA ingested into it) is taken back too, so that the same command runs again as it is (a scheduler
+    that could not be reached); one holding an ingested FASTA stays, for ``--resume`` to reuse."""
     aside = _replaced.pop(os.path.abspath(out), None) if not storage.is_url(out) else None
+    claim = _claimed.pop(os.path.abspath(out), None)
     if aside is None:
+        if claim is not None:
+            _take_back_claim(os.path.abspath(out), *claim)
         return
     import shutil  # noqa: PLC0415
 
@@ -247,6 +256,22 @@ def restore_replaced(out: str) -> None:
         os.rename(aside, path)
     except OSError:
         pass                    # left beside it, under its hidden name
+
+
+def _take_back_claim(path: str, run_json: bytes, existed: bool) -> None:
+    """Remove the ``_run.json`` and empty ``_manifest`` that :func:`open_run` wrote in ``path``, and the folder if
+    it made it; nothing where the folder holds anything else or another ``_run.json``."""
+    try:
+        names = set(os.listdir(path))
+        if (names != {"_run.json", "_manifest"} or os.listdir(os.path.join(path, "_manifest"))
+                or storage.read_bytes(os.path.join(path, "_run.json")) != run_json):
+            return
+        os.unlink(os.path.join(path, "_run.json"))
+        os.rmdir(os.path.join(path, "_manifest"))
+        if not existed:
+            os.rmdir(path)
+    except OSError:
+        pass
 
 
 def open_run(out: str, params: dict, resume: bool, kind: str = "scan", error=RuntimeError,
@@ -266,9 +291,13 @@ def open_run(out: str, params: dict, resume: bool, kind: str = "scan", error=Run
             raise error(f"{out}: --resume with different parameters ({', '.join(diff)}) than the run it holds")
     else:
         mdir = storage.join(out, "_manifest")
+        existed = storage.exists(out)
         try:
             storage.makedirs(mdir)
-            atomic_write_bytes(run_file, json.dumps(params, indent=1).encode())
+            data = json.dumps(params, indent=1).encode()
+            atomic_write_bytes(run_file, data)
+            if not storage.is_url(out):
+                _claimed[os.path.abspath(out)] = (data, existed)
         except OSError as e:
             if not storage.is_url(out):
                 try:

@@ -367,3 +367,55 @@ def test_quiet_client_of_a_scheduler_logs_nothing_of_distributed():
         assert dlog.level == before
         with get_client(scheduler=cl.scheduler_address) as (client, _):
             assert dlog.level == before
+
+
+def _listener(greeting: bytes | None):
+    """A TCP server on 127.0.0.1 that is no Dask scheduler: it accepts, sends ``greeting`` (None: nothing) and
+    holds the connection 20 s (a client that waits without a limit fails then with another message)."""
+    import socket
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+
+    def hold(conn):
+        if greeting is not None:
+            conn.sendall(greeting)
+        time.sleep(20)
+        conn.close()
+
+    def serve():
+        while True:
+            threading.Thread(target=hold, args=(srv.accept()[0],), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"tcp://127.0.0.1:{srv.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("greeting,msg", [
+    (None, "no Dask scheduler answered at tcp://127.0.0.1:.* within 1s"),   # a dashboard's HTTP port: silent
+    (b"SSH-2.0-OpenSSH_9.6p1 Debian-3\r\n", "answered, but not as a Dask scheduler"),   # read as a huge frame
+])
+def test_an_address_that_is_no_scheduler_is_refused_in_one_line(greeting, msg):
+    addr = _listener(greeting)
+    t = time.perf_counter()
+    with dask.config.set({"motifgrid.cluster.handshake-timeout": 1}), pytest.raises(ClusterError, match=msg):
+        with get_client(scheduler=addr, quiet=True):
+            pass
+    assert time.perf_counter() - t < 15          # not the 20 s the server holds the connection
+
+
+def test_refused_and_unknown_addresses_say_so():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]                    # bound, not listening: refused
+    with dask.config.set({"motifgrid.cluster.handshake-timeout": 1}), pytest.raises(ClusterError,
+                                                                                 match="connection refused"):
+        with get_client(scheduler=f"tcp://127.0.0.1:{port}"):
+            pass
+    s.close()
+    with pytest.raises(ClusterError, match="host name 'no-such-host.invalid' is not known"):
+        with get_client(scheduler="tcp://no-such-host.invalid:8786"):
+            pass

@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import dask.config
 import pytest
 
 from pipeline.genome import ingest
@@ -350,3 +351,26 @@ def test_disk_full(genome, cluster, reference, tmp_path, rep):
     finally:
         if mounted:
             subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_scan_whose_scheduler_cannot_be_reached_leaves_the_output_as_it_was(tmp_path, capfd, genome):
+    """No ``_run.json`` left behind by a run that never started (a plain rerun would have been told to --resume):
+    a new folder is removed, an empty one stays empty; the same command then runs on a local cluster."""
+    import socket
+
+    from pipeline.cli import main
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))                     # bound, not listening: the connection is refused
+    addr = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    given = tmp_path / "given"
+    given.mkdir()
+    for out in (tmp_path / "new", given):
+        with dask.config.set({"motifgrid.cluster.handshake-timeout": 1}):
+            assert main(["scan", genome.path, MOTIFS, "--out", str(out), "--scheduler", addr,
+                         "--no-progress"]) == 2
+        assert "connection refused" in capfd.readouterr().err
+    s.close()
+    assert not (tmp_path / "new").exists() and list(given.iterdir()) == []
+    assert main(["scan", genome.path, MOTIFS, "--out", str(given), "--no-progress"]) == 0
+    assert (given / "_summary.json").exists()
