@@ -85,7 +85,7 @@ def read_sequences(path: str | os.PathLike) -> SequenceSet:
             raise DiscoverError(f"{src}: corrupt gzip data ({e})") from None
     if b"\x00" in data[:65536]:
         raise DiscoverError(f"{src}: binary file, not FASTA")
-    names, seqs, cur, header_line = [], [], None, 0
+    names, seqs, cur, header_line, seen = [], [], None, 0, {}
     lines = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
     for ln, raw in enumerate(lines, 1):
         s = raw.strip()
@@ -97,7 +97,12 @@ def read_sequences(path: str | os.PathLike) -> SequenceSet:
             words = s[1:].split()
             if not words:
                 raise DiscoverError(f"{src} line {ln}: empty FASTA header")
-            names.append(words[0].decode("utf-8", "replace"))
+            name = words[0].decode("utf-8", "replace")
+            if name in seen:        # the sites name their sequence: two of one name could not be told apart
+                raise DiscoverError(f"{src} line {ln}: duplicate record name {name!r} (records {seen[name]:,} and "
+                                    f"{len(names) + 1:,}); give each sequence its own name")
+            seen[name] = len(names) + 1
+            names.append(name)
             cur = []
             seqs.append(cur)
             header_line = ln

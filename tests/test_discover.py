@@ -424,6 +424,8 @@ def test_bad_input_errors(tmp_path):
         "text.fa": ("hello\n", "before the first '>'"),
         "digits.fa": (">a\nACGT1ACGT\n>b\nACGTACGT\n", "character '1'"),
         "norec.fa": (">a\n>b\nACGT\n", "record 'a' has no sequence"),
+        "dup.fa": (">a\nACGTACGT\n>b\nACGTAC\n>a x\nTTGACA\n",
+                   "dup.fa line 5: duplicate record name 'a' (records 1 and 3)"),
         "one.fa": (">a\nACGTACGTACGT\n", "at least 2 sequences"),
         "mostly_n.fa": (">a\nNNNNNNNNNNNN\n>b\nACGTNNACGRNN\n>c\nACNNTTNNGGNNAANN\n",
                         "fewer than 2 sequences have a --width 4 window without N or another non-ACGT letter (1 do; 1 "
