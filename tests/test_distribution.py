@@ -90,6 +90,13 @@ class MITM:
         i = np.searchsorted(self.b.s, x - self.a.s, side="left")
         return float((self.a.p * self.b.tail[i]).sum())
 
+    def around(self, x: float) -> tuple[float, float]:
+        """The highest attained score below ``x`` and the distance from ``x`` to the nearest attained score."""
+        i = np.searchsorted(self.b.s, x - self.a.s, side="left")
+        lower = np.where(i > 0, self.a.s + self.b.s[np.maximum(i - 1, 0)], -np.inf)
+        upper = np.where(i < self.b.s.size, self.a.s + self.b.s[np.minimum(i, self.b.s.size - 1)], np.inf)
+        return float(lower.max()), float(min((x - lower).min(), (upper - x).min()))
+
 
 def word_scores(pwm: np.ndarray, words: np.ndarray) -> np.ndarray:
     s = np.zeros(words.shape[0])
@@ -320,6 +327,13 @@ def test_long_matrices_meet_in_the_middle(name, pwm):
             assert mm.pv(t.threshold - t.tie / 4) <= hi * (1 + FP)
             if t.exact_threshold:
                 assert lo == hi
+            if exact:
+                # minimal, not only certified: the lattice's bracket is resolved (workers.distribution.band), so a
+                # window whose exact p-value is just under p is a hit (FIMO users found such windows left out)
+                assert t.exact_threshold, f"{name} at {p:g}: alpha left to the lattice's bracket"
+                below, nearest = mm.around(t.threshold)
+                assert nearest > t.tie / 4, "alpha is not in a gap of the attained scores"
+                assert mm.pv(below - t.tie / 2) > p, "a lower attained score also has Pv <= p"
         # hit scores: words drawn from the motif, kept where >= alpha
         s = word_scores(pwm, motif_words(pwm, bg, 400, rng))
         s = np.unique(s[s >= t.threshold])[:40]

@@ -67,6 +67,10 @@ Threshold semantics (``pvalue_to_score``)
   between change the p-value by at most the mass of ~2W/eps cells around ``alpha``.  Words
   that score within ~1e-12 of such an ``alpha`` may fall on either side depending on the
   summation order; the bracket accounts for them.
+* *lattice, resolved* (most lattice cases): the words scoring inside the lattice's bracket
+  ``(eps*(k_u-1) + D_lo, alpha]`` are listed by meet in the middle and ``alpha`` is fixed among them as for exact
+  classes (:mod:`workers.distribution.band`; ``exact_threshold=True``, a point bracket); the tail table then starts
+  below the new ``alpha``.  Where a half of the matrix keeps too many words, the lattice's ``alpha`` stands.
 * ``reachable=False`` and ``alpha = +inf`` when even the best tie class has ``Pv > p``.
 
 ``pvalue`` reported is the upper end of the bracket: never smaller than the exact value, at
@@ -96,6 +100,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from workers.distribution import exact_numba as _nb
+from workers.distribution.band import band_threshold
 from workers.distribution.lattice import Lattice, PreparedMatrix, integer_lattice, prepare_matrix
 from workers.distribution.pvalue_table import PvalueTable
 from workers.distribution.threshold import ScoreThreshold
@@ -454,11 +459,17 @@ def _pvalue_to_score(P: PreparedMatrix, p: float, rel_tol: float, table: bool, e
     lat, G, eps, ku, alpha, lo_b, hi_b = found
     bounds = (lo_b, hi_b)
     score_error = alpha - (eps * (ku - 1) + lat.d_lo)   # thresholds <= eps*(ku-1) + d_lo have Pv > p
+    band = band_threshold(P, p, eps * (ku - 1) + lat.d_lo, alpha) if exact else None
+    if band is not None and (table and eps * (G.lo - 1) + lat.d_hi >= band[0]):
+        band = None                                  # (the lattice's cells do not reach down to it)
+    if band is not None:                            # the bracket resolved: the exact threshold
+        alpha, hi_b = band
+        bounds, score_error = (hi_b, hi_b), P.tie
     if not table:
         return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
-                              exact_threshold=False, max_score=P.max_score, tie=P.tie,
+                              exact_threshold=band is not None, max_score=P.max_score, tie=P.tie,
                               eps=eps, has_table=False, score_error=score_error)
-    return _tail_table(P, p, rel_tol, lat, G, eps, ku, alpha, bounds, score_error)
+    return _tail_table(P, p, rel_tol, lat, G, eps, ku, alpha, bounds, score_error, band is not None)
 
 
 def _first_step(P: PreparedMatrix, p: float, rel_tol: float, memo: dict) -> tuple:
@@ -531,11 +542,13 @@ def _lattice_threshold(P: PreparedMatrix, p: float, rel_tol: float, table: bool,
 
 
 def _tail_table(P: PreparedMatrix, p: float, rel_tol: float, lat: Lattice, G, eps: float, ku: int,
-                alpha: float, bounds: tuple, score_error: float) -> ScoreThreshold:
-    """The threshold with its tail table: lattice levels while the bracket (*) is tight, exact classes above."""
+                alpha: float, bounds: tuple, score_error: float, exact_alpha: bool = False) -> ScoreThreshold:
+    """The threshold with its tail table: lattice levels while the bracket (*) is tight, exact classes above.
+    ``exact_alpha``: ``alpha`` was resolved inside the lattice's bracket (:mod:`workers.distribution.band`), maybe
+    below its cell ``ku``: the table starts below it (its lookups are capped at ``bounds[1]`` from ``alpha`` up)."""
     hi_b = bounds[1]
     xs, ys, ks = [], [], []
-    c_start = max(ku - 3, G.lo)
+    c_start = max(min(ku - 3, math.floor((alpha - lat.d_hi) / eps) - 1), G.lo)
     x_first = eps * (c_start - 1) + lat.d_hi
     cl = None
     prev_sx = -math.inf
@@ -585,7 +598,7 @@ def _tail_table(P: PreparedMatrix, p: float, rel_tol: float, lat: Lattice, G, ep
     y = np.concatenate(ys)
     x0, a, b = _segments_lk(x, y, x_first, np.concatenate(ks))
     return ScoreThreshold(alpha, hi_b, bounds, True, requested_pvalue=p, rel_tol=rel_tol,
-                          exact_threshold=False, max_score=P.max_score, tie=P.tie, eps=eps,
+                          exact_threshold=exact_alpha, max_score=P.max_score, tie=P.tie, eps=eps,
                           exact_from=exact_from, seg_x0=x0, seg_a=a, seg_b=b,
                           table_top=float(x[-1]), top_zero=cl is not None, score_error=score_error)
 
