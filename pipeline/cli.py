@@ -252,7 +252,8 @@ def _args_enrich(s: argparse.ArgumentParser, cfg: dict) -> None:
     s.add_argument("--genome", metavar="STORE", help="genome store (motifgrid ingest) of BED targets or controls, "
                    "and of genomic controls")
     s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
-                   help="a site: a window with p-value at most this, either strand (each motif's exact threshold)")
+                   help="a site: a window with p-value at most this, either strand (each motif's threshold: "
+                        "its smallest score of p-value <= this, docs/formats.md)")
     s.add_argument("--shuffles", type=_posint, metavar="K", help="controls per target (shuffles or genomic "
                    "regions; default 1)")
     s.add_argument("--seed", type=_nonnegint, help="seed of the shuffles and genomic draws (default 0)")

@@ -440,13 +440,15 @@ def result_lines(job: EnrichJob, res: dict) -> list:
 
     sig = res["significant"]
     lines = [f"{res['motifs']:,} motifs: {sig['qvalue_0.05']:,} enriched at q <= 0.05, {sig['evalue_1']:,} at E <= 1"
-             + (f", in {res['clusters']:,} clusters of the best {cluster_top_of(job):,}" if res["clusters"] else "")]
+             + (f", in {res['clusters']:,} cluster(s) of the best {min(cluster_top_of(job), res['motifs']):,}"
+                if res["clusters"] else "")]
     un = res["unreachable_motifs"]
     if un:                                # as scan says it: these motifs have no sites (on that strand) at any p
         lines.append(f"{len(un):,} of {res['motifs']:,} motif(s) cannot reach the p-value ({job.settings.pvalue:g}) on "
                      "some strand and have no sites there: " + ", ".join(un[:10]) + (" …" if len(un) > 10 else ""))
     for r in res["top"]:
-        lines.append(f"  {r['rank']}. {r['motif_name']} ({r['motif_id']}): {r['pos_seqs']:,}/{r['pos_total']:,} "
+        name = r["motif_name"] if r["motif_name"] == r["motif_id"] else f"{r['motif_name']} ({r['motif_id']})"
+        lines.append(f"  {r['rank']}. {name}: {r['pos_seqs']:,}/{r['pos_total']:,} "
                      f"targets, {r['neg_seqs']:,}/{r['neg_total']:,} controls, p = {sci(r['log10_pvalue'])}, "
                      f"E = {sci(r['log10_pvalue'] + np.log10(res['motifs']))}")
     if job.report:

@@ -56,10 +56,11 @@ class Sequences:
 
 # ------------------------------------------------------------------------------------ reading
 def read_fasta(path: str, role: str) -> Sequences:
-    """Every record of a FASTA file; a byte that is no nucleotide code is an error naming the record and position."""
+    """Every record of a FASTA file; a byte that is no nucleotide code is an error naming the record and position.
+    Names must differ among the targets (their sites name them), not among the controls (SEA reads them as given)."""
     from pipeline.fasta import FastaReader  # noqa: PLC0415
 
-    reader = FastaReader(path, error=EnrichInputError)
+    reader = FastaReader(path, error=EnrichInputError, unique_names=role != "--control")
     names, starts, parts, total = [], [], [], 0
     for nm, st, codes in reader.batches():         # bytes checked: no nucleotide code is an error
         names += nm
@@ -214,6 +215,14 @@ def _genomic(targets: Sequences, copies: int, seed: int, store) -> tuple[Sequenc
                                f"{targets.names[k]!r}, {targets.lengths[k]:,} N); genomic controls are matched to "
                                "each target's GC: leave such targets out, or use --control shuffled")
     exclude = None if targets.record is None else (targets.record, targets.start, targets.end)
+    if exclude is None:
+        import warnings  # noqa: PLC0415
+
+        from pipeline.enrich_stats import EnrichWarning  # noqa: PLC0415
+
+        warnings.warn(f"{targets.source}: FASTA targets have no place in {store.path}, so genomic controls may overlap "
+                      "them (give the targets as a BED of regions of --genome to keep the controls off them)",
+                      EnrichWarning, stacklevel=3)
     try:
         ctl = sample_genomic_controls(access, targets.lengths, gc, copies=copies, exclude=exclude, seed=seed)
     except ControlError as e:

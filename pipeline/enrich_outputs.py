@@ -125,6 +125,27 @@ def cluster_top(settings) -> int:
     return int(n)
 
 
+def _clustered(motifs: list, evalue: float, client) -> np.ndarray:
+    """``cluster_motifs``' labels, its warning about few targets said in enrichment's words (its "targets" are
+    the motifs clustered here, not the sequences)."""
+    import warnings  # noqa: PLC0415
+
+    from pipeline.identify import MIN_TARGETS, FewTargetsWarning  # noqa: PLC0415
+    from pipeline.motif_clusters import cluster_motifs  # noqa: PLC0415
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", FewTargetsWarning)
+        labels = cluster_motifs(motifs, evalue=evalue, client=client, device="cpu")[0]
+    for w in seen:
+        if issubclass(w.category, FewTargetsWarning):
+            warnings.warn(f"clustering {len(motifs)} motifs: their similarity E-values take these motifs' columns as "
+                          f"the background, so with fewer than {MIN_TARGETS} motifs the clusters depend strongly on "
+                          "which motifs are given", FewTargetsWarning, stacklevel=3)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return labels
+
+
 def cluster_columns(job, ranked_ids: list, client=None):
     """``(cluster, representative, n_clusters)``: per motif (motif order) its cluster number and the cluster's
     best-ranked member's id, for the ``cluster_top`` best-ranked motifs (None for the others); clusters are
@@ -138,8 +159,6 @@ def cluster_columns(job, ranked_ids: list, client=None):
     st = job.settings
     if st.cluster is None:
         return None, None, None
-    from pipeline.motif_clusters import cluster_motifs  # noqa: PLC0415
-
     index = {m.id: i for i, m in enumerate(job.motifs)}
     idx = [index[x] for x in ranked_ids[:cluster_top(st)]]
     import dask.config  # noqa: PLC0415
@@ -150,8 +169,8 @@ def cluster_columns(job, ranked_ids: list, client=None):
     if on == "auto":
         on = "workers" if client is not None and _other_processes(client) else "here"
     where = client if on == "workers" else None
-    labels = (cluster_motifs([job.motifs[i] for i in idx], evalue=st.cluster, client=where, device="cpu")[0]
-              if len(idx) > 1 else np.zeros(len(idx), np.int64))
+    labels = (_clustered([job.motifs[i] for i in idx], st.cluster, where) if len(idx) > 1
+              else np.zeros(len(idx), np.int64))
     M = len(job.motifs)
     cluster, rep = [None] * M, [None] * M
     number: dict = {}

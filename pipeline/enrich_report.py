@@ -63,6 +63,11 @@ def sci(log10_value: float, digits: int = 2) -> str:
     return f"{m:.{digits - 1}f}e{e:+d}".replace("e+", "e")
 
 
+def _sci_value(x: float) -> str:
+    """A value in [0, 1] written as :func:`sci` writes p and E (``5.2e-6``; 1 and 0 as they are)."""
+    return "1" if x >= 1 else ("0" if x <= 0 else sci(math.log10(x)))
+
+
 def information(ppm) -> np.ndarray:
     """Letter heights of a sequence logo, ``(w, 4)`` float64 bits: each column's probabilities times its information
     content ``2 + Σ p log2 p`` (uniform background, no small-sample correction; logomaker's ``information``)."""
@@ -242,7 +247,7 @@ def html_page(rows: list[dict], probabilities: dict, title: str, params: dict) -
             f'<td class="l">{logo}</td>'
             f'<td class="l"><div class="bar" style="width:{200 * -r["log10_pvalue"] / best:.1f}px"></div></td>'
             f'<td>{sci(r["log10_pvalue"])}</td><td>{sci(r["log10_pvalue"] + log_tests)}</td>'
-            f'<td>{r["qvalue"]:.2g}</td><td>{r["odds_ratio"]:.3g}</td>'
+            f'<td>{_sci_value(r["qvalue"])}</td><td>{r["odds_ratio"]:.3g}</td>'
             f'<td class="l"><div class="pos" style="width:{100 * pos:.1f}px"></div>'
             f'<div class="neg" style="width:{100 * neg:.1f}px"></div></td>'
             f'<td>{r["pos_seqs"]}/{r["pos_total"]}</td><td>{r["neg_seqs"]}/{r["neg_total"]}</td>'

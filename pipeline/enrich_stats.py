@@ -187,7 +187,7 @@ def enrichment_table(motif_ids, motif_names, pos_seqs, pos_total, neg_seqs, neg_
         "motif_name": [motif_names[i] for i in order],
         "pos_seqs": a[order], "pos_total": n1[order], "neg_seqs": c[order], "neg_total": n2[order],
         "odds_ratio": orr[order], "pvalue": p[order], "log10_pvalue": lp[order],
-        "evalue": np.minimum(10.0 ** (lp + np.log10(max(T, 1))), float(max(T, 1)))[order], "qvalue": q[order],
+        "evalue": _evalues(p, lp, T)[order], "qvalue": q[order],
     }
     arrays = [arrow.column(cols[f.name], f.type) if f.name in cols else
               _optional(f.name, f.type, clusters if f.name == "cluster" else representatives, order, M)
@@ -213,3 +213,12 @@ def _optional(name: str, typ: pa.DataType, values, order, M: int) -> pa.Array:
         raise EnrichError(f"{name}: {values.shape[0] if values.ndim else 0} values for {M} motifs")
     taken = values[order].tolist()
     return arrow.nullable([v if v is None or pa.types.is_string(typ) else int(v) for v in taken], typ)
+
+
+def _evalues(p: np.ndarray, lp: np.ndarray, tests: int) -> np.ndarray:
+    """E = p × tests: the product where p is a normal float (p = 1 gives exactly ``tests``), from the log below
+    (an E above the float range's bottom whose p is not)."""
+    m = float(max(tests, 1))
+    tiny = p < np.finfo(np.float64).tiny
+    return np.where(tiny, np.minimum(10.0 ** (lp + np.log10(m)), m), p * m)
+

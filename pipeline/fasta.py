@@ -154,9 +154,10 @@ class FastaReader:
     lines naming the file, the record and the problem.
     """
 
-    def __init__(self, path: str | os.PathLike, error=FastaError):
+    def __init__(self, path: str | os.PathLike, error=FastaError, unique_names: bool = True):
         self.path = Path(path)
         self.error = error
+        self.unique_names = unique_names    # False: names that repeat are read as they are (enrich's controls)
         self.kind, self.cr = sniff_fasta_layout(self.path, error)
         self.checksum: str | None = None
         self._names: dict = {}          # name → record number (1-based)
@@ -208,10 +209,10 @@ class FastaReader:
         if not name:
             raise self.error(f"{self.path}: a record has an empty name (record {len(self._names) + 1}, header line "
                              f"{'>' + header[:40].decode('utf-8', 'replace')!r})")
-        if name in self._names:
+        if name in self._names and self.unique_names:
             raise self.error(f"{self.path}: duplicate record name {name!r} (records {self._names[name]:,} and "
                              f"{len(self._names) + 1:,})")
-        self._names[name] = len(self._names) + 1
+        self._names.setdefault(name, len(self._names) + 1)
         return name
 
 

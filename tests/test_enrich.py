@@ -409,6 +409,31 @@ def test_genomic_controls_match_gc_and_avoid_targets(tmp_path, client, genome):
         assert s["chrom"] == "chrX" and s["chrom_start"] == int(t[1]) + s["start"]
 
 
+def test_fasta_targets_warn_that_genomic_controls_may_overlap_them_and_control_names_may_repeat(tmp_path, client,
+                                                                                                  genome):
+    """FASTA targets have no place in the store: their genomic controls cannot be kept off them, and a warning says
+    so (12 of 2,020 overlapped in a black-box run).  A control FASTA's names may repeat (SEA reads such files): the
+    counts are those of the same controls named apart."""
+    from pipeline.enrich_stats import EnrichWarning
+
+    store, bed, seq = genome
+    targets = [ln.split("\t") for ln in Path(bed).read_text().splitlines()][:20]
+    tfa = _write_fasta(tmp_path / "t.fa", {t[3]: seq[int(t[1]):int(t[2])] for t in targets})
+    st = dict(cluster=None, top=1, select=["MA0139.2", "MA0079.5"])
+    with pytest.warns(EnrichWarning, match="FASTA targets have no place in .*genomic controls may overlap them"):
+        run_enrich(tfa, MOTIFS, str(tmp_path / "g"), client, EnrichSettings(control="genomic", genome=store.path,
+                                                                            seed=3, **st))
+    controls = _fasta_records(tmp_path / "g" / "control.fa") if (tmp_path / "g" / "control.fa").exists() else {
+        c[3]: seq[int(c[1]):int(c[2])] for c in (ln.split("\t") for ln in
+                                                  (tmp_path / "g" / "control.bed").read_text().splitlines())}
+    apart = _write_fasta(tmp_path / "apart.fa", controls)
+    same = tmp_path / "same.fa"
+    same.write_text("".join(f">ctl\n{s}\n" for s in controls.values()))
+    run_enrich(tfa, MOTIFS, str(tmp_path / "a"), client, EnrichSettings(control=apart, **st))
+    run_enrich(tfa, MOTIFS, str(tmp_path / "s"), client, EnrichSettings(control=str(same), **st))
+    assert _table(tmp_path / "s") == _table(tmp_path / "a")
+
+
 def test_repeated_bed_regions_count_once_with_a_warning(tmp_path, client, genome):
     """A BED of targets with three lines repeated (replicates' files concatenated) gives the table of the BED
     without the repeats, and one warning with their count and the first; a region overlapping another without
@@ -610,3 +635,18 @@ def test_shuffles_and_seed_with_a_control_file_are_named_in_a_warning(tmp_path):
                      "--no-progress", "--out", str(tmp_path / "c")]) == 0
     assert json.loads((tmp_path / "c" / "_run.json").read_text())["control"] == {"kind": "shuffled", "copies": 2,
                                                                                "seed": 5}
+
+
+def test_few_motifs_clustered_are_warned_about_in_enrichments_words():
+    """The clustering's "few targets" warning named the motifs "targets", which in an enrichment are the sequences
+    (a black-box user read it as "only 4 peaks"): it names the motifs clustered."""
+    from pipeline.enrich_outputs import _clustered
+    from pipeline.identify import FewTargetsWarning
+    from pipeline.motifs import read_motifs
+
+    motifs = read_motifs(MOTIFS)[:4]
+    with pytest.warns(FewTargetsWarning) as caught:
+        labels = _clustered(motifs, 1.0, None)
+    assert labels.shape == (4,)
+    text = " ".join(str(w.message) for w in caught)
+    assert "clustering 4 motifs" in text and "target motifs" not in text

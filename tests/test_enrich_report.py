@@ -44,6 +44,18 @@ def test_report_files(tmp_path):
     assert "pvalue=0.0001" in text
 
 
+def test_report_writes_q_as_p_and_e(tmp_path):
+    """q-values written as p and E are (5.2e-6, not 5.2e-06 or 0.00048 beside them)."""
+    ids = [f"M{i}" for i in range(6)]
+    t = enrichment_table(ids, ids, np.array([60, 70, 80, 90, 100, 45]), 500, np.full(6, 40), 1000, params={})
+    rng = np.random.default_rng(1)
+    write_report(t, {i: rng.dirichlet(np.ones(4), size=8) for i in ids}, tmp_path, top=6)
+    text = (tmp_path / HTML_NAME).read_text()
+    qs = [q for q in t.column("qvalue").to_pylist() if 1e-9 < q < 1e-2]
+    assert qs and all(f"<td>{sci(np.log10(q))}</td>" in text for q in qs)
+    assert not re.search(r"<td>\d\.\de-0\d</td>|<td>0\.00\d+</td>", text)
+
+
 def test_logo_heights_are_logomakers_information():
     """The logos' letter heights equal logomaker's probability → information transform."""
     import logomaker

@@ -92,6 +92,18 @@ def test_enrichment_table():
     assert '"pvalue": 0.0001' in t.schema.metadata[b"motifgrid.enrich"].decode()
 
 
+def test_evalue_is_p_times_tests_exactly_where_p_is_a_float():
+    """p = 1 gives E = the number of tests itself (it was 878.9999999999997 of 879, from the logs); a p below the
+    float range still gets its E from the log."""
+    t = enrichment_table(["a", "b", "c"], ["a", "b", "c"], np.array([0, 3, 1000]), 1000, np.array([40, 3, 0]), 1000,
+                         n_tests=879, params={}).to_pylist()
+    by = {r["motif_id"]: r for r in t}
+    assert by["a"]["pvalue"] == 1.0 and by["a"]["evalue"] == 879.0
+    assert by["b"]["evalue"] == by["b"]["pvalue"] * 879
+    assert by["c"]["pvalue"] == 0.0 and by["c"]["evalue"] == 0.0 and by["c"]["log10_pvalue"] < -300
+    assert by["c"]["log10_pvalue"] + math.log10(879) < -300       # (its E from the log: 0 here too)
+
+
 def test_enrichment_table_clusters_and_extra():
     extra = pa.table({"x": pa.array([1.0, 2.0, 3.0])})
     t = enrichment_table(["A", "B", "C"], ["a", "b", "c"], [1, 50, 9], 100, [1, 1, 1], 100,
