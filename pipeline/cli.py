@@ -1109,6 +1109,19 @@ def main(argv=None) -> int:
         return 130
 
 
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (``kill``, Slurm's ``scancel`` and time limit, a container's stop) stops a command as Ctrl-C does:
+    its one "interrupted" line, finished blocks kept for ``--resume``, temporary folders removed (a FASTA's
+    store being ingested was left behind); a second SIGTERM ends it at once."""
+    import signal  # noqa: PLC0415
+
+    def stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def entry() -> None:
     """The console script: ``main``, then a quick exit.
 
@@ -1123,6 +1136,7 @@ def entry() -> None:
     from workers.backend import set_gc_threshold, skip_numba_blas_probe  # noqa: PLC0415
 
     skip_numba_blas_probe()
+    _terminate_as_interrupt()
     try:
         set_gc_threshold()           # before the commands' imports (motifgrid.cluster.gc-threshold)
     except ValueError as e:
