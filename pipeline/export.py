@@ -69,6 +69,8 @@ def _ordered_files(hits: str):
     from pipeline.dataset import iter_manifest  # noqa: PLC0415
 
     if not storage.exists(storage.join(hits, "_run.json")):
+        if not storage.exists(hits):
+            raise ExportError(f"{hits}: no such folder (the output folder of a scan)")
         raise ExportError(f"{hits}: not a motifgrid hits dataset (no _run.json)")
     # only what ordering needs: the entries' per-row counts of many blocks would hold a lot of memory
     entries = sorted((e["block"], e["file"]) for e in iter_manifest(hits, drop_torn=True) if e.get("file"))

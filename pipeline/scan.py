@@ -407,7 +407,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
         mset = _motif_set(None, motifs, background, pseudocount, select, motif_format, like, strands)
         early = _early_thresholds(mset, pvalue, threshold_threads, table=hits)   # no hits files: no p-values
     try:
-        store, staged = _open_source(source, out, resume, overwrite)
+        store, staged = _open_source(source, out, resume, overwrite, None if mset is None else mset.max_length - 1)
         try:
             groups = _checked_groups(presence_groups, store)
             bed = None if regions is None else _read_regions(regions, store)
@@ -494,8 +494,10 @@ def _motif_set(store, motifs, background, pseudocount, select, motif_format, lik
 def _check_halo(store, mset: MotifSet, motifs, source) -> None:
     if mset.max_length - 1 > store.halo:
         longest = mset.ids[int(np.argmax([p.shape[0] for p in mset.pwms]))]
+        again = (f"motifgrid ingest {source} STORE --halo {mset.max_length - 1}, then scan STORE" if _is_fasta(source)
+                 else f"re-ingest with --halo {mset.max_length - 1} or more")
         raise ScanError(f"{source}: halo {store.halo} is shorter than the longest motif ({longest!r} of {motifs}, "
-                        f"{mset.max_length} columns) - 1; re-ingest with --halo {mset.max_length - 1} or more")
+                        f"{mset.max_length} columns) - 1; {again}")
 
 
 GENOME_IN_HITS = "_genome.zarr"      # where a scan keeps the store of a FASTA it was given
@@ -505,9 +507,11 @@ def _is_fasta(source) -> bool:
     return not storage.is_url(source) and os.path.isfile(source)
 
 
-def _open_source(source: str, out: str, resume: bool, overwrite: bool):
+def _open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int | None = None):
     """(store, staged): a genome store as given; a FASTA ingested into a temporary store beside ``out`` (moved into
-    ``out`` by :func:`_place_store` once the output is claimed), or on ``--resume`` the one ``out`` already holds."""
+    ``out`` by :func:`_place_store` once the output is claimed), or on ``--resume`` the one ``out`` already holds.
+    ``halo``: the longest motif's length - 1 where the motifs are known, for a FASTA's store to hold it (its halo is
+    the larger of it and the default)."""
     if not _is_fasta(source):
         return GenomeStore(source), None
     from pipeline.dataset import check_output  # noqa: PLC0415
@@ -533,7 +537,10 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool):
         os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".motifgrid-scan-genome-", dir=parent)
     try:
-        staged = ingest(source, os.path.join(tmp, GENOME_IN_HITS), block_size=_auto_block_size(source))
+        from pipeline.genome import DEFAULT_HALO  # noqa: PLC0415
+
+        staged = ingest(source, os.path.join(tmp, GENOME_IN_HITS), block_size=_auto_block_size(source),
+                        halo=max(DEFAULT_HALO, halo or 0))
     except BaseException:               # a bad FASTA, or Ctrl-C during the ingest: no temporary store left behind
         import shutil  # noqa: PLC0415
 

@@ -816,3 +816,25 @@ def test_hits_provenance_names_a_motif_file_by_its_absolute_path(tmp_path, chrx_
     part = next((tmp_path / "h").rglob("part-*.parquet"))
     md = {k.decode(): v.decode() for k, v in pq.read_schema(part).metadata.items()}
     assert md["motifs.source"] == str(tmp_path / "m.jaspar")
+
+
+def test_fasta_scan_ingests_with_the_halo_its_longest_motif_needs(tmp_path, chrx_slice, client):
+    """A FASTA given to ``scan`` with a motif longer than the default halo + 1 (128 columns) is ingested with the halo
+    it needs (it was refused: "re-ingest with --halo 159", an option scan does not have): the hits of a 160-column
+    matrix made from a window of the sequence are those of ingest(halo=159) + scan, the window itself among them."""
+    seq = chrx_slice[:30_000]
+    at = next(i for i in range(20_000, 29_000) if "N" not in seq[i:i + 160].upper())
+    window = seq[at:at + 160].upper()
+    rows = [" ".join("9" if b == x else "1" for b in window) for x in "ACGT"]
+    motif = tmp_path / "long.jaspar"
+    motif.write_text(">LONG1.1 long\n" + "".join(f"{x} [ {r} ]\n" for x, r in zip("ACGT", rows)))
+    fa = tmp_path / "s.fa"
+    fa.write_text(f">a\n{seq[:12_000]}\n>b\n{seq[12_000:]}\n")
+    direct = run_scan(str(fa), str(motif), str(tmp_path / "h1"), pvalue=1e-4, client=client, progress=False)
+    store = ingest(fa, tmp_path / "g.zarr", halo=159)
+    run_scan(store.path, str(motif), str(tmp_path / "h2"), pvalue=1e-4, client=client, progress=False)
+    cols = ["chrom", "start", "end", "strand", "motif_id", "score", "pvalue"]
+    a, b = (read_hits(str(tmp_path / h)).select(cols).to_pylist() for h in ("h1", "h2"))
+    key = lambda r: (str(r["chrom"]), r["start"], r["strand"])           # noqa: E731
+    assert sorted(a, key=key) == sorted(b, key=key) and direct.hits == len(a) > 0
+    assert any(r["chrom"] == "b" and r["start"] == at - 12_000 and r["strand"] == "+" for r in a)
