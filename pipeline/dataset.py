@@ -194,6 +194,61 @@ _replaced: dict = {}
 _claimed: dict = {}
 
 
+#: output folders this process writes, by real path: the open lock file of each (:func:`lock_output`)
+_locks: dict = {}
+
+
+def _lock_path(path: str) -> str | None:
+    """The lock file of the output folder at real path ``path``, in the user's cache (the folder itself may not
+    exist yet, and a file in it would be part of the dataset); None where that cache cannot be written."""
+    import hashlib  # noqa: PLC0415
+
+    root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "motifgrid", "locks")
+    try:
+        os.makedirs(root, exist_ok=True)
+    except OSError:
+        return None
+    return os.path.join(root, hashlib.sha256(path.encode()).hexdigest()[:32] + ".lock")
+
+
+def lock_output(out: str, error=RuntimeError) -> None:
+    """Refuse an output folder that another motifgrid run on this machine is writing, and hold it until
+    :func:`release_output` (or this process's end: the kernel drops the lock, ``kill -9`` included).  Two runs in one
+    folder (a second started with the first's own advice, ``--resume``) removed each other's files; the first then
+    ended with a misleading error.  ``flock`` on a file in the user's cache keyed by the folder's real path: runs on
+    other hosts of a shared file system are not seen, nor are object stores."""
+    import fcntl  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
+    if storage.is_url(out):
+        return
+    path = os.path.realpath(out)
+    lock = None if path in _locks else _lock_path(path)
+    if lock is None:
+        return
+    f = open(lock, "a+")            # noqa: SIM115 - held open while the run writes
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        who = f.read().strip() or "another process"
+        f.close()
+        raise error(f"{out}: another motifgrid run is writing it ({who}); wait for it to end, or choose another "
+                    "output") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    f.flush()
+    _locks[path] = f
+
+
+def release_output(out: str) -> None:
+    """Let other runs write ``out`` again (:func:`lock_output`)."""
+    f = _locks.pop(os.path.realpath(out), None) if not storage.is_url(out) else None
+    if f is not None:
+        f.close()
+
+
 def check_inputs_outside(out: str, inputs, error=RuntimeError) -> None:
     """Refuse, for ``--overwrite``, an input that lies inside the output folder it would remove (a scan of the
     store a FASTA scan kept in ``HITS/_genome.zarr``, into ``HITS``).  ``inputs``: local paths, or None."""
@@ -244,6 +299,7 @@ def restore_replaced(out: str) -> None:
     that could not be reached); one holding an ingested FASTA stays, for ``--resume`` to reuse."""
     aside = _replaced.pop(os.path.abspath(out), None) if not storage.is_url(out) else None
     claim = _claimed.pop(os.path.abspath(out), None)
+    release_output(out)
     if aside is None:
         if claim is not None:
             _take_back_claim(os.path.abspath(out), *claim)

@@ -36,7 +36,8 @@ import pyarrow as pa
 from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes
 from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
-from pipeline.dataset import check_inputs_outside, discard_replaced, open_run, remove_temporaries, restore_replaced
+from pipeline.dataset import (check_inputs_outside, discard_replaced, lock_output, open_run, release_output,
+                              remove_temporaries, restore_replaced)
 from pipeline.dataset import write_part
 from pipeline import arrow, storage
 from pipeline.genome import GenomeStore
@@ -405,6 +406,8 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
     mset = early = None
     if background != "genome":      # the motifs need no store: read first, their thresholds start beside the ingest
         mset = _motif_set(None, motifs, background, pseudocount, select, motif_format, like, strands)
+    lock_output(out, ScanError)     # another run writing the folder: refused before anything is claimed
+    if mset is not None:
         early = _early_thresholds(mset, pvalue, threshold_threads, table=hits)   # no hits files: no p-values
     try:
         store, staged = _open_source(source, out, resume, overwrite, None if mset is None else mset.max_length - 1)
@@ -615,6 +618,8 @@ def execute_scan(job: ScanJob, client, device: str = "cpu", progress: bool = Tru
     except BaseException as e:
         pub.failed(e)
         raise
+    finally:
+        release_output(job.out)
     return res
 
 
