@@ -421,3 +421,24 @@ def test_a_folder_another_run_is_writing_is_refused(tmp_path, capfd, genome):
         holder.wait()
     assert main(["scan", genome.path, MOTIFS, "--out", str(out), "--no-progress"]) == 0
     assert main(["scan", genome.path, MOTIFS, "--out", str(out), "--no-progress", "--overwrite"]) == 0
+
+
+def test_a_store_left_by_a_killed_fasta_scan_is_removed_by_the_next(tmp_path, chrx_slice):
+    """SIGKILL during a FASTA scan's ingest leaves its temporary store beside the output (nothing can run then);
+    the next FASTA scan there removes such stores of this host whose process is gone, and leaves a live one's."""
+    from pipeline.scan import _STAGE_PREFIX, _host_tag, plan_scan
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"{_STAGE_PREFIX}{_host_tag()}-{dead.pid}-abc123"
+    live = tmp_path / f"{_STAGE_PREFIX}{_host_tag()}-{os.getpid()}-def456"
+    other = tmp_path / f"{_STAGE_PREFIX}otherhost-{dead.pid}-ghi789"
+    for d in (stale, live, other):
+        (d / "_genome.zarr").mkdir(parents=True)
+    fa = tmp_path / "p.fa"
+    fa.write_text(f">p\n{chrx_slice[:5000]}\n")
+    job = plan_scan(str(fa), MOTIFS, str(tmp_path / "h"), pvalue=1e-3)
+    from pipeline.dataset import restore_replaced
+
+    restore_replaced(job.out)
+    assert not stale.exists() and live.exists() and other.exists()
