@@ -40,8 +40,8 @@ import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow
 from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_inputs_outside, check_output,
-                              discard_replaced, open_run, read_manifest, restore_replaced, write_manifest_entry,
-                              write_part)
+                              discard_replaced, lock_output, open_run, read_manifest, release_output, restore_replaced,
+                              write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
 from pipeline.schema import COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
 from workers.composition import CompositionPlan, Segments, compare_block, make_plan, similarity, histograms
@@ -289,7 +289,19 @@ def plan_composition(tests: str, reference: str, out: str, min_similarity: float
                      both_strands: bool = False, counts_only: bool = False, resume: bool = False,
                      block_size: int | None = None, console=None, overwrite: bool = False) -> CompositionJob:
     """Read and check every input before any cluster is started; ingest a FASTA reference.  ``overwrite``
-    replaces the composition dataset in ``out`` when the run is about to write."""
+    replaces the composition dataset in ``out`` when the run is about to write.  The folder is this run's to write
+    from here to the end of :func:`execute_composition` (:func:`pipeline.dataset.lock_output`)."""
+    lock_output(out, CompositionError)
+    try:
+        return _plan_composition(tests, reference, out, min_similarity, both_strands, counts_only, resume,
+                                 block_size, console, overwrite)
+    except BaseException:
+        release_output(out)
+        raise
+
+
+def _plan_composition(tests, reference, out, min_similarity, both_strands, counts_only, resume, block_size, console,
+                      overwrite) -> CompositionJob:
 
     from pipeline.fasta import sniff_fasta  # noqa: PLC0415
     from pipeline.genome import ingest  # noqa: PLC0415
@@ -392,6 +404,14 @@ def estimate_hits(ctx: CompositionContext, groups: list, client, n_sample: int) 
 def execute_composition(job: CompositionJob, client, device: str = "cpu", progress: bool = True,
                         command: str | None = None, console=None, max_hits: int | None = None) -> CompositionResult:
     """Estimate (unless counting only), then one task per block group on ``client``; summaries at the end."""
+    try:
+        return _execute_composition(job, client, device, progress, command, console, max_hits)
+    finally:
+        release_output(job.out)
+
+
+def _execute_composition(job: CompositionJob, client, device, progress, command, console,
+                         max_hits) -> CompositionResult:
     max_hits = int(_cfg("max-hits") if max_hits is None else max_hits)
     out = job.out
     discard_replaced(out)                       # under way, on a live cluster: what --overwrite replaces goes

@@ -400,12 +400,15 @@ def test_sigterm_stops_a_fasta_scan_as_ctrl_c_does(tmp_path, chrx_2mb):
 
 
 def test_a_folder_another_run_is_writing_is_refused(tmp_path, capfd, genome):
-    """A second run into a folder that a live run writes (started with the first's own advice, --resume, or with
-    --overwrite) is refused in one line naming the writer; once that run has ended, the same command runs.  (Both
-    used to go on: each removed the other's temporary files and the first ended with a misleading error.)"""
+    """A second scan or composition into a folder that a live run writes (a new run, --resume — the first's own
+    advice — or --overwrite) is refused in one line naming the writer; once that run has ended, the same command
+    runs.  (Both used to go on: each removed the other's temporary files and the first ended with a misleading
+    error.)"""
     from pipeline.cli import main
 
     out = tmp_path / "h"
+    tests = tmp_path / "t.fa"
+    tests.write_text(">t1\nACGTACGTACGTACGTACGT\n>t2\nAAAACCCCGGGGTTTTACGT\n")
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pipeline.dataset import lock_output\n"
                                f"lock_output({str(out)!r})\nprint('held', flush=True)\ntime.sleep(60)\n"],
                               cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True)
@@ -415,12 +418,15 @@ def test_a_folder_another_run_is_writing_is_refused(tmp_path, capfd, genome):
             assert main(["scan", genome.path, MOTIFS, "--out", str(out), "--no-progress", *extra]) == 2
             err = capfd.readouterr().err
             assert f"another motifgrid run is writing it (pid {holder.pid} on " in err and len(err.splitlines()) == 1
+        assert main(["composition", str(tests), genome.path, "--out", str(out), "--no-progress"]) == 2
+        assert f"another motifgrid run is writing it (pid {holder.pid} on " in capfd.readouterr().err
         assert not out.exists()
     finally:
         holder.kill()
         holder.wait()
     assert main(["scan", genome.path, MOTIFS, "--out", str(out), "--no-progress"]) == 0
     assert main(["scan", genome.path, MOTIFS, "--out", str(out), "--no-progress", "--overwrite"]) == 0
+    assert main(["composition", str(tests), genome.path, "--out", str(tmp_path / "c"), "--no-progress"]) == 0
 
 
 def test_a_store_left_by_a_killed_fasta_scan_is_removed_by_the_next(tmp_path, chrx_slice):
