@@ -346,6 +346,22 @@ def _register_warmup(client, device: str, gc_threshold=None) -> None:
         pass
 
 
+class _AbandonedGather(logging.Filter):
+    """Drops asyncio's "Task exception was never retrieved" for a gather that Ctrl-C abandoned (``AllExit``): a
+    traceback printed above the command's one "interrupted" line (seen in the q-value step)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (exc is not None and type(exc).__name__ == "AllExit"
+                    and str(record.msg).startswith("Task exception was never retrieved"))
+
+
+def _quiet_abandoned_gathers() -> None:
+    log = logging.getLogger("asyncio")
+    if not any(isinstance(f, _AbandonedGather) for f in log.filters):
+        log.addFilter(_AbandonedGather())
+
+
 @contextlib.contextmanager
 def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
                device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
@@ -367,6 +383,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         import distributed  # noqa: F401, PLC0415
 
         logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
+        _quiet_abandoned_gathers()
     if scheduler or scheduler_file:
         client = _connect(scheduler_address(scheduler, scheduler_file), security)
         # quiet as a local cluster's silence_logs makes it: a failed scan cancels its futures and closes the client

@@ -419,3 +419,38 @@ def test_refused_and_unknown_addresses_say_so():
     with pytest.raises(ClusterError, match="host name 'no-such-host.invalid' is not known"):
         with get_client(scheduler="tcp://no-such-host.invalid:8786"):
             pass
+
+
+def test_quiet_client_drops_only_the_abandoned_gathers_traceback():
+    """Ctrl-C during a gather (the q-value step) left asyncio's "Task exception was never retrieved ... AllExit"
+    traceback above the command's one "interrupted" line; a quiet client drops that record and no other."""
+    import asyncio
+    import gc
+    import io
+    import logging
+
+    from distributed.client import AllExit
+
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    logging.getLogger("asyncio").addHandler(handler)
+    try:
+        with get_client(n_workers=1, threads_per_worker=1, device="cpu", quiet=True, dashboard=False):
+            pass
+
+        async def main():
+            async def abandoned():
+                raise AllExit()
+
+            async def real():
+                raise ValueError("a real error")
+            tasks = [asyncio.ensure_future(abandoned()), asyncio.ensure_future(real())]
+            await asyncio.sleep(0.01)
+            del tasks
+            gc.collect()
+        asyncio.run(main())
+        gc.collect()
+    finally:
+        logging.getLogger("asyncio").removeHandler(handler)
+    text = buf.getvalue()
+    assert "a real error" in text and "AllExit" not in text, text
