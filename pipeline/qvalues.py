@@ -389,6 +389,22 @@ def _cfg_task_hits() -> int:
     return int(dask.config.get("motifgrid.qvalues.task-hits", default=20_000_000))
 
 
+#: bytes a p-value takes in a task of the reduction (read back, sorted, counted: measured ~50)
+_BYTES_PER_HIT = 50
+
+
+def _task_hits(client) -> int:
+    """``motifgrid.qvalues.task-hits``, or less where the workers' memory limits say so: two tasks per thread,
+    each within a quarter of a thread's share of its worker's limit (a node of 4 GB and 16 threads: 1.25 M hits a
+    task, not 20 M).  Workers without a limit leave the setting as it is."""
+    cap = _cfg_task_hits()
+    for w in client.scheduler_info().get("workers", {}).values():
+        limit, threads = int(w.get("memory_limit") or 0), max(1, int(w.get("nthreads") or 1))
+        if limit:
+            cap = min(cap, max(1, limit // (threads * 4 * _BYTES_PER_HIT)))
+    return cap
+
+
 #: groups of motifs a worker at most when kept pieces are reduced where they are (:func:`_spread_reduce`)
 _SPREAD_GROUPS = 8
 #: hits below which the collect is one task (0.2 s for 2.2 M hits on one core): more tasks only add overhead
@@ -462,11 +478,12 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     # two tasks per worker thread, each within [_MIN_SPLIT, task-hits] hits: collect tasks x motif groups part
     # files go through the shuffle, so they stay ~(2 threads)^2 (2 M-hit tasks made 258^2 = 66 k files for the
     # 516 M hits of a human genome at 1e-4), and no two tasks per thread hold more than 2 x task-hits p-values
-    budget = min(_cfg_task_hits(), max(_MIN_SPLIT, -(-total // (2 * threads))))
+    task_hits = _task_hits(client)
+    budget = min(task_hits, max(_MIN_SPLIT, -(-total // (2 * threads))))
     file_groups = _cuts([h for _, h in files], budget, max_items=2048)
     if spread:      # each group's rows of every piece travel as a task of their own: a few groups a worker (144
         # groups over 4 workers of 16 threads put 576 such tasks on the scheduler, 0.7 s: docs/benchmarks.md)
-        fam_groups = _cuts(hits_f, min(_cfg_task_hits(), max(budget, -(-total // (_SPREAD_GROUPS * len(kept))))))
+        fam_groups = _cuts(hits_f, min(task_hits, max(budget, -(-total // (_SPREAD_GROUPS * len(kept))))))
     else:
         fam_groups = _cuts(hits_f, budget)
     starts = np.array([g[0] for g in fam_groups], dtype=np.int64)
