@@ -519,7 +519,7 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int
         return GenomeStore(source), None
     from pipeline.dataset import check_output  # noqa: PLC0415
     from pipeline.fasta import sniff_fasta  # noqa: PLC0415
-    from pipeline.genome import file_checksum, ingest  # noqa: PLC0415
+    from pipeline.genome import DEFAULT_HALO, file_checksum, ingest  # noqa: PLC0415
 
     try:
         sniff_fasta(source, error=ScanError)
@@ -538,12 +538,9 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int
     parent = os.path.dirname(os.path.abspath(out)) if not storage.is_url(out) else None
     if parent:
         os.makedirs(parent, exist_ok=True)
-    if parent:
         _remove_stale_stores(parent)
     tmp = tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{_host_tag()}-{os.getpid()}-", dir=parent)
     try:
-        from pipeline.genome import DEFAULT_HALO  # noqa: PLC0415
-
         staged = ingest(source, os.path.join(tmp, GENOME_IN_HITS), block_size=_auto_block_size(source),
                         halo=max(DEFAULT_HALO, halo or 0))
     except BaseException:               # a bad FASTA, or Ctrl-C during the ingest: no temporary store left behind
@@ -582,12 +579,11 @@ def _remove_stale_stores(parent: str) -> None:
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
-            os.kill(int(pid), 0)            # alive (or not ours to signal): its ingest may be running
-            continue
+            os.kill(int(pid), 0)            # no error: alive, its ingest may be running
         except ProcessLookupError:
             shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
         except OSError:
-            continue
+            pass                            # alive, not ours to signal
 
 
 def _place_store(staged, out: str) -> GenomeStore:
