@@ -558,7 +558,7 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
     """:func:`cmd_scan` once its inputs are planned: the cluster (``early``'s, or one started now), the scan."""
     import contextlib  # noqa: PLC0415
 
-    from pipeline.cluster import dashboard_link, get_client  # noqa: PLC0415
+    from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.scan import execute_scan  # noqa: PLC0415
 
     small = early is None and job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
@@ -567,15 +567,27 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
         if choice is not None:
             client_kw["device"] = choice.device
             console.print(choice.line())
+    threads = early is None and job.positions <= int(dask.config.get("motifgrid.scan.threads-max-positions",
+                                                                     default=0))
     with (contextlib.nullcontext(early.get()) if early else
-          get_client(**client_kw, quiet=True, dashboard=not small)) as (client, device):
-        addr = client.scheduler.address or ""
-        follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"   # for notebooks/dashboard.ipynb
-        console.print(f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
-                      f"worker(s); dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
+          get_client(**client_kw, quiet=True, dashboard=not small, threads_only=threads)) as (client, device):
+        console.print(_cluster_line(client, device, small))
         if before_scan is not None:
             before_scan(job)
         return execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
+
+
+def _cluster_line(client, device: str, small: bool) -> str:
+    """What the scan runs on: the workers and the dashboard, or this process's threads (a small local CPU job)."""
+    from pipeline.cluster import dashboard_link  # noqa: PLC0415
+
+    if getattr(client, "threads_only", False):
+        return (f"[bold]motifgrid scan[/] on {sum(client.nthreads().values())} CPU thread(s), no cluster "
+                "(a small job; dashboard off)")
+    addr = client.scheduler.address or ""
+    follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"   # for notebooks/dashboard.ipynb
+    return (f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
+            f"worker(s); dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
 
 
 def _auto_device(job, pvalue: float):

@@ -365,17 +365,26 @@ def _quiet_abandoned_gathers() -> None:
 @contextlib.contextmanager
 def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
                device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
-               security=None, quiet: bool = False, dashboard: bool = True):
+               security=None, quiet: bool = False, dashboard: bool = True, threads_only: bool = False):
     """Yield ``(client, device)`` where device is what the workers will compute on.  ``quiet``: local clusters
     log nothing below CRITICAL, nor does tornado in this process (the caller reports failed tasks itself, in
     one line).  ``dashboard=False``: a local cluster without the Dask dashboard (bokeh's import and server
-    are most of a local cluster's start-up: ~0.4 s, for a job over in a second)."""
+    are most of a local cluster's start-up: ~0.4 s, for a job over in a second).  ``threads_only``: no cluster
+    but this process's threads (:class:`pipeline.thread_client.ThreadClient`; a small local CPU scan), where no
+    scheduler, GPU nor worker processes are asked for."""
     from workers.backend import gc_threshold_setting  # noqa: PLC0415
 
     try:
         gc = gc_threshold_setting()   # the workers' setting (the warm-up plugin applies it), checked before any start
     except ValueError as e:
         raise ClusterError(str(e)) from None
+    if threads_only and not (scheduler or scheduler_file or processes or device == "gpu"):
+        client = _thread_client(threads_per_worker or n_workers or cpu_count(), gc)
+        try:
+            yield client, "cpu"
+        finally:
+            client.close()
+        return
     if quiet:
         # a failed scan cancels its futures and closes the client while as_completed still gathers results in the
         # background; tornado would log those gathers' CommClosedError as a traceback after our one-line error.
@@ -414,6 +423,37 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     finally:
         client.close()
         cluster.close()
+
+
+def _thread_client(threads: int, gc_threshold):
+    """A :class:`~pipeline.thread_client.ThreadClient` of ``threads`` threads, this process warmed up as an
+    in-process cluster's worker would be (:func:`workers.warmup.start`, with the same settings); its memory limit
+    is the machine's, as an in-process ``LocalCluster``'s one worker reports."""
+    from pipeline.thread_client import ThreadClient  # noqa: PLC0415
+    from workers.warmup import start  # noqa: PLC0415
+
+    start("cpu", dask.config.get("motifgrid.cluster.switch-interval", default=None), gc_threshold,
+          on_for_device("motifgrid.cluster.retain-freed-memory", "cpu"),
+          bool(dask.config.get("motifgrid.cluster.warm-up", default=True)))
+    return ThreadClient(threads, machine_memory())
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process may use: the machine's, or less where a cgroup (a container, a Slurm job)
+    limits it — what ``distributed`` gives an in-process cluster's worker as its limit; 0 if unknown."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):     # (not POSIX) unknown: no limit
+        memory = 0
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                limit = f.read().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and int(limit) > 0:
+            memory = min(memory, int(limit)) if memory else int(limit)
+    return memory
 
 
 def check_local_device(device: str | None) -> None:

@@ -412,6 +412,8 @@ class TaskRun:
 
     def __init__(self, client, task, context, work: list, *, name: str, key):
         self.futures: dict = {}
+        # distributed's as_completed, or the client's own (pipeline.thread_client: no distributed imported)
+        self._as_completed = getattr(client, "as_completed", None) if getattr(client, "threads_only", False) else None
         self.t_scattered = time.perf_counter()      # when the context reached every worker (the tasks follow)
         if not work:
             return
@@ -437,12 +439,16 @@ class TaskRun:
         the tasks still running.  After the last result, the temporary files of writers killed mid-write (a
         task that ran again elsewhere) are removed from ``out``.
         """
-        from distributed import as_completed  # noqa: PLC0415
-
         if not self.futures:
             return
+        if self._as_completed is not None:
+            finished = self._as_completed(list(self.futures.values()))
+        else:
+            from distributed import as_completed  # noqa: PLC0415
+
+            finished = as_completed(list(self.futures.values()), with_results=True, raise_errors=False)
         try:
-            for fut, res in as_completed(list(self.futures.values()), with_results=True, raise_errors=False):
+            for fut, res in finished:
                 if fut.status == "error":
                     raise failure(fut.exception()) from None
                 if fut.status != "finished":     # cancelled by the scheduler: its workers all left, data lost

@@ -56,7 +56,9 @@ class ScanProgress:
         self.scan_id = uuid.uuid4().hex[:12]
         self.interval = float(dask.config.get("motifgrid.progress.interval", default=0.5)
                               if interval is None else interval)
-        self.enabled = client is not None and bool(dask.config.get("motifgrid.progress.publish", default=True))
+        # (a client of this process's threads has no scheduler: no other client could follow it)
+        self.enabled = (client is not None and not getattr(client, "threads_only", False)
+                        and bool(dask.config.get("motifgrid.progress.publish", default=True)))
         self._last = 0.0
         self._prev = None          # (time, blocks, hits, positions) at the previous publication
         now = time.time()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import time
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -183,6 +184,8 @@ def _thread_faults() -> int:
 
 def _worker_address() -> str | None:
     """The address of the Dask worker running this task (where its kept pairs are), or None outside one."""
+    if "distributed" not in sys.modules:      # this process's threads (pipeline.thread_client): not a worker
+        return None
     try:
         from distributed import get_worker  # noqa: PLC0415
 

@@ -454,3 +454,78 @@ def test_quiet_client_drops_only_the_abandoned_gathers_traceback():
         logging.getLogger("asyncio").removeHandler(handler)
     text = buf.getvalue()
     assert "a real error" in text and "AllExit" not in text, text
+
+
+def test_thread_client_runs_tasks_as_a_client_would():
+    """:class:`ThreadClient`: futures nested in a task's arguments are its inputs (a task never runs before them,
+    even on one thread), keyword arguments go to every task of ``map``, results gather nested, a failed task's
+    error is its future's, and ``as_completed`` yields each future once with its result or error."""
+    from pipeline.thread_client import ThreadClient
+
+    client = ThreadClient(1, memory_limit=2 ** 30)
+    try:
+        order = []
+
+        def step(name, delay=0.0):
+            time.sleep(delay)
+            order.append(name)
+            return name
+
+        a = client.submit(step, "a", delay=0.05)
+        b = client.submit(step, "b")
+        both = client.submit(lambda xs, d: (xs, d), [a, (b,)], {"k": a}, key="both-1")
+        assert both.key == "both-1" and both.result() == (["a", ("b",)], {"k": "a"})
+        assert order == ["a", "b"]
+        squares = client.map(lambda x, power: x ** power, [1, 2, 3], power=2)
+        assert client.gather({"s": squares}) == {"s": [1, 4, 9]}
+
+        def boom():
+            raise ValueError("bad block")
+
+        bad = client.submit(boom)
+        seen = {f.key: (f.status, r) for f, r in client.as_completed([bad, squares[0]])}
+        assert seen[squares[0].key] == ("finished", 1)
+        assert seen[bad.key][0] == "error" and isinstance(seen[bad.key][1], ValueError)
+        assert client.scatter(order) is order                  # one process: nothing copied
+        assert client.run(len, "abc") == {client.address: 3}
+        assert client.nthreads() == {client.address: 1}
+        assert client.scheduler_info()["workers"][client.address]["memory_limit"] == 2 ** 30
+    finally:
+        client.close()
+
+
+def test_thread_client_task_run_stops_at_the_first_failure():
+    """``TaskRun`` on a :class:`ThreadClient`: the first failed task raises the caller's one-line error and the tasks
+    not yet started are cancelled (they never run)."""
+    from pipeline.dataset import TaskRun
+    from pipeline.thread_client import ThreadClient
+
+    ran = []
+
+    def task(ctx, i):
+        if i == 0:
+            time.sleep(0.05)
+            raise OSError("disk full")
+        time.sleep(0.01)
+        ran.append(i)
+        return i
+
+    client = ThreadClient(1)
+    try:
+        run = TaskRun(client, task, {"ctx": 1}, [(i,) for i in range(50)], name="t", key=lambda i: i)
+        with pytest.raises(RuntimeError, match="disk full"):
+            for _ in run.results(lambda e: RuntimeError(f"a task failed: {e}")):
+                pass
+    finally:
+        client.close()
+    assert len(ran) < 10
+
+
+def test_get_client_threads_only():
+    """``threads_only``: this process's threads for a local CPU job, as many as asked for."""
+    from pipeline.thread_client import ThreadClient
+
+    with get_client(device="cpu", threads_only=True, threads_per_worker=3) as (client, device):
+        assert isinstance(client, ThreadClient) and device == "cpu"
+        assert client.nthreads() == {client.address: 3}
+        assert client.submit(sum, [1, 2]).result() == 3

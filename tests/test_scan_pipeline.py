@@ -315,7 +315,7 @@ def test_demo_runs_and_resumes(tmp_path):
     env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "COLUMNS": "300"}
     r = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300, env=env)
     assert r.returncode == 0, r.stderr
-    assert "strongest:" in r.stderr and "dashboard: off (a small job)" in r.stderr     # a 2 Mb scan: no dashboard
+    assert "strongest:" in r.stderr and "no cluster (a small job; dashboard off)" in r.stderr  # 2 Mb: threads
     assert "first run on this machine: compiling the scan and threshold kernels" in r.stderr
     assert "motifs with the most hits" in r.stderr                     # printed by the scan, once
     assert r.stderr.count("motifs with the most hits") == 1
@@ -326,6 +326,34 @@ def test_demo_runs_and_resumes(tmp_path):
     again = _cli("demo", "--dir", str(tmp_path / "demo"), "--motifs", MOTIFS, timeout=300, env=env)
     assert again.returncode == 0 and "already finished" in again.stderr
     assert "first run" not in again.stderr and "kernels loaded from numba's cache" in again.stderr, again.stderr
+
+
+def test_small_scan_runs_on_threads_as_on_a_cluster(genome, finished, tmp_path):
+    """A small local CPU scan runs on the command's own threads, no Dask cluster (``distributed`` is never imported),
+    and writes what the 2-process cluster wrote: the hits, the q-value map and the peaks x motifs table; with
+    ``threads-max-positions`` 0 the same command starts its in-process cluster again."""
+    store, _ = genome
+    out, _ = finished
+    code = ("import sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
+            "print('distributed' in sys.modules); sys.exit(rc)")
+    runs = {}
+    for limit in ("4194304", "0"):
+        h = tmp_path / f"h{limit}"
+        r = subprocess.run([sys.executable, "-c", code, "scan", store.path, MOTIFS, "--pvalue", "1e-3", "--out",
+                            str(h), "--device", "cpu", "--no-progress"], capture_output=True, text=True, cwd=ROOT,
+                           timeout=180,
+                           env=subprocess_env(DASK_MOTIFGRID__SCAN__THREADS_MAX_POSITIONS=limit,
+                                              DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="16384"))
+        assert r.returncode == 0, r.stderr
+        runs[limit] = (h, r)
+    h, r = runs["4194304"]
+    assert re.search(r"on \d+ CPU thread\(s\), no cluster", r.stderr) and r.stdout.split() == ["False"], r.stderr
+    assert json.loads((h / "_summary.json").read_text())["blocks"] > 2         # several tasks on the threads
+    assert "1 CPU worker(s)" in runs["0"][1].stderr and runs["0"][1].stdout.split() == ["True"]
+    for h, _ in runs.values():
+        assert table_rows(read_hits(str(h))) == table_rows(read_hits(str(out)))
+        for name in ("_qvalues.parquet", "_region_counts.parquet"):
+            assert pq.read_table(h / name).equals(pq.read_table(out / name)), name
 
 
 def test_existing_scheduler(genome, finished, tmp_path):
