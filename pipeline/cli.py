@@ -865,12 +865,16 @@ def _run_enrich(inputs, kw, early, small, console, a, command):
         # an in-process cluster: the scan's thresholds start on this machine's cores once the scan is planned
         planned, job = pool.submit(prepare_enrich, inputs, _threshold_threads(kw)), None
         try:
+            threads = early is None and inputs.positions() <= int(dask.config.get(
+                "motifgrid.scan.threads-max-positions", default=0))     # a small local CPU job: no cluster
             with (contextlib.nullcontext(early.get()) if early else
-                  get_client(**kw, quiet=True, dashboard=not small)) as (client, device):
+                  get_client(**kw, quiet=True, dashboard=not small, threads_only=threads)) as (client, device):
                 job = planned.result()
-                console.print(f"[bold]motifgrid enrich[/] on {len(client.scheduler_info()['workers'])} "
-                              f"{device.upper()} worker(s): {len(job.targets):,} targets, {len(job.controls):,} "
-                              f"controls ({job.control_info['kind']}), {len(job.motifs):,} motifs")
+                where = (f"{sum(client.nthreads().values())} CPU thread(s), no cluster"
+                         if getattr(client, "threads_only", False) else
+                         f"{len(client.scheduler_info()['workers'])} {device.upper()} worker(s)")
+                console.print(f"[bold]motifgrid enrich[/] on {where}: {len(job.targets):,} targets, "
+                              f"{len(job.controls):,} controls ({job.control_info['kind']}), {len(job.motifs):,} motifs")
                 res = execute_enrich(job, client, device=device, progress=not a.no_progress, command=command,
                                      console=console)
         except BaseException:

@@ -378,7 +378,8 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         gc = gc_threshold_setting()   # the workers' setting (the warm-up plugin applies it), checked before any start
     except ValueError as e:
         raise ClusterError(str(e)) from None
-    if threads_only and not (scheduler or scheduler_file or processes or device == "gpu"):
+    if threads_only and not (scheduler or scheduler_file or processes or device == "gpu"
+                             or (device in (None, "auto") and gpu_available())):
         client = _thread_client(threads_per_worker or n_workers or cpu_count(), gc)
         try:
             yield client, "cpu"

@@ -413,7 +413,7 @@ class TaskRun:
     def __init__(self, client, task, context, work: list, *, name: str, key):
         self.futures: dict = {}
         # distributed's as_completed, or the client's own (pipeline.thread_client: no distributed imported)
-        self._as_completed = getattr(client, "as_completed", None) if getattr(client, "threads_only", False) else None
+        self._as_completed = client.as_completed if getattr(client, "threads_only", False) else None
         self.t_scattered = time.perf_counter()      # when the context reached every worker (the tasks follow)
         if not work:
             return

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 import sys
+import time
 from dataclasses import dataclass, field
 
 import numpy as np

@@ -577,6 +577,20 @@ def test_cluster_on_auto_keeps_the_work_here_with_an_in_process_cluster(client):
     assert _other_processes(client) is False
 
 
+def test_small_cli_run_on_threads_equals_a_cluster_run(tmp_path, client, capfd):
+    """A small local CPU enrichment runs on the command's own threads (no cluster) and writes the table of a run
+    on the test's cluster, motif clusters included (made in this process, as for an in-process cluster)."""
+    from pipeline.cli import main
+
+    fa = _write_fasta(tmp_path / "t.fa", _ctcf(60))
+    run_enrich(fa, MOTIFS, str(tmp_path / "ref"), client, EnrichSettings(shuffles=1, seed=3, top=2))
+    assert main(["enrich", fa, "--motifs", MOTIFS, "--out", str(tmp_path / "cli"), "--device", "cpu",
+                 "--shuffles", "1", "--seed", "3", "--top", "2", "--no-progress"]) == 0
+    assert "CPU thread(s), no cluster" in capfd.readouterr().err
+    for name in ("enrichment.parquet", "sites.parquet"):
+        assert pq.read_table(tmp_path / "cli" / name).equals(pq.read_table(tmp_path / "ref" / name)), name
+
+
 def test_cli_with_worker_processes_started_beside_the_inputs(tmp_path, client, capfd, monkeypatch):
     """``--device cpu --processes``: the cluster starts beside reading the inputs (as on a GPU node) and gives the
     in-process run's table; an input that is malformed inside still ends in one line, the early cluster closed;
