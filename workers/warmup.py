@@ -20,6 +20,7 @@ import numpy as np
 from workers.backend import (cpu_count, limit_blas_threads, retain_freed_memory, set_gc_threshold, set_gpu_sync,
                              skip_numba_blas_probe)
 from workers.distribution import pvalue_to_score
+from workers.distribution.exact_numba import extend_half
 from workers.distribution.pvalue_table import PvalueTable
 from workers.scan import make_plan, scan_block
 from workers.scan.counts_numba import presence_counts, reduce_block
@@ -50,6 +51,7 @@ def warm(device: str = "cpu") -> None:
         limit_blas_threads(1)
         helper = _compile_helper()
         t = pvalue_to_score(_PWM, np.full(4, 0.25), 1e-3, table=True)    # numba: DP, classes, tail segments
+        extend_half(np.zeros(1), np.ones(1), np.zeros(2), np.ones(2), 0.0, 0.0)   # the bracket's meet in the middle
         _wait(helper)
         plan, codes, h = scan_kernels(t.threshold)
         plan.pvalues = PvalueTable.from_thresholds([t, t])         # (a GPU scan then computes each hit's p-value)

@@ -6,8 +6,8 @@ with ``a_hi - a_lo`` its score error (up to ~1e-3 bits); the words scoring in be
 reach ``p``: FIMO and MOODS users found windows with exact p-values just under ``--pvalue`` left out.
 
 Here the matrix is cut into two halves of columns.  The words of each half that can still reach ``a_lo`` with the
-other half's best score are enumerated (column by column, pruned as they go: the far tail keeps few), the right
-half's words sorted with their tail masses.  Then, exactly (up to float64 sums):
+other half's best score are enumerated (column by column from both ends, pruned as they go: the far tail keeps
+few), the smaller half's words sorted with their tail masses.  Then, exactly (up to float64 sums):
 
 * the tail mass above the bracket, ``P(S >= top)``, is one binary search per left word;
 * the words scoring in the bracket are listed pair by pair, grouped into tie classes (gaps > ``tie``), and their
@@ -21,29 +21,44 @@ from __future__ import annotations
 
 import numpy as np
 
+from workers.distribution.exact_numba import extend_half
+
 MAX_HALF = 2_000_000       # words kept per half (two float64 arrays each)
 MAX_BAND = 1_000_000       # words listed in the bracket
 
 
-def _half(pwm: np.ndarray, prob: np.ndarray, allowed: np.ndarray, cols: range, bound: float):
-    """Scores (summed in column order) and probabilities of the words of columns ``cols`` that reach ``bound``
-    with the best letters of the columns still to come; None past :data:`MAX_HALF` (or where a column's
-    extension would pass twice that before pruning)."""
-    best = np.array([pwm[j][allowed[j]].max() for j in cols])
-    rest = np.concatenate([np.cumsum(best[::-1])[::-1], [0.0]])      # best of columns i.. of the half
-    s = np.zeros(1)
-    q = np.ones(1)
-    for i, j in enumerate(cols):
-        ok = allowed[j]
+def _halves(P, bound: float):
+    """The words of two halves of the columns that reach ``bound`` with the best letters of every column not in
+    their half: ``((scores, probabilities) of columns 0..i-1, (…) of columns i..m-1)``, or None past
+    :data:`MAX_HALF` (or where a column's extension would pass twice that before pruning).
+
+    The halves grow from both ends, the one holding fewer words by a column at a time, until they meet: the cut
+    falls where their words balance, not at ``m // 2`` (JASPAR's vertebrates at 1e-4: the largest half 1.26 M words
+    at the middle column; docs/benchmarks.md, session 29).  Left words are summed in column order, right words from
+    the last column back: a word's two sums differ from a column-order sum by less than the tie width."""
+    m = P.m
+    best = np.where(P.allowed, P.pwm, -np.inf).max(axis=1)
+    prefix = np.concatenate([[0.0], np.cumsum(best)])              # best of columns 0..j-1
+    suffix = np.concatenate([np.cumsum(best[::-1])[::-1], [0.0]])  # best of columns i..m-1
+    half = [[np.zeros(1), np.ones(1)], [np.zeros(1), np.ones(1)]]
+    i, j = 0, m
+    while i < j:
+        side = 0 if half[0][0].size <= half[1][0].size else 1
+        col = i if side == 0 else j - 1
+        s, q = half[side]
+        ok = P.allowed[col]
         if s.size * int(ok.sum()) > 2 * MAX_HALF:
             return None
-        s = (s[:, None] + pwm[j][ok][None, :]).ravel()
-        q = (q[:, None] * prob[j][ok][None, :]).ravel()
-        keep = s + rest[i + 1] >= bound
-        s, q = s[keep], q[keep]
-        if s.size > MAX_HALF:
+        if side == 0:
+            i += 1
+        else:
+            j -= 1
+        half[side] = list(extend_half(s, q, np.ascontiguousarray(P.pwm[col][ok]),
+                                      np.ascontiguousarray(P.prob[col][ok]),
+                                      float(suffix[i] if side == 0 else prefix[j]), float(bound)))
+        if half[side][0].size > MAX_HALF:
             return None
-    return s, q
+    return half
 
 
 def _band(ls, lq, rs, rq, floor: float, edge: float):
@@ -92,15 +107,10 @@ def band_threshold(P, p: float, a_lo: float, a_hi: float):
     m, tie = P.m, P.tie
     if m < 2:
         return None
-    cut = m // 2
-    best = np.where(P.allowed, P.pwm, -np.inf).max(axis=1)
     floor = a_lo - 2.0 * tie                       # every word of the bracket's classes reaches it
-    halves = []
-    for cols, other in ((range(cut), best[cut:].sum()), (range(cut, m), best[:cut].sum())):
-        h = _half(P.pwm, P.prob, P.allowed, cols, floor - other - tie)
-        if h is None:
-            return None
-        halves.append(h)
+    halves = _halves(P, floor - tie)
+    if halves is None:
+        return None
     (ls, lq), (rs, rq) = sorted(halves, key=lambda h: -h[0].size)   # the smaller half sorted, the larger searched
     order = np.argsort(rs)
     rs, rq = rs[order], rq[order]

@@ -1,8 +1,8 @@
 """Numba kernels of :mod:`workers.distribution` (compiled lazily, cached on disk, no GIL).
 
-The three inner loops of the exact score distributions: the lattice dynamic programme (``dp``), the exact
-enumeration of distinct partial scores (``classes_step``) and the compression of the tail steps into
-log-linear segments (``segments``).  Each does the same float64 operations in the same order as the
+The inner loops of the exact score distributions: the lattice dynamic programme (``dp``), the exact
+enumeration of distinct partial scores (``classes_step``), the compression of the tail steps into
+log-linear segments (``segments``) and the meet in the middle's half words (``extend_half``).  Each does the same float64 operations in the same order as the
 vectorised NumPy formulation it replaced (no fused multiply-add: numba does not contract without
 ``fastmath``), so thresholds and tables are bit-identical; running without the GIL lets the threads of
 one Dask worker compute thresholds side by side.
@@ -753,3 +753,22 @@ def segments(x, y, x_first, lk, H):  # pragma: no cover - compiled
                     stack_h[sp] = nh
                     sp += 1
     return xp[out_s[:c]], out_a[:c], out_b[:c]
+
+
+@numba.njit(cache=True, nogil=True)
+def extend_half(s, q, w, pr, rest, bound):  # pragma: no cover - compiled
+    """One column more for a half of :mod:`workers.distribution.band`: every word ``(s[i], q[i])`` followed by each
+    letter ``(w[a], pr[a])``, kept where ``s[i] + w[a] + rest >= bound``, in the order (and with the float64
+    operations) of NumPy's ``(s[:, None] + w).ravel()`` masked — one pass, no temporaries."""
+    n, k = s.size, w.size
+    out_s = np.empty(n * k)
+    out_q = np.empty(n * k)
+    c = 0
+    for i in range(n):
+        for a in range(k):
+            v = s[i] + w[a]
+            if v + rest >= bound:
+                out_s[c] = v
+                out_q[c] = q[i] * pr[a]
+                c += 1
+    return out_s[:c].copy(), out_q[:c].copy()
