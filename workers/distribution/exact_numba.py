@@ -2,10 +2,10 @@
 
 The inner loops of the exact score distributions: the lattice dynamic programme (``dp``), the exact
 enumeration of distinct partial scores (``classes_step``), the compression of the tail steps into
-log-linear segments (``segments``) and the meet in the middle's half words (``extend_half``).  Each does the same float64 operations in the same order as the
-vectorised NumPy formulation it replaced (no fused multiply-add: numba does not contract without
-``fastmath``), so thresholds and tables are bit-identical; running without the GIL lets the threads of
-one Dask worker compute thresholds side by side.
+log-linear segments (``segments``) and the meet in the middle's half words (``extend_half``).  Each does
+the same float64 operations in the same order as the vectorised NumPy formulation it replaced (no fused
+multiply-add: numba does not contract without ``fastmath``), so thresholds and tables are bit-identical;
+running without the GIL lets the threads of one Dask worker compute thresholds side by side.
 """
 from __future__ import annotations
 
