@@ -567,8 +567,7 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
         if choice is not None:
             client_kw["device"] = choice.device
             console.print(choice.line())
-    threads = early is None and job.positions <= int(dask.config.get("motifgrid.scan.threads-max-positions",
-                                                                     default=0))
+    threads = small and job.positions <= int(dask.config.get("motifgrid.scan.threads-max-positions", default=0))
     with (contextlib.nullcontext(early.get()) if early else
           get_client(**client_kw, quiet=True, dashboard=not small, threads_only=threads)) as (client, device):
         console.print(_cluster_line(client, device, small))
@@ -865,7 +864,7 @@ def _run_enrich(inputs, kw, early, small, console, a, command):
         # an in-process cluster: the scan's thresholds start on this machine's cores once the scan is planned
         planned, job = pool.submit(prepare_enrich, inputs, _threshold_threads(kw)), None
         try:
-            threads = early is None and inputs.positions() <= int(dask.config.get(
+            threads = small and inputs.positions() <= int(dask.config.get(
                 "motifgrid.scan.threads-max-positions", default=0))     # a small local CPU job: no cluster
             with (contextlib.nullcontext(early.get()) if early else
                   get_client(**kw, quiet=True, dashboard=not small, threads_only=threads)) as (client, device):

@@ -2,10 +2,11 @@
 
 A local scan of a few hundred peaks computes for a fraction of a second; starting an in-process Dask cluster for it
 (importing ``distributed``, its scheduler, worker and event loop, then closing them) cost about a quarter of the
-whole command (0.2-0.3 s of 1.3 s for 300 peaks x 879 motifs on the 2-core VM; docs/benchmarks.md, issue 16).
-:func:`pipeline.cluster.get_client` yields a :class:`ThreadClient` instead for a local CPU scan of at most
-``motifgrid.scan.threads-max-positions`` positions (no ``--scheduler``, no ``--processes``).  It offers the part of
-``distributed.Client`` that the scan's steps call (``submit``, ``map``, ``gather``, ``scatter``, ``run``,
+whole command (0.2-0.3 s of 1.3 s for 300 peaks x 879 motifs on the 2-core VM; 0.5-0.7 s of the 26,454 fly
+promoters' 8-10 s; docs/benchmarks.md, issue 16).  :func:`pipeline.cluster.get_client` yields a
+:class:`ThreadClient` instead for a local CPU scan of at most ``motifgrid.scan.threads-max-positions`` positions
+without the dashboard (no ``--scheduler``, no ``--processes``).  It offers the part of ``distributed.Client`` that
+the scan's steps call (``submit``, ``map``, ``gather``, ``scatter``, ``run``,
 ``nthreads``, ``scheduler_info``) on one ``ThreadPoolExecutor``, so the same tasks run, with the same results, as
 on an in-process ``LocalCluster``: one worker, this process, all its threads.
 

@@ -330,26 +330,27 @@ def test_demo_runs_and_resumes(tmp_path):
 
 def test_small_scan_runs_on_threads_as_on_a_cluster(genome, finished, tmp_path):
     """A small local CPU scan runs on the command's own threads, no Dask cluster (``distributed`` is never imported),
-    and writes what the 2-process cluster wrote: the hits, the q-value map and the peaks x motifs table; with
-    ``threads-max-positions`` 0 the same command starts its in-process cluster again."""
+    and writes what the 2-process cluster wrote: the hits, the q-value map and the peaks x motifs table.  With
+    ``threads-max-positions`` 0 the same command starts its in-process cluster again, and a dashboard asked for
+    (``dashboard-min-positions`` 0) gets one."""
     store, _ = genome
     out, _ = finished
     code = ("import sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
             "print('distributed' in sys.modules); sys.exit(rc)")
     runs = {}
-    for limit in ("4194304", "0"):
-        h = tmp_path / f"h{limit}"
+    for name, env in (("threads", {}), ("cluster", {"DASK_MOTIFGRID__SCAN__THREADS_MAX_POSITIONS": "0"}),
+                      ("dashboard", {"DASK_MOTIFGRID__SCAN__DASHBOARD_MIN_POSITIONS": "0"})):
+        h = tmp_path / name
         r = subprocess.run([sys.executable, "-c", code, "scan", store.path, MOTIFS, "--pvalue", "1e-3", "--out",
                             str(h), "--device", "cpu", "--no-progress"], capture_output=True, text=True, cwd=ROOT,
-                           timeout=180,
-                           env=subprocess_env(DASK_MOTIFGRID__SCAN__THREADS_MAX_POSITIONS=limit,
-                                              DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="16384"))
+                           timeout=180, env=subprocess_env(DASK_MOTIFGRID__SCAN__MIN_TASK_POSITIONS="16384", **env))
         assert r.returncode == 0, r.stderr
-        runs[limit] = (h, r)
-    h, r = runs["4194304"]
+        runs[name] = (h, r)
+    h, r = runs["threads"]
     assert re.search(r"on \d+ CPU thread\(s\), no cluster", r.stderr) and r.stdout.split() == ["False"], r.stderr
     assert json.loads((h / "_summary.json").read_text())["blocks"] > 2         # several tasks on the threads
-    assert "1 CPU worker(s)" in runs["0"][1].stderr and runs["0"][1].stdout.split() == ["True"]
+    assert "1 CPU worker(s); dashboard: off" in runs["cluster"][1].stderr and runs["cluster"][1].stdout.split() == ["True"]
+    assert re.search(r"1 CPU worker\(s\); dashboard: http://127\.0\.0\.1:\d+/status", runs["dashboard"][1].stderr)
     for h, _ in runs.values():
         assert table_rows(read_hits(str(h))) == table_rows(read_hits(str(out)))
         for name in ("_qvalues.parquet", "_region_counts.parquet"):
