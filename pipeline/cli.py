@@ -694,7 +694,7 @@ def cmd_thresholds(a) -> int:
     kw = _client_kwargs(a)
     device = kw["device"]
     kw["device"] = "cpu"
-    with get_client(**kw, quiet=True) as (client, _):
+    with get_client(**kw, quiet=True, threads_only=True) as (client, _):    # a local run: this process's threads
         per_p = row_thresholds_many(mset, a.pvalue, client=client, method=a.method, table=False,
                                     rel_tol=a.rel_tol, device="gpu" if device == "gpu" else "cpu")
     _, _, strands = mset.rows()

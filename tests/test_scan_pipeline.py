@@ -289,13 +289,17 @@ def test_bad_input_one_line_exit_2(genome, tmp_path, args, msg):
 
 
 def test_thresholds_command(tmp_path):
-    """`motifgrid thresholds` writes one row per motif and strand, matching the scan's exact thresholds."""
+    """`motifgrid thresholds` writes one row per motif and strand, matching the scan's exact thresholds; a local run
+    computes them on the command's threads (``distributed`` never imported: no cluster to start)."""
     from workers.distribution import pvalue_to_score
     from pipeline.motifs import pwm_from_motif, read_motifs
 
     out = tmp_path / "thr.tsv"
-    r = _cli("thresholds", MOTIFS, "--pvalue", "1e-4", "-o", str(out))
-    assert r.returncode == 0, r.stderr
+    code = ("import sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
+            "print('distributed' in sys.modules); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code, "thresholds", MOTIFS, "--pvalue", "1e-4", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=180, env=subprocess_env())
+    assert r.returncode == 0 and r.stdout.split() == ["False"], r.stderr
     lines = out.read_text().splitlines()
     head = lines[0].split("\t")
     rows = [dict(zip(head, x.split("\t"))) for x in lines[1:]]
