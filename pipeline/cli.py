@@ -567,13 +567,26 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
         if choice is not None:
             client_kw["device"] = choice.device
             console.print(choice.line())
-    threads = small and job.positions <= int(dask.config.get("motifgrid.scan.threads-max-positions", default=0))
     with (contextlib.nullcontext(early.get()) if early else
-          get_client(**client_kw, quiet=True, dashboard=not small, threads_only=threads)) as (client, device):
+          get_client(**client_kw, quiet=True, dashboard=not small,
+                     threads_only=_on_threads(small, job.positions))) as (client, device):
         console.print(_cluster_line(client, device, small))
         if before_scan is not None:
             before_scan(job)
         return execute_scan(job, client, device=device, progress=not a.no_progress, command=command, console=console)
+
+
+def _on_threads(small: bool, positions: int) -> bool:
+    """A job without the dashboard (``small``) and of at most ``motifgrid.scan.threads-max-positions`` positions runs
+    on the command's threads where its cluster would be local CPU threads (:func:`pipeline.cluster.get_client`)."""
+    return small and positions <= int(dask.config.get("motifgrid.scan.threads-max-positions", default=0))
+
+
+def _runs_on(client, device: str) -> str:
+    """``2 CPU thread(s), no cluster`` (:class:`pipeline.thread_client.ThreadClient`) or ``4 GPU worker(s)``."""
+    if getattr(client, "threads_only", False):
+        return f"{sum(client.nthreads().values())} CPU thread(s), no cluster"
+    return f"{len(client.scheduler_info()['workers'])} {device.upper()} worker(s)"
 
 
 def _cluster_line(client, device: str, small: bool) -> str:
@@ -581,12 +594,11 @@ def _cluster_line(client, device: str, small: bool) -> str:
     from pipeline.cluster import dashboard_link  # noqa: PLC0415
 
     if getattr(client, "threads_only", False):
-        return (f"[bold]motifgrid scan[/] on {sum(client.nthreads().values())} CPU thread(s), no cluster "
-                "(a small job; dashboard off)")
+        return f"[bold]motifgrid scan[/] on {_runs_on(client, device)} (a small job; dashboard off)"
     addr = client.scheduler.address or ""
     follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"   # for notebooks/dashboard.ipynb
-    return (f"[bold]motifgrid scan[/] on {len(client.scheduler_info()['workers'])} {device.upper()} "
-            f"worker(s); dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
+    return (f"[bold]motifgrid scan[/] on {_runs_on(client, device)}; "
+            f"dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
 
 
 def _auto_device(job, pvalue: float):
@@ -864,16 +876,13 @@ def _run_enrich(inputs, kw, early, small, console, a, command):
         # an in-process cluster: the scan's thresholds start on this machine's cores once the scan is planned
         planned, job = pool.submit(prepare_enrich, inputs, _threshold_threads(kw)), None
         try:
-            threads = small and inputs.positions() <= int(dask.config.get(
-                "motifgrid.scan.threads-max-positions", default=0))     # a small local CPU job: no cluster
             with (contextlib.nullcontext(early.get()) if early else
-                  get_client(**kw, quiet=True, dashboard=not small, threads_only=threads)) as (client, device):
+                  get_client(**kw, quiet=True, dashboard=not small,
+                             threads_only=_on_threads(small, inputs.positions()))) as (client, device):
                 job = planned.result()
-                where = (f"{sum(client.nthreads().values())} CPU thread(s), no cluster"
-                         if getattr(client, "threads_only", False) else
-                         f"{len(client.scheduler_info()['workers'])} {device.upper()} worker(s)")
-                console.print(f"[bold]motifgrid enrich[/] on {where}: {len(job.targets):,} targets, "
-                              f"{len(job.controls):,} controls ({job.control_info['kind']}), {len(job.motifs):,} motifs")
+                console.print(f"[bold]motifgrid enrich[/] on {_runs_on(client, device)}: {len(job.targets):,} "
+                              f"targets, {len(job.controls):,} controls ({job.control_info['kind']}), "
+                              f"{len(job.motifs):,} motifs")
                 res = execute_enrich(job, client, device=device, progress=not a.no_progress, command=command,
                                      console=console)
         except BaseException:

@@ -336,14 +336,19 @@ def _register_warmup(client, device: str, gc_threshold=None) -> None:
     2-core VM's in-process CPU cluster it saved nothing and raised the peak memory by 7-20 %)."""
     from pipeline.warmup import WarmupPlugin  # noqa: PLC0415 - imports distributed, which the cluster has loaded
 
-    retain = on_for_device("motifgrid.cluster.retain-freed-memory", device)
     try:
-        client.register_plugin(WarmupPlugin(device, dask.config.get("motifgrid.cluster.switch-interval", default=None),
-                                            gc_threshold, retain,
-                                            bool(dask.config.get("motifgrid.cluster.warm-up", default=True)),
-                                            dask.config.get("motifgrid.cluster.gpu-sync", default=None)))
+        client.register_plugin(WarmupPlugin(*_warmup_settings(device, gc_threshold)))
     except Exception:          # noqa: BLE001 - an optimisation only: never refuse a cluster over it
         pass
+
+
+def _warmup_settings(device: str, gc_threshold=None) -> tuple:
+    """``(device, switch_interval, gc_threshold, retain_memory, load_kernels, gpu_sync)``: the arguments of
+    :func:`workers.warmup.start` (and of the plugin that calls it) from this process's configuration."""
+    return (device, dask.config.get("motifgrid.cluster.switch-interval", default=None), gc_threshold,
+            on_for_device("motifgrid.cluster.retain-freed-memory", device),
+            bool(dask.config.get("motifgrid.cluster.warm-up", default=True)),
+            dask.config.get("motifgrid.cluster.gpu-sync", default=None))
 
 
 class _AbandonedGather(logging.Filter):
@@ -378,8 +383,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         gc = gc_threshold_setting()   # the workers' setting (the warm-up plugin applies it), checked before any start
     except ValueError as e:
         raise ClusterError(str(e)) from None
-    if threads_only and not (scheduler or scheduler_file or processes or device == "gpu"
-                             or (device in (None, "auto") and gpu_available())):
+    if threads_only and not (scheduler or scheduler_file or processes or _local_gpu(device)):
         client = _thread_client(threads_per_worker or n_workers or cpu_count(), gc)
         try:
             yield client, "cpu"
@@ -433,9 +437,8 @@ def _thread_client(threads: int, gc_threshold):
     from pipeline.thread_client import ThreadClient  # noqa: PLC0415
     from workers.warmup import start  # noqa: PLC0415
 
-    start("cpu", dask.config.get("motifgrid.cluster.switch-interval", default=None), gc_threshold,
-          on_for_device("motifgrid.cluster.retain-freed-memory", "cpu"),
-          bool(dask.config.get("motifgrid.cluster.warm-up", default=True)))
+    *settings, gpu_sync = _warmup_settings("cpu", gc_threshold)
+    start(*settings, gpu_sync=gpu_sync)      # (this process is the user's: numba's BLAS probe is not skipped)
     return ThreadClient(threads, machine_memory())
 
 
@@ -455,6 +458,12 @@ def machine_memory() -> int:
         if limit.isdigit() and int(limit) > 0:
             memory = min(memory, int(limit)) if memory else int(limit)
     return memory
+
+
+def _local_gpu(device: str | None) -> bool:
+    """A local cluster for ``device`` would be GPU workers: ``"gpu"``, or auto (None) where a GPU answers (the probe
+    is cached)."""
+    return device == "gpu" or (device in (None, "auto") and gpu_available())
 
 
 def check_local_device(device: str | None) -> None:
@@ -497,8 +506,7 @@ def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dash
     dash = dask.config.get("motifgrid.cluster.dashboard-address") if dashboard else None
     worker_dash = f"{host}:0" if dashboard else None
     check_local_device(device)
-    want_gpu = device == "gpu" or (device in (None, "auto") and gpu_available())
-    if want_gpu:
+    if _local_gpu(device):
         import cupy  # noqa: PLC0415
 
         kw = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES")} if os.environ.get("CUDA_VISIBLE_DEVICES") else {}

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 
 class ThreadFuture:
     """A submitted task: ``key``, ``status`` ("pending", "finished", "error", "cancelled"), ``result()``,
-    ``exception()``, ``cancel()``, ``release()`` — as a ``distributed.Future``."""
+    ``exception()``, ``cancel()``, ``release()`` — what the scan's steps use of a ``distributed.Future``."""
 
     __slots__ = ("key", "_f")
 
@@ -40,9 +40,6 @@ class ThreadFuture:
         if not self._f.done():
             return "pending"
         return "error" if self._f.exception() is not None else "finished"
-
-    def done(self) -> bool:
-        return self._f.done()
 
     def result(self, timeout: float | None = None):
         return self._f.result(timeout)
