@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from types import SimpleNamespace
 
 
@@ -123,15 +123,15 @@ class ThreadClient:
         return {self.address: fn(*args, **kwargs)}
 
     def as_completed(self, futures: list):
-        """``(future, result or exception)`` as each finishes, as ``distributed.as_completed(futures,
-        with_results=True, raise_errors=False)`` yields them."""
+        """``(future, result or exception)`` as each finishes (a cancelled one with its ``CancelledError``), as
+        ``distributed.as_completed(futures, with_results=True, raise_errors=False)`` yields them."""
         pending = {f._f: f for f in futures}
         while pending:
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for raw in done:
                 f = pending.pop(raw)
                 if raw.cancelled():
-                    yield f, None
+                    yield f, CancelledError(f.key)
                 else:
                     exc = raw.exception()
                     yield f, exc if exc is not None else raw.result()

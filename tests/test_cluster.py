@@ -486,6 +486,13 @@ def test_thread_client_runs_tasks_as_a_client_would():
         seen = {f.key: (f.status, r) for f, r in client.as_completed([bad, squares[0]])}
         assert seen[squares[0].key] == ("finished", 1)
         assert seen[bad.key][0] == "error" and isinstance(seen[bad.key][1], ValueError)
+        from concurrent.futures import CancelledError
+
+        slow, later = client.submit(time.sleep, 0.2), client.submit(step, "never")
+        assert later.cancel() and later.status == "cancelled"
+        (f, r), = client.as_completed([later])
+        assert f is later and isinstance(r, CancelledError)        # as distributed yields a cancelled future
+        slow.result()
         assert client.scatter(order) is order                  # one process: nothing copied
         assert client.run(len, "abc") == {client.address: 3}
         assert client.nthreads() == {client.address: 1}
