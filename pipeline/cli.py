@@ -561,7 +561,9 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
     from pipeline.cluster import get_client  # noqa: PLC0415
     from pipeline.scan import execute_scan  # noqa: PLC0415
 
-    small = early is None and job.positions < int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
+    # (a scheduler of its own serves its dashboard whatever the job's size)
+    small = early is None and client_kw["scheduler"] is None and job.positions < int(
+        dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
     if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine
         choice = _auto_device(job, a.pvalue)
         if choice is not None:

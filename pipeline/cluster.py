@@ -213,6 +213,8 @@ def dashboard_link(client) -> str:
     """The dashboard URL as this machine can open it (local clusters bind it to 127.0.0.1)."""
     port = client.scheduler_info().get("services", {}).get("dashboard")
     addr = client.scheduler.address or ""
+    if not port:
+        return "none (the scheduler serves none)"
     if port and (addr.startswith("inproc://") or "127.0.0.1" in addr):
         return f"http://127.0.0.1:{port}/status"
     return client.dashboard_link
@@ -403,10 +405,13 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         # quiet as a local cluster's silence_logs makes it: a failed scan cancels its futures and closes the client
         # with gathers in flight, which distributed logs ("Couldn't gather ...", a closed comm's traceback) around
         # the caller's one-line error (seen once in tests/test_faults.py::test_disk_full)
-        dlog = logging.getLogger("distributed")
-        level = dlog.level
+        # (distributed.client has a level of its own in dask's logging config: "Couldn't gather ... rescheduling"
+        # when workers leave, which the run handles itself)
+        dlogs = [logging.getLogger(n) for n in ("distributed", "distributed.client")]
+        levels = [d.level for d in dlogs]
         if quiet:
-            dlog.setLevel(logging.CRITICAL)
+            for d in dlogs:
+                d.setLevel(logging.CRITICAL)
         try:
             wait = float(dask.config.get("motifgrid.cluster.wait-for-workers", default=120))
             try:
@@ -414,12 +419,14 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
             except TimeoutError:
                 raise ClusterError(f"no worker joined the scheduler at {scheduler or scheduler_file} "
                                    f"within {wait:g}s") from None
+            check_workers(client)
             dev = device or worker_device(client)
             _register_warmup(client, dev, gc)
             yield client, dev
         finally:
             client.close()
-            dlog.setLevel(level)
+            for d, level in zip(dlogs, levels):
+                d.setLevel(level)
         return
     with _quick_switches():
         cluster, client, dev = _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc)
@@ -428,6 +435,62 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     finally:
         client.close()
         cluster.close()
+
+
+#: what every worker of an existing scheduler needs (README, "Running on a cluster")
+WORKER_NEEDS = ("every worker needs motifgrid installed in its Python (the same version as here), and the genome "
+                "store and output folder at the same paths (a shared file system) or URLs")
+
+
+def check_workers(client) -> None:
+    """ClusterError naming the first worker that cannot import motifgrid (a scan failed with a raw
+    ``ModuleNotFoundError("No module named 'pipeline'")`` from its first task), and what workers need; a warning for
+    workers of another motifgrid version.  Asked through standard-library functions, which any worker can run."""
+    import importlib.metadata  # noqa: PLC0415
+    import importlib.util  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    for module in ("pipeline.scan", "workers.scan"):
+        for worker, spec in sorted(client.run(importlib.util.find_spec, module, on_error="return").items()):
+            if spec is None or isinstance(spec, BaseException):
+                raise ClusterError(f"worker {worker} cannot import motifgrid ({module}: "
+                                   f"{spec if spec is not None else 'not found'}): {WORKER_NEEDS}")
+    try:
+        ours = importlib.metadata.version("motifgrid")
+    except importlib.metadata.PackageNotFoundError:
+        return
+    for worker, theirs in sorted(client.run(importlib.metadata.version, "motifgrid", on_error="return").items()):
+        if isinstance(theirs, str) and theirs != ours:
+            warnings.warn(f"worker {worker} runs motifgrid {theirs}, this command {ours}: results may differ",
+                          stacklevel=2)
+
+
+class WorkerLeft(RuntimeError):
+    """A worker that tasks were placed on left the scheduler before they finished."""
+
+
+def gather_placed(client, futures: list, workers, poll: float = 1.0) -> list:
+    """``client.gather(futures)``, or :class:`WorkerLeft` as soon as one of ``workers`` (addresses the tasks were
+    placed on) has left the scheduler while they run.
+
+    distributed does not run a task placed on workers that have all left, even with ``allow_other_workers``, once
+    it has been in ``no-worker`` (every worker gone at once: a nanny restarting them, preemption): a worker joining
+    later is offered only the tasks whose restrictions name it (``bulk_schedule_unrunnable_after_adding_worker``).
+    Such a task waited forever; the caller submits the work again without a placement instead."""
+    workers = set(workers or ())
+    if not workers or getattr(client, "threads_only", False):
+        return client.gather(futures)
+    from distributed import wait  # noqa: PLC0415
+
+    while True:
+        try:
+            wait(futures, timeout=poll)
+        except TimeoutError:
+            gone = workers - set(client.scheduler_info().get("workers", {}))
+            if gone:
+                raise WorkerLeft(f"worker {sorted(gone)[0]} left the scheduler") from None
+            continue
+        return client.gather(futures)
 
 
 def _thread_client(threads: int, gc_threshold):

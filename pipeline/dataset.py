@@ -408,27 +408,71 @@ class TaskRun:
     instead of travelling with every task; task keys read ``<name>-<key(args)>-<random>`` (the task stream
     and :mod:`pipeline.bench` find a graph's tasks by the prefix).  Submitted on construction, in the order
     of ``work``.  ``len()`` is the number of tasks not yet finished.
+
+    Workers may all leave at once (a nanny restarting them, preemption, the OOM killer): the scattered context
+    leaves with them, and the scheduler cancels the tasks that needed it.  Those tasks are submitted again, with the
+    context scattered again to the workers that have joined since (at most ``motifgrid.cluster.rescatters``
+    times a run; a finished task's output is on disk and is not redone).
     """
 
     def __init__(self, client, task, context, work: list, *, name: str, key):
         self.futures: dict = {}
+        self._client, self._task, self._context, self._name, self._key = client, task, context, name, key
+        self._args: dict = {}                       # task key -> (its args, the context future it was given)
+        self.rescattered = 0
         # distributed's as_completed, or the client's own (pipeline.thread_client: no distributed imported)
         self._as_completed = client.as_completed if getattr(client, "threads_only", False) else None
         self.t_scattered = time.perf_counter()      # when the context reached every worker (the tasks follow)
         if not work:
             return
+        self._ctx = self._scatter()
+        self.t_scattered = time.perf_counter()
+        for args in work:
+            self._submit(args)
+
+    def _scatter(self):
         # straight to the workers where this process started them (a local cluster: no firewall between): through
         # the scheduler, which shares this process's event loop, each copy is received and sent again (a 40 MB
         # context to 4 worker processes on the VM: 0.27-0.68 s, direct 0.21-0.23 s; docs/benchmarks.md)
+        client = self._client
         direct = True if getattr(client, "cluster", None) is not None else None
-        ctx = client.scatter(context, broadcast=True, hash=False, direct=direct)
-        self.t_scattered = time.perf_counter()
-        for args in work:
-            f = client.submit(task, ctx, *args, pure=False, key=f"{name}-{key(*args)}-{uuid.uuid4().hex[:6]}")
-            self.futures[f.key] = f
+        return client.scatter(self._context, broadcast=True, hash=False, direct=direct)
+
+    def _submit(self, args):
+        f = self._client.submit(self._task, self._ctx, *args, pure=False,
+                                key=f"{self._name}-{self._key(*args)}-{uuid.uuid4().hex[:6]}")
+        self.futures[f.key] = f
+        self._args[f.key] = (args, self._ctx)
+        return f
 
     def __len__(self) -> int:
         return len(self.futures)
+
+    def _again(self, fut):
+        """``fut``'s task submitted again when it was cancelled because its context was lost (scattered again, once
+        for all such tasks), or None: cancelled for another reason, the client has lost its scheduler, or the run
+        has scattered its context too often."""
+        import dask.config  # noqa: PLC0415
+
+        client = self._client
+        if self._as_completed is not None or getattr(client, "status", "running") != "running":
+            return None
+        args, given = self._args[fut.key]
+        if given.status == "finished":              # its context is there: cancelled on purpose
+            return None
+        if given is self._ctx:                      # lost with the workers that held it: scattered again
+            if self.rescattered >= int(dask.config.get("motifgrid.cluster.rescatters", default=3)):
+                return None
+            wait = float(dask.config.get("motifgrid.cluster.wait-for-workers", default=120))
+            try:
+                client.wait_for_workers(1, timeout=wait)
+            except TimeoutError:
+                return None
+            self._ctx = self._scatter()
+            self.rescattered += 1
+        self.futures.pop(fut.key)
+        del self._args[fut.key]
+        return self._submit(args)
 
     def results(self, failure, out: str | None = None):
         """Each task's result, as the tasks finish.
@@ -451,12 +495,17 @@ class TaskRun:
             for fut, res in finished:
                 if fut.status == "error":
                     raise failure(fut.exception()) from None
-                # cancelled by the scheduler (its workers all left, data lost): a cancellation, not a result.  A
-                # result that came back counts though its future's status may no longer say "finished" (its worker
-                # killed since: "lost", the scheduler recomputing it; test_faults saw the run fail on such a block)
+                # cancelled by the scheduler (the workers holding its context all left): submitted again where it
+                # can be, else a cancellation, not a result.  A result that came back counts though its future's
+                # status may no longer say "finished" (its worker killed since: "lost", the scheduler recomputing
+                # it; test_faults saw the run fail on such a block)
                 if isinstance(res, BaseException):
-                    raise failure(TaskCancelled(f"the cluster cancelled it (did every worker leave the "
-                                                f"scheduler?): {res}")) from None
+                    again = self._again(fut)
+                    if again is None:
+                        raise failure(TaskCancelled(self._why_cancelled(res))) from None
+                    finished.add(again)
+                    continue
+                self._args.pop(fut.key, None)
                 self.futures.pop(fut.key).release()
                 yield res
         finally:
@@ -464,3 +513,12 @@ class TaskRun:
                 f.cancel()
         if out is not None:
             remove_temporaries(out)
+
+    def _why_cancelled(self, res) -> str:
+        client = self._client
+        if getattr(client, "status", "running") != "running":
+            address = getattr(getattr(client, "scheduler", None), "address", None) or "its address"
+            return f"the connection to the scheduler at {address} was lost (did the scheduler stop?)"
+        if self.rescattered:
+            return f"every worker left {self.rescattered + 1} times during the run: {res}"
+        return f"the cluster cancelled it (did every worker leave the scheduler?): {res}"

@@ -143,8 +143,13 @@ class ScanProgress:
         self._end("finished", "")
 
     def failed(self, exc: BaseException) -> None:
+        # the scheduler may be stopping too (scancel, a time limit: SLURM signals every process of the job at once):
+        # a client that has lost it does not wait on it (set_metadata waited until SLURM's SIGKILL, and the command's
+        # one "interrupted" line was never printed)
+        if getattr(self.client, "status", "running") != "running":
+            self.enabled = False
         msg = str(exc) or type(exc).__name__
-        self._end("failed", msg.splitlines()[0] if msg else "")
+        self._end("failed", msg.splitlines()[0] if msg else "", timeout=2.0)
 
     # -------------------------------------------------------------------------------- internals
     def _add_block(self, block_id: str, hits: int, row_hits, this_run: bool) -> None:
@@ -209,24 +214,30 @@ class ScanProgress:
             return self.state["hits"]
         return self.state["hits"] - self._hits0
 
-    def _end(self, state: str, message: str) -> None:
+    def _end(self, state: str, message: str, timeout: float | None = None) -> None:
         now = time.time()
         self._top()
         self.state.update(state=state, message=message, finished=now, finished_iso=_iso(now))
-        self._publish(force=True)
+        self._publish(force=True, timeout=timeout)
 
-    def _publish(self, force: bool = False, latest: bool = False) -> None:
+    def _publish(self, force: bool = False, latest: bool = False, timeout: float | None = None) -> None:
         now = time.time()
         if not self.enabled or (not force and now - self._last < self.interval):
             return
         self._rates(now)
         self._last = now
         try:
-            self.client.set_metadata([METADATA_KEY, "scans", self.scan_id], self.state)
+            self._set([METADATA_KEY, "scans", self.scan_id], self.state, timeout)
             if latest:
-                self.client.set_metadata([METADATA_KEY, "latest"], self.scan_id)
+                self._set([METADATA_KEY, "latest"], self.scan_id, timeout)
         except Exception:          # the scheduler went away: the scan reports its own error, if any
             self.enabled = False
+
+    def _set(self, key: list, value, timeout: float | None) -> None:
+        if timeout is None:
+            self.client.set_metadata(key, value)
+        else:                      # Client.set_metadata, bounded (distributed's own call, with a callback timeout)
+            self.client.sync(self.client.scheduler.set_metadata, keys=key, value=value, callback_timeout=timeout)
 
 
 # ------------------------------------------------------------------------------------ readers

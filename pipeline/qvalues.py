@@ -290,8 +290,13 @@ def _kept_collected(client, kept: dict | None, run: str | None, files: list, sta
     futures = [client.submit(kept_collect_task, run, kept[w], starts, device, pure=False, workers=[w],
                              allow_other_workers=True, key=f"qvalues-kept-{k}-{tag}")
                for k, w in enumerate(holders)]
-    held = client.gather([client.submit(_is_piece, f, pure=False, key=f"qvalues-kept-ok-{k}-{tag}")
-                          for k, f in enumerate(futures)])
+    from pipeline.cluster import WorkerLeft, gather_placed  # noqa: PLC0415
+
+    try:
+        held = gather_placed(client, [client.submit(_is_piece, f, pure=False, key=f"qvalues-kept-ok-{k}-{tag}")
+                                      for k, f in enumerate(futures)], holders)
+    except WorkerLeft:
+        return None, "a worker that scanned has gone"
     return (list(zip(holders, futures)), None) if all(held) else (None, "a worker no longer held its pairs")
 
 
@@ -302,6 +307,8 @@ def _is_piece(result) -> bool:
 def _group_piece(result: dict, group: int) -> dict:
     """One group's rows of a collect task's result (and, for group 0, the task's seconds and rows): what a reduce
     task on another worker needs of it, so that only that group travels."""
+    if result is None:
+        raise KeptPairsLost("a worker that held kept pairs left")
     out = {group: result[group]} if group in result else {}
     if group == 0:
         out.update(seconds=result["seconds"], rows=result.get("rows", 0))
@@ -337,6 +344,8 @@ def reduce_task(group: int, collected: list, tests: np.ndarray) -> dict:
     arrays = []
     seconds: dict = {}
     rows = 0
+    if any(res is None for res in collected):     # a kept piece computed again where no pairs were kept
+        raise KeptPairsLost("a worker that held kept pairs left")
     for res in collected if group == 0 else []:
         for k, v in res["seconds"].items():
             seconds[k] = seconds.get(k, 0.0) + v
@@ -444,6 +453,10 @@ def _pieces_worker(client, hits: int) -> str | None:
     return best if best is not None and 4 * hits * _PIECE.itemsize <= limits[best] else None
 
 
+class KeptPairsLost(RuntimeError):
+    """A worker that held kept pairs left after they were checked: the reduction reads the files instead."""
+
+
 def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.ndarray, hits: np.ndarray,
                     max_qvalue: float | None = None, level: float = 0.05, device: str = "cpu",
                     kept: dict | None = None, run: str | None = None, kept_lost: str | None = None) -> dict:
@@ -454,69 +467,125 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
     workers under this run key (:mod:`workers.scan.kept_pairs`): collected there, not read from the files, when
     every file's pairs are held; ``kept_lost``: why ``kept`` is None when the scan lost them (reported).  Returns a
     small summary: hits with q <= ``max_qvalue`` (or ``level``), tasks, whether the kept pairs were used (and why
-    not: ``kept_pairs_fallback``), seconds."""
+    not: ``kept_pairs_fallback``), seconds.
+
+    Workers may leave at any moment (a nanny restarting them, preemption, the OOM killer): no task is bound to one
+    worker without a fallback (a task placed on a worker runs elsewhere when that worker has gone), and pairs kept
+    in a worker that leaves make the reduction read the files instead (:class:`KeptPairsLost`)."""
     t0 = time.perf_counter()
     ids, fam = families(motif_ids)
     tests_f = np.zeros(len(ids), np.int64)
     hits_f = np.zeros(len(ids), np.int64)
     np.add.at(tests_f, fam, np.asarray(tests, np.int64))
     np.add.at(hits_f, fam, np.asarray(hits, np.int64))
-    index = {m: f for f, m in enumerate(ids)}
-    total = sum(h for _, h in files)
-    # the collect tasks' pieces go to the reduce tasks through Dask (in memory) when there is one group of
-    # motifs, or when one worker has the memory to hold them all: then every task of the reduction runs on that
-    # worker, its reduce tasks reading the pieces where they are (writing and reading ~1,000 part files cost a
-    # genome's reduction 37 of 116 thread-s on one H100; on 2x H200, 16 threads each, the reduction took
-    # 3.8 s on one worker in memory, 7.2 s on both through files and 11.6 s on both through Dask's transfers:
-    # docs/benchmarks.md, session 8: each reduce task took every collect result whole, every group of it); otherwise
-    # through files, so that no process holds more than one group's pieces.  Pieces kept in several workers are
-    # reduced where they are instead, each worker a share of the groups (:func:`_spread_reduce`)
-    pin = _pieces_worker(client, total)
-    nthreads = client.nthreads()
-    spread = _cfg_spread() and bool(kept) and len(kept) > 1      # kept pieces in several workers: reduced there
-    threads = max(1, nthreads.get(pin, 0) if pin and not spread else sum(nthreads.values()))
-    # two tasks per worker thread, each within [_MIN_SPLIT, task-hits] hits: collect tasks x motif groups part
-    # files go through the shuffle, so they stay ~(2 threads)^2 (2 M-hit tasks made 258^2 = 66 k files for the
-    # 516 M hits of a human genome at 1e-4), and no two tasks per thread hold more than 2 x task-hits p-values
-    task_hits = _task_hits(client)
-    budget = min(task_hits, max(_MIN_SPLIT, -(-total // (2 * threads))))
-    file_groups = _cuts([h for _, h in files], budget, max_items=2048)
-    if spread:      # each group's rows of every piece travel as a task of their own: a few groups a worker (144
-        # groups over 4 workers of 16 threads put 576 such tasks on the scheduler, 0.7 s: docs/benchmarks.md)
-        fam_groups = _cuts(hits_f, min(task_hits, max(budget, -(-total // (_SPREAD_GROUPS * len(kept))))))
-    else:
-        fam_groups = _cuts(hits_f, budget)
-    starts = np.array([g[0] for g in fam_groups], dtype=np.int64)
-    tag = uuid.uuid4().hex[:6]
-    parts = storage.join(out, PARTS_DIR)
-    _rmtree(parts)                               # left by a reduction that was interrupted
-    where = parts if len(fam_groups) > 1 and pin is None else None
-    on = {"workers": [pin], "allow_other_workers": False} if pin and len(nthreads) > 1 else {}
-    held, fallback = _kept_collected(client, kept, run, files, starts, device, tag, kept_lost)
+    from pipeline.cluster import WorkerLeft  # noqa: PLC0415
+
+    r = _Reduction(client, out, files, {m: f for f, m in enumerate(ids)}, hits_f, tests_f, device, kept)
+    held, fallback = _kept_collected(client, kept, run, files, r.starts, device, r.tag, kept_lost)
     t_collected = time.perf_counter()                # the kept pairs' collect tasks have answered (if any)
-    used_kept = held is not None
-    if used_kept:
-        collected = [f for _, f in held]
-    else:
-        collected = [client.submit(collect_task, out, [files[i][0] for i in g], index, starts, where, k, device,
-                                   pure=False, key=f"qvalues-collect-{k}-{tag}", **on)
-                     for k, g in enumerate(file_groups)]
-    if used_kept and spread:
-        reduced = _spread_reduce(client, held, len(fam_groups), tests_f, tag)
-    else:
-        reduced = [client.submit(reduce_task, g, collected, tests_f, pure=False, key=f"qvalues-reduce-{g}-{tag}",
-                                 **on) for g in range(len(fam_groups))]
-    results = client.gather(reduced)
+    try:
+        results, n_tasks = r.run(held)
+    except (KeptPairsLost, WorkerLeft) as e:        # read the files again, on whichever workers there are
+        held, fallback = None, f"{e}; the files were read"
+        r.unplace()
+        results, n_tasks = r.run(None)
     t_reduced = time.perf_counter()
     steps_s: dict = {}
     piece_rows = 0
-    for r in results:
-        for k, v in r.pop("seconds").items():
+    for res in results:
+        for k, v in res.pop("seconds").items():
             steps_s[k] = steps_s.get(k, 0.0) + v
-        piece_rows += r.pop("rows", 0)
-    n_tasks = len(collected) + len(reduced)
-    del collected, reduced, held
-    _rmtree(parts)
+        piece_rows += res.pop("rows", 0)
+    table, qmap = _qvalue_table(results, ids, tests_f, max_qvalue)
+    t_table = time.perf_counter()
+    storage.write_parquet(table, storage.join(out, QVALUES_FILE))
+    t_written = time.perf_counter()
+    at = max_qvalue if max_qvalue is not None else level
+    return {"level": at, "hits_at_level": qmap.hits_at(at), "max_qvalue": max_qvalue, "steps": table.num_rows,
+            "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks, "kept_pairs": held is not None,
+            "kept_pairs_fallback": fallback,         # why kept pairs were not used (the files read instead), or None
+            "seconds": time.perf_counter() - t0, "seconds_tasks_wall": t_reduced - t0,
+            # wall-clock phases (docs/benchmarks.md): kept pairs collected, reduced, map built, map written
+            "phases": {"collected": t_collected - t0, "reduced": t_reduced - t0, "table": t_table - t0,
+                       "written": t_written - t0},
+            "task_seconds_by_step": steps_s, "piece_rows": piece_rows}
+
+
+class _Reduction:
+    """The collect and reduce tasks of one q-value reduction, planned from the run's files and the workers.
+
+    The collect tasks' pieces go to the reduce tasks through Dask (in memory) when there is one group of motifs, or
+    when one worker has the memory to hold them all: then every task of the reduction is placed on that worker
+    (``pin``), its reduce tasks reading the pieces where they are (writing and reading ~1,000 part files cost a
+    genome's reduction 37 of 116 thread-s on one H100; on 2x H200, 16 threads each, the reduction took 3.8 s on one
+    worker in memory, 7.2 s on both through files and 11.6 s on both through Dask's transfers: docs/benchmarks.md,
+    session 8); otherwise through files, so that no process holds more than one group's pieces.  Pieces kept in
+    several workers are reduced where they are instead, each worker a share of the groups (:func:`_spread_reduce`).
+    """
+
+    def __init__(self, client, out, files, index, hits_f, tests_f, device, kept):
+        self.client, self.out, self.files, self.index, self.tests_f, self.device = (client, out, files, index,
+                                                                                   tests_f, device)
+        total = sum(h for _, h in files)
+        self.pin = _pieces_worker(client, total)
+        nthreads = client.nthreads()
+        self.spread = _cfg_spread() and bool(kept) and len(kept) > 1     # kept pieces in several workers
+        threads = max(1, nthreads.get(self.pin, 0) if self.pin and not self.spread else sum(nthreads.values()))
+        # two tasks per worker thread, each within [_MIN_SPLIT, task-hits] hits: collect tasks x motif groups part
+        # files go through the shuffle, so they stay ~(2 threads)^2 (2 M-hit tasks made 258^2 = 66 k files for the
+        # 516 M hits of a human genome at 1e-4), and no two tasks per thread hold more than 2 x task-hits p-values
+        task_hits = _task_hits(client)
+        budget = min(task_hits, max(_MIN_SPLIT, -(-total // (2 * threads))))
+        self.file_groups = _cuts([h for _, h in files], budget, max_items=2048)
+        if self.spread:  # each group's rows of every piece travel as a task of their own: a few groups a worker
+            # (144 groups over 4 workers of 16 threads put 576 such tasks on the scheduler, 0.7 s: docs/benchmarks.md)
+            fam_groups = _cuts(hits_f, min(task_hits, max(budget, -(-total // (_SPREAD_GROUPS * len(kept))))))
+        else:
+            fam_groups = _cuts(hits_f, budget)
+        self.groups = len(fam_groups)
+        self.starts = np.array([g[0] for g in fam_groups], dtype=np.int64)
+        self.tag = uuid.uuid4().hex[:6]
+        self.parts = storage.join(out, PARTS_DIR)
+        # placed on the pin while it lives; elsewhere once it has left (loose: a worker lost after the last block
+        # left these tasks waiting for its address forever, issue 45)
+        self.on = ({"workers": [self.pin], "allow_other_workers": True} if self.pin and len(nthreads) > 1 else {})
+
+    def unplace(self) -> None:
+        """No task placed on any worker from now on, the pieces through files when there are several groups: the
+        worker the reduction was placed on, or one that held kept pairs, has left."""
+        self.pin, self.on, self.spread = None, {}, False
+
+    def run(self, held) -> tuple:
+        """The reduce tasks' results and the number of tasks: from the pieces ``held`` in the workers (the kept
+        pairs' collect futures), else from the files.  :class:`KeptPairsLost` when a holder left meanwhile."""
+        client, tag = self.client, self.tag
+        _rmtree(self.parts)                          # left by a reduction that was interrupted
+        if held is not None:
+            collected = [f for _, f in held]
+        else:
+            where = self.parts if self.groups > 1 and self.pin is None else None
+            tag = self.tag = uuid.uuid4().hex[:6]    # a fallback's keys are new ones
+            collected = [client.submit(collect_task, self.out, [self.files[i][0] for i in g], self.index, self.starts,
+                                       where, k, self.device, pure=False, key=f"qvalues-collect-{k}-{tag}", **self.on)
+                         for k, g in enumerate(self.file_groups)]
+        if held is not None and self.spread:
+            reduced = _spread_reduce(client, held, self.groups, self.tests_f, tag)
+        else:
+            reduced = [client.submit(reduce_task, g, collected, self.tests_f, pure=False,
+                                     key=f"qvalues-reduce-{g}-{tag}", **self.on) for g in range(self.groups)]
+        from pipeline.cluster import gather_placed  # noqa: PLC0415
+
+        placed = set(self.on.get("workers", ())) | {w for w, _ in held or ()}
+        try:
+            return gather_placed(client, reduced, placed), len(collected) + len(reduced)
+        finally:
+            for f in [*collected, *reduced]:
+                f.release()
+            _rmtree(self.parts)
+
+
+def _qvalue_table(results: list, ids: list, tests_f: np.ndarray, max_qvalue) -> tuple:
+    """The map's table (rows grouped by motif, ascending in p-value) of the reduce tasks' ``results``, and the map."""
     cat = {k: np.concatenate([r[k] for r in results]) for k in ("family", "pvalue", "qvalue", "hits")}
     order = np.lexsort((cat["pvalue"], cat["family"]))
     cat = {k: v[order] for k, v in cat.items()}
@@ -529,17 +598,6 @@ def compute_qvalues(client, out: str, files: list, motif_ids: list, tests: np.nd
                          "pvalue": cat["pvalue"].astype(np.float64), "qvalue": cat["qvalue"].astype(np.float64),
                          "hits": cat["hits"].astype(np.int64)}, schema=QVALUES_SCHEMA)
     table = table.replace_schema_metadata({_META_KEY: json.dumps(info).encode()})
-    t_table = time.perf_counter()
-    storage.write_parquet(table, storage.join(out, QVALUES_FILE))
-    t_written = time.perf_counter()
     qmap = QvalueMap.from_rows(cat["family"].astype(np.int64), ids, cat["pvalue"], cat["qvalue"], cat["hits"],
-                               info)                 # what was just written, not read back
-    at = max_qvalue if max_qvalue is not None else level
-    return {"level": at, "hits_at_level": qmap.hits_at(at), "max_qvalue": max_qvalue, "steps": table.num_rows,
-            "families": len(ids), "tests": int(tests_f.sum()), "tasks": n_tasks, "kept_pairs": used_kept,
-            "kept_pairs_fallback": fallback,         # why kept pairs were not used (the files read instead), or None
-            "seconds": time.perf_counter() - t0, "seconds_tasks_wall": t_reduced - t0,
-            # wall-clock phases (docs/benchmarks.md): kept pairs collected, reduced, map built, map written
-            "phases": {"collected": t_collected - t0, "reduced": t_reduced - t0, "table": t_table - t0,
-                       "written": t_written - t0},
-            "task_seconds_by_step": steps_s, "piece_rows": piece_rows}
+                               info)                 # what is written, not read back
+    return table, qmap

@@ -423,9 +423,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
                 store = _place_store(staged, out)
         finally:
             if staged is not None:
-                import shutil  # noqa: PLC0415
-
-                shutil.rmtree(staged.parent, ignore_errors=True)
+                _remove_tree(staged.parent)
     except BaseException:
         if early is not None:
             early.cancel()
@@ -544,9 +542,7 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int
         staged = ingest(source, os.path.join(tmp, GENOME_IN_HITS), block_size=_auto_block_size(source),
                         halo=max(DEFAULT_HALO, halo or 0))
     except BaseException:               # a bad FASTA, or Ctrl-C during the ingest: no temporary store left behind
-        import shutil  # noqa: PLC0415
-
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_tree(tmp)
         raise
     from pathlib import Path  # noqa: PLC0415
 
@@ -554,6 +550,19 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int
 
 
 _STAGE_PREFIX = ".motifgrid-scan-genome-"
+
+
+def _remove_tree(path) -> None:
+    """``path`` removed, again while it reappears: an ingest interrupted by Ctrl-C or SIGTERM may still have a chunk
+    write in flight on zarr's I/O thread, which recreates a folder the first removal emptied (a loaded CI machine
+    once kept a temporary store so)."""
+    import shutil  # noqa: PLC0415
+
+    for _ in range(40):
+        shutil.rmtree(path, ignore_errors=True)
+        if not os.path.exists(path):
+            return
+        time.sleep(0.05)
 
 
 def _host_tag() -> str:
@@ -861,6 +870,10 @@ def _hits_metadata(job: ScanJob, command: str, device: str) -> dict:
 def _failure_message(exc: BaseException, out: str) -> str:
     """One line for a scan that stops: what failed, and that the finished blocks stay usable."""
     keep = "finished blocks are kept; rerun with --resume"
+    if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in ("pipeline", "workers"):
+        from pipeline.cluster import WORKER_NEEDS  # noqa: PLC0415
+
+        return f"a worker cannot import motifgrid ({exc}): {WORKER_NEEDS} ({keep})"
     if isinstance(exc, OSError) and exc.errno:
         where = f" ({exc.filename})" if exc.filename else ""
         return f"{out}: cannot write the hits: {os.strerror(exc.errno)}{where}; {keep} once it is fixed"
@@ -958,8 +971,8 @@ def _count_scores(ctx: ScanContext, device: str) -> bool:
 
 def _drop_kept_pairs(client, run: str | None) -> None:
     """Free a run's kept pairs on every worker (those the reduction did not take: a fallback, a failure)."""
-    if run is None:
-        return
+    if run is None or getattr(client, "status", "running") != "running":    # (a client that lost its scheduler:
+        return                                                                  # the workers free it as they go)
     from workers.scan.kept_pairs import drop  # noqa: PLC0415
 
     try:

@@ -12,6 +12,7 @@ import gzip
 import json
 import logging
 import os
+import re
 import resource
 import shutil
 import signal
@@ -206,6 +207,157 @@ def test_client_killed_mid_run_resumes(genome, cluster, reference, tmp_path, rep
     st = read_progress(client)         # the resumed run's progress counts the blocks of the killed one
     assert st["state"] == "finished" and st["blocks_skipped"] >= n_done
     assert st["blocks_done"] == st["blocks_total"] == len(reference["blocks"]) and st["hits"] == reference["hits"]
+
+
+# ------------------------------------------------------------------------------------ a standalone cluster
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """A real standalone cluster as a user starts one: ``dask scheduler --scheduler-file`` and two ``dask worker``
+    processes (one thread each, under nannies that start a killed worker again at a new address), loopback only.
+    The scheduler imports :mod:`tests.cluster_faults` (the plugin that kills the workers at a chosen stage)."""
+    from distributed import Client
+
+    d = tmp_path_factory.mktemp("standalone")
+    sched_file = d / "scheduler.json"
+    dask_cli = shutil.which("dask", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    env = {**ENV, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "30s"}
+    procs = [subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
+                               str(sched_file), "--dashboard-address", "127.0.0.1:0"], env=env, cwd=d,
+                              stdout=subprocess.DEVNULL, stderr=open(d / "scheduler.log", "w"))]
+    deadline = time.time() + 60
+    while not sched_file.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    for k in range(2):
+        procs.append(subprocess.Popen([dask_cli, "worker", "--scheduler-file", str(sched_file), "--nthreads", "1",
+                                       "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0",
+                                       "--local-directory", str(d), "--name", f"w{k}"], env=env, cwd=d,
+                                      stdout=subprocess.DEVNULL, stderr=open(d / f"worker{k}.log", "w")))
+    try:
+        with Client(scheduler_file=str(sched_file), timeout=60) as client:
+            client.wait_for_workers(2, timeout=60)
+            yield sched_file, client
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _qvalue_rows(out: Path) -> list:
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(out / "_qvalues.parquet")
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("motif_id", "pvalue", "qvalue", "hits"))))
+
+
+# (task key prefix, the state that triggers the kill, after the last such task only, keep the pairs in the workers)
+STAGES = {
+    "thresholds": ("_threshold_batch-", "processing", False, False),
+    "first-block": ("scan-", "memory", False, False),
+    "last-block": ("scan-", "memory", True, False),
+    "last-block-kept-pairs": ("scan-", "memory", True, True),
+    "qvalues-collect": ("qvalues-collect-", "processing", False, False),
+    "qvalues-reduce": ("qvalues-reduce-", "processing", False, False),
+    "qvalues-kept-collect": ("qvalues-kept-", "processing", False, True),
+    "qvalues-kept-pick": ("qvalues-pick-", "processing", False, True),
+    "qvalues-kept-reduce": ("qvalues-reduce-", "processing", False, True),
+}
+
+
+@pytest.mark.parametrize("stage", sorted(STAGES))
+def test_every_worker_killed_at_the_end_of_a_run(genome, standalone, reference, tmp_path, stage):
+    """Every worker process of a standalone cluster SIGKILLed at a stage of a run — the thresholds, the first block,
+    the last block, each task of the q-value reduction — (their nannies start them again at new addresses, as SLURM
+    preemption, a time limit or the OOM killer with a restart would): the scan finishes by itself with the local
+    run's rows and ``_qvalues.parquet``.  (The scattered context of the block tasks left with the workers, and the
+    reduction's tasks were pinned to one worker address and waited for it forever, issue 45.)"""
+    from tests.cluster_faults import KillWorkersAt, killed
+
+    sched_file, client = standalone
+    prefix, finish, last, keep = STAGES[stage]
+    client.wait_for_workers(2, timeout=60)
+    client.register_plugin(KillWorkersAt(prefix, finish, last), name=KillWorkersAt.name)
+    try:
+        out = tmp_path / "hits"
+        p = _scan(genome, out, None, "--scheduler-file", str(sched_file),
+                  env={"DASK_MOTIFGRID__QVALUES__KEEP_PAIRS": str(keep).lower(),    # thresholds computed, not cached
+                       "DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR": str(tmp_path / "cache")})
+        try:
+            rc, log = _finish(p, timeout=150)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            raise AssertionError(f"the scan hung after the workers were killed ({stage}): {_finish(p)[1]}") from None
+        victims = client.run_on_scheduler(killed)
+    finally:
+        client.unregister_scheduler_plugin(KillWorkersAt.name)
+    assert len(victims) == 2 and all(k.startswith(prefix) for _, _, k in victims), victims
+    assert rc == 0, log
+    _assert_identical(out, reference)
+    assert _qvalue_rows(out) == _qvalue_rows(reference["out"])
+
+
+def _standalone_scheduler(d: Path):
+    """A ``dask scheduler`` process of its own (scheduler file ``d/s.json``), and its file."""
+    dask_cli = shutil.which("dask", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    p = subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
+                          str(d / "s.json"), "--dashboard-address", "127.0.0.1:0"], env=ENV, cwd=d,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not (d / "s.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    return p, d / "s.json"
+
+
+def test_a_worker_without_motifgrid_is_named(genome, tmp_path):
+    """A standalone worker whose Python cannot import motifgrid: one line naming the worker and what every worker
+    needs, before any block is sent (it was a raw ModuleNotFoundError("No module named 'pipeline'"))."""
+    sched, sched_file = _standalone_scheduler(tmp_path)
+    worker = subprocess.Popen([sys.executable, str(ROOT / "tests" / "bare_worker.py"), "--scheduler-file",
+                               str(sched_file), "--nthreads", "1", "--host", "127.0.0.1"],
+                              env={**ENV, "HIDE_ROOT": str(ROOT)}, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        rc, log = _finish(_scan(genome, tmp_path / "hits", None, "--scheduler-file", str(sched_file)))
+    finally:
+        worker.terminate()
+        sched.terminate()
+        worker.wait()
+        sched.wait()
+    assert rc == 2
+    line = _one_line(log)
+    assert re.search(r"worker tcp://127\.0\.0\.1:\d+ cannot import motifgrid \(pipeline\.scan: No module named "
+                     r"'pipeline'\): every worker needs motifgrid installed", line), line
+    assert "the same paths (a shared file system) or URLs" in line
+    assert not list((tmp_path / "hits" / "_manifest").glob("*.json")) if (tmp_path / "hits").exists() else True
+
+
+def test_a_scheduler_killed_mid_scan_is_named(genome, tmp_path):
+    """SIGKILL of a standalone scheduler mid-scan: one line saying the connection to the scheduler was lost (it
+    asked "did every worker leave the scheduler?"); the finished blocks are kept."""
+    sched, sched_file = _standalone_scheduler(tmp_path)
+    dask_cli = shutil.which("dask", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    worker = subprocess.Popen([dask_cli, "worker", "--scheduler-file", str(sched_file), "--nthreads", "1", "--host",
+                               "127.0.0.1"], env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    out = tmp_path / "hits"
+    try:
+        p = _scan(genome, out, None, "--scheduler-file", str(sched_file))
+        _wait_blocks(out, 3, p)
+        sched.kill()
+        rc, log = _finish(p)
+    finally:
+        worker.terminate()
+        sched.kill()
+        worker.wait()
+        sched.wait()
+    assert rc == 2
+    line = _one_line(log)
+    assert "the connection to the scheduler at tcp://127.0.0.1:" in line and "was lost" in line, line
+    assert "rerun with --resume" in line and "every worker" not in line
+    assert "dashboard: http://127.0.0.1:" in log and "(a small job)" not in log   # the scheduler's own dashboard
 
 
 # ------------------------------------------------------------------------------------ unwritable output
