@@ -79,6 +79,10 @@ def read_sequences(path: str | os.PathLike) -> SequenceSet:
     data = p.read_bytes()
     checksum = "sha256:" + hashlib.sha256(data).hexdigest()
     if data[:2] == b"\x1f\x8b":
+        if data[12:14] == b"BC":
+            from pipeline.fasta import check_bgzf_end  # noqa: PLC0415
+
+            check_bgzf_end(src, error=DiscoverError)
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError) as e:

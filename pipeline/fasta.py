@@ -68,6 +68,8 @@ def sniff_fasta_layout(path: str | os.PathLike, error=FastaError) -> tuple[str, 
     if head[:2] == b"\x1f\x8b":
         kind = "bgzip" if len(head) >= 16 and head[12:14] == b"BC" else "gzip"
         opener = gzip.open
+    if kind == "bgzip":
+        check_bgzf_end(path, error)
     try:
         with opener(path, "rb") as f:
             first = f.read(4096)
@@ -85,6 +87,23 @@ def sniff_fasta_layout(path: str | os.PathLike, error=FastaError) -> tuple[str, 
         raise error(f"{path}: not a FASTA file (the first record does not start with '>')")
     # CR-only files have no LF at all; the header line of any other file ends within 4 KB in practice
     return kind, b"\r" in first and b"\n" not in first
+
+
+#: the empty block that ends every complete BGZF (bgzip) file (the SAM/BAM format specification, 4.1.2)
+BGZF_EOF = bytes.fromhex("1f8b08040000000000ff0600424302001b0003000000000000000000")
+
+
+def check_bgzf_end(path, error=FastaError) -> None:
+    """Refuse a bgzip file without its end-of-file block: cut short (a killed ``bgzip``, a full disk, an unfinished
+    copy).  Cut at a block boundary, it is otherwise valid gzip and read as whole (a P. falciparum genome cut so read
+    as 6 records, one 131 kb short, exit 0); cut inside a block, its gzip stream ends inside a member."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - len(BGZF_EOF)))
+        if f.read() != BGZF_EOF:
+            raise error(f"{path}: bgzip file without its end-of-file block: cut short (a killed bgzip, a full disk or "
+                        "an unfinished copy?); compress or copy it again")
 
 
 class _Hashing(io.RawIOBase):
