@@ -282,6 +282,7 @@ def _args_export(s: argparse.ArgumentParser, cfg: dict) -> None:
                    help="output file, or - for standard output (a symbolic link keeps pointing at its target)")
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit)")
+    s.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
 
 
 def _args_discover(s: argparse.ArgumentParser, cfg: dict) -> None:
@@ -376,9 +377,10 @@ def _security(a):
                     require_encryption=True)
 
 
-def _check_out_file(path: str) -> None:
+def _check_out_file(path: str, overwrite: bool | None = None) -> None:
     """An output file (``-o``): ``-`` (standard output), a stream (FIFO, device), or a file in an existing folder,
-    not a folder itself; written by :func:`pipeline.storage.open_output`."""
+    not a folder itself, nor inside a motifgrid output folder; written by :func:`pipeline.storage.open_output`.
+    ``overwrite=False``: an existing file is refused."""
     from pipeline import storage  # noqa: PLC0415
 
     if storage.is_url(path):
@@ -390,6 +392,26 @@ def _check_out_file(path: str) -> None:
     d = os.path.dirname(target)
     if kind == "file" and not os.path.isdir(d):
         raise UserError(f"{path}: cannot write it, the folder {d} does not exist")
+    if kind != "file":
+        return
+    inside = _output_folder_of(d)
+    if inside is not None:         # a file there became part of the dataset: Parquet readers took hits.bed as theirs
+        raise UserError(f"{path}: inside the motifgrid output folder {inside}; write it elsewhere (readers of that "
+                        "folder take every file in it as theirs)")
+    if overwrite is False and os.path.exists(target):      # (a dangling link: its target is written)
+        raise UserError(f"{path}: exists; --overwrite to replace it")
+
+
+def _output_folder_of(folder: str) -> str | None:
+    """The motifgrid output folder (one holding a ``_run.json``) that ``folder`` is or lies in, or None."""
+    d = os.path.abspath(folder)
+    while True:
+        if os.path.isfile(os.path.join(d, "_run.json")):
+            return d
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
 
 
 def _local_out(a) -> None:
@@ -908,7 +930,7 @@ def cmd_export(a) -> int:
 
     from pipeline.storage import output_target  # noqa: PLC0415
 
-    _check_out_file(a.out)
+    _check_out_file(a.out, overwrite=a.overwrite)
     _warn_unfinished(a.hits)
     to_stdout = output_target(a.out)[0] == "stdout"
     try:

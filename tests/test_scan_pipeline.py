@@ -463,7 +463,10 @@ def test_export_outputs_stdout_link_fifo(finished, tmp_path):
     target.write_text("old\n")
     link = tmp_path / "hits.bed"
     link.symlink_to(target)
-    assert _cli("export", str(out), "--format", "bed", "-o", str(link)).returncode == 0
+    r = _cli("export", str(out), "--format", "bed", "-o", str(link))       # an existing file: --overwrite
+    assert r.returncode == 2 and r.stderr.strip() == f"motifgrid export: error: {link}: exists; --overwrite to replace it"
+    assert target.read_text() == "old\n"
+    assert _cli("export", str(out), "--format", "bed", "-o", str(link), "--overwrite").returncode == 0
     assert link.is_symlink() and target.read_text() == want
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
@@ -474,6 +477,26 @@ def test_export_outputs_stdout_link_fifo(finished, tmp_path):
     reader.join(60)
     assert r.returncode == 0, r.stderr
     assert got == [want] and fifo.is_fifo()
+
+
+def test_export_refuses_outputs_inside_an_output_folder(finished, tmp_path):
+    """`export -o` into the hits folder it reads (or any motifgrid output folder, or below one) is refused in one line
+    and the dataset stays readable (`-o H/hits.bed` left a dataset pandas and read_hits no longer read; `-o
+    H/_run.json` overwrote the dataset's own file)."""
+    import pyarrow.parquet as pq
+
+    out, _ = finished
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    rows = table_rows(read_hits(str(out)))
+    run = (out / "_run.json").read_bytes()
+    for dest in (out / "hits.bed", out / "_run.json", out / "_manifest" / "x.bed",
+                 next(out.glob("*/**/part-*.parquet"))):
+        r = _cli("export", str(out), "--format", "bed", "-o", str(dest), "--overwrite")
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.strip() == (f"motifgrid export: error: {dest}: inside the motifgrid output folder {out}; write "
+                                    "it elsewhere (readers of that folder take every file in it as theirs)")
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before and (out / "_run.json").read_bytes() == run
+    assert table_rows(read_hits(str(out))) == rows and pq.read_table(out).num_rows == len(rows)
 
 
 def test_thresholds_outputs(tmp_path):
@@ -673,7 +696,7 @@ def test_fimo_export_refuses_sequences_from_another_genome(genome, client, tmp_p
     shutil.rmtree(copy)
     ingest(other, copy, block_size=16_384, halo=40)            # re-ingested from another FASTA
     for problem in ("holds another genome than the one scanned (its checksum differs)", "cannot be read"):
-        r = _cli("export", str(out), "--format", "fimo", "-o", str(tmp_path / "x.tsv"))
+        r = _cli("export", str(out), "--format", "fimo", "-o", str(tmp_path / "x.tsv"), "--overwrite")
         assert r.returncode == 0 and r.stderr.startswith(
             f"motifgrid export: warning: matched_sequence left empty: the genome store the scan read, {copy}, "
             f"{problem}") and r.stderr.count("\n") == 1, r.stderr
