@@ -360,7 +360,8 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
                "workers": res.workers, "clusters": clusters, "significant": _significant(table),
                "centrality": job.centrality, "pictures": job.report or "drawn",
                "top": table.slice(0, 5).select(["rank", "motif_id", "motif_name", "pos_seqs", "pos_total", "neg_seqs",
-                                                "neg_total", "log10_pvalue", "evalue"]).to_pylist(),
+                                                "neg_total", "log10_pvalue", "evalue", "log10_evalue",
+                                                "log10_qvalue"]).to_pylist(),
                "seconds": time.perf_counter() - job.t0, "seconds_steps": sec,
                "scan_thread_seconds": {"scan": round(scan_summary.get("task_seconds_scan", 0.0), 3), **scan_steps}}
     storage.atomic_write_bytes(os.path.join(job.out, SUMMARY_FILE), json.dumps(summary, indent=1).encode())
@@ -370,10 +371,10 @@ def _execute(job: EnrichJob, client, device, progress, command, console) -> dict
 def _significant(table: pa.Table) -> dict:
     """Motifs at q <= 0.05 and at E <= 1, of those with a site in some target and p < 1: a motif without one (e.g.
     one that cannot reach ``--pvalue``) has p = 1, and E = p × motifs is then <= 1 in a run of one motif."""
-    q = arrow.to_numpy(table.column("qvalue"))
-    e = arrow.to_numpy(table.column("evalue"))
+    lq = arrow.to_numpy(table.column("log10_qvalue"))
+    le = arrow.to_numpy(table.column("log10_evalue"))
     found = (arrow.to_numpy(table.column("pos_seqs")) > 0) & (arrow.to_numpy(table.column("log10_pvalue")) < 0)
-    return {"qvalue_0.05": int((found & (q <= 0.05)).sum()), "evalue_1": int((found & (e <= 1)).sum())}
+    return {"qvalue_0.05": int((found & (lq <= np.log10(0.05))).sum()), "evalue_1": int((found & (le <= 0)).sum())}
 
 
 def sequences_with_hits(hits: str, store, n_targets: int, n_motifs: int,
@@ -450,7 +451,7 @@ def result_lines(job: EnrichJob, res: dict) -> list:
         name = r["motif_name"] if r["motif_name"] == r["motif_id"] else f"{r['motif_name']} ({r['motif_id']})"
         lines.append(f"  {r['rank']}. {name}: {r['pos_seqs']:,}/{r['pos_total']:,} "
                      f"targets, {r['neg_seqs']:,}/{r['neg_total']:,} controls, p = {sci(r['log10_pvalue'])}, "
-                     f"E = {sci(r['log10_pvalue'] + np.log10(res['motifs']))}")
+                     f"E = {sci(r['log10_evalue'])}")
     if job.report:
         lines.append(job.report)
     out = job.out

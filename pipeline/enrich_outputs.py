@@ -47,16 +47,33 @@ def write_outputs(job, pos: np.ndarray, neg: np.ndarray, client=None) -> tuple[p
         t = time.perf_counter()
         table = _table(ids, names, pos, n1, neg, n2, params, clusters=clusters, representatives=reps, extra=extra)
         storage.write_parquet(table, os.path.join(job.out, f"{TABLE}.parquet"))
-        storage.atomic_write_bytes(os.path.join(job.out, f"{TABLE}.tsv"), table_tsv(table))
+        storage.atomic_write_bytes(os.path.join(job.out, f"{TABLE}.tsv"), table_tsv(_logged_values(table)))
         best = best_per_cluster(table) if clusters is not None else None
         if best is not None:
-            storage.atomic_write_bytes(os.path.join(job.out, CLUSTERS_TSV), table_tsv(best))
+            storage.atomic_write_bytes(os.path.join(job.out, CLUSTERS_TSV), table_tsv(_logged_values(best)))
         sec["tables"] = time.perf_counter() - t
         t = time.perf_counter()
         job.report = write_pictures(job, table if best is None else best)
         sec["report"] = time.perf_counter() - t
         sec["sites"] = sites.result()[1]          # (its own seconds: it ran beside the steps above)
     return table, n_clusters
+
+
+def _logged_values(table: pa.Table) -> pa.Table:
+    """``table`` for its TSV: p, E and q that underflowed to 0 written from their log10 columns (``9.8e-325``), never
+    as 0 (:data:`pipeline.enrich_stats.UNDERFLOWING`); other values as they are."""
+    import math  # noqa: PLC0415
+
+    from pipeline.enrich_report import sci  # noqa: PLC0415
+    from pipeline.enrich_stats import UNDERFLOWING  # noqa: PLC0415
+
+    for name, log_name in UNDERFLOWING.items():
+        if name not in table.column_names or log_name not in table.column_names:
+            continue
+        values, logs = table.column(name).to_pylist(), table.column(log_name).to_pylist()
+        text = [sci(lg, 4) if v == 0.0 and math.isfinite(lg) else repr(v) for v, lg in zip(values, logs)]
+        table = table.set_column(table.column_names.index(name), name, arrow.strings(text))
+    return table
 
 
 def preload(job) -> None:

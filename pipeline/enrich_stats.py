@@ -13,8 +13,10 @@ Per motif the counts are the sequences with at least one site (either strand) at
 - **odds ratio**: ``(a·d) / (b·c)`` of the table; when a cell is 0, the Haldane–Anscombe correction: 0.5
   added to all four cells (so the ratio stays finite and its sign of enrichment right).
 - **E-value**: p × the number of motifs tested (SEA, Tomtom, CentriMo).
-- **q-value**: Benjamini–Hochberg over the motifs tested (:func:`workers.compare.tomtom.bh_qvalues`, the project's
-  one BH); a motif whose p underflows gets q = 0, which is its exact BH value to double precision.
+- **q-value**: Benjamini–Hochberg over the motifs tested, computed from ``log10 p`` (:func:`bh_log10_qvalues`), so
+  that a q far below 1e-308 stays ordered; ``log10_evalue`` and ``log10_qvalue`` carry E and q where their float
+  columns underflow to 0 (TAp73 peaks: TP53 at E ≈ 1e-324 was written "E=0 q=0", and the top motifs tied), and the
+  TSV and the summary write them from the logs (:func:`pipeline.enrich_report.sci`), never as 0.
 
 :func:`enrichment_table` puts this together as the ``enrichment.tsv`` / ``.parquet`` table
 (``ENRICHMENT_SCHEMA``), sorted by p-value, with optional cluster columns (``--cluster``) and the
@@ -46,7 +48,11 @@ ENRICHMENT_SCHEMA = pa.schema([
     pa.field("log10_pvalue", pa.float64(), nullable=False),
     pa.field("evalue", pa.float64(), nullable=False),
     pa.field("qvalue", pa.float64(), nullable=False),
+    pa.field("log10_evalue", pa.float64(), nullable=False),
+    pa.field("log10_qvalue", pa.float64(), nullable=False),
 ])
+#: columns whose value underflows to 0 below ~1e-308, and the log10 column that carries it on
+UNDERFLOWING = {"pvalue": "log10_pvalue", "evalue": "log10_evalue", "qvalue": "log10_qvalue"}
 
 _LN10 = np.log(10.0)
 _BLOCK = 256          # tail terms evaluated per pass
@@ -164,8 +170,6 @@ def enrichment_table(motif_ids, motif_names, pos_seqs, pos_total, neg_seqs, neg_
 
     Sorted by ``log10_pvalue``, ties by the larger odds ratio, then motif order; ``rank`` counts from 1.
     """
-    from workers.compare.tomtom import bh_qvalues  # noqa: PLC0415
-
     M = len(motif_ids)
     if len(motif_names) != M:
         raise EnrichError(f"{len(motif_names)} motif names for {M} motif ids")
@@ -179,7 +183,8 @@ def enrichment_table(motif_ids, motif_names, pos_seqs, pos_total, neg_seqs, neg_
     lp = fisher_log10_pvalue(a, n1, c, n2)
     p = 10.0 ** lp
     orr = odds_ratio(a, n1, c, n2)
-    q = bh_qvalues(np.concatenate([p, np.ones(T - M)]))[:M] if M else p
+    lq = bh_log10_qvalues(lp, T)
+    le = np.minimum(lp + np.log10(float(max(T, 1))), np.log10(float(max(T, 1))))
     order = np.lexsort((np.arange(M), -orr, lp))
     cols = {
         "rank": np.arange(1, M + 1, dtype=np.int32),
@@ -187,7 +192,8 @@ def enrichment_table(motif_ids, motif_names, pos_seqs, pos_total, neg_seqs, neg_
         "motif_name": [motif_names[i] for i in order],
         "pos_seqs": a[order], "pos_total": n1[order], "neg_seqs": c[order], "neg_total": n2[order],
         "odds_ratio": orr[order], "pvalue": p[order], "log10_pvalue": lp[order],
-        "evalue": _evalues(p, lp, T)[order], "qvalue": q[order],
+        "evalue": _evalues(p, lp, T)[order], "qvalue": (10.0 ** lq)[order],
+        "log10_evalue": le[order], "log10_qvalue": lq[order],
     }
     arrays = [arrow.column(cols[f.name], f.type) if f.name in cols else
               _optional(f.name, f.type, clusters if f.name == "cluster" else representatives, order, M)
@@ -213,6 +219,32 @@ def _optional(name: str, typ: pa.DataType, values, order, M: int) -> pa.Array:
         raise EnrichError(f"{name}: {values.shape[0] if values.ndim else 0} values for {M} motifs")
     taken = values[order].tolist()
     return arrow.nullable([v if v is None or pa.types.is_string(typ) else int(v) for v in taken], typ)
+
+
+def bh_log10_qvalues(log10_p: np.ndarray, tests: int) -> np.ndarray:
+    """Benjamini–Hochberg q-values, as log10, of ``M`` p-values given as log10 among ``tests >= M`` tests (the others
+    taken as p = 1): ``log10 q_(i) = min(0, min_{j >= i} log10 p_(j) + log10(tests / j))``, exact far below 1e-308.
+
+    Parameters
+    ----------
+    log10_p : numpy.ndarray, shape (M,), float64
+    tests : int
+
+    Returns
+    -------
+    numpy.ndarray, shape (M,), float64, at most 0, in the order of ``log10_p``
+    """
+    lp = np.asarray(log10_p, dtype=np.float64)
+    M = lp.size
+    if not M:
+        return lp.copy()
+    order = np.argsort(lp, kind="stable")
+    ranked = lp[order] + np.log10(float(tests)) - np.log10(np.arange(1, M + 1, dtype=np.float64))
+    # the tests beyond M (p = 1) rank after every tested motif: their q is 1, which caps the running minimum at 0
+    ranked = np.minimum(np.minimum.accumulate(ranked[::-1])[::-1], 0.0)
+    out = np.empty(M)
+    out[order] = ranked
+    return out
 
 
 def _evalues(p: np.ndarray, lp: np.ndarray, tests: int) -> np.ndarray:

@@ -347,7 +347,9 @@ def _enrich(path: str, top: int) -> dict:
     if done and storage.exists(f):
         cols = ["rank", "motif_id", "motif_name", "cluster", "pos_seqs", "pos_total", "neg_seqs", "neg_total",
                 "odds_ratio", "log10_pvalue", "evalue", "qvalue"]
-        out["top_enriched"] = storage.read_parquet(f, columns=cols).slice(0, top).to_pylist()
+        t = storage.read_parquet(f)
+        cols += [c for c in ("log10_evalue", "log10_qvalue") if c in t.column_names]    # (older runs: without)
+        out["top_enriched"] = t.select(cols).slice(0, top).to_pylist()
     return out
 
 
@@ -445,8 +447,8 @@ def _summary_rows(s: dict) -> list:
     for r in s.get("top_enriched", []):
         cl = "" if r["cluster"] is None else f", cluster {r['cluster']}"
         lines.append(f"  {r['rank']}. {r['motif_name']} ({r['motif_id']}): {r['pos_seqs']:,}/{r['pos_total']:,} targets, "
-                     f"{r['neg_seqs']:,}/{r['neg_total']:,} controls, p={sci(r['log10_pvalue'])} E={r['evalue']:.3g}"
-                     f" q={r['qvalue']:.3g}{cl}")
+                     f"{r['neg_seqs']:,}/{r['neg_total']:,} controls, p={sci(r['log10_pvalue'])} "
+                     f"E={_logged(r, 'evalue', sci)} q={_logged(r, 'qvalue', sci)}{cl}")
     for m in s.get("motifs", []):
         bm = m.get("best_match")
         how = (f"E={bm['evalue']:.2g}" if "evalue" in bm else f"similarity {bm.get('score', 0):.2f}") if bm else ""
@@ -456,3 +458,9 @@ def _summary_rows(s: dict) -> list:
     if s.get("files") and not s["finished"]:
         lines.append("  files present: " + ", ".join(s["files"]))
     return lines
+
+
+def _logged(row: dict, name: str, sci) -> str:
+    """E or q of an enrichment row, from its log10 column (exact where the float underflowed to 0), as p is."""
+    lg = row.get(f"log10_{name}")
+    return sci(lg) if lg is not None else f"{row[name]:.3g}"

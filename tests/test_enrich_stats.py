@@ -119,3 +119,36 @@ def test_enrichment_table_clusters_and_extra():
         enrichment_table(["A"], ["a"], [0], 0, [0], 10)
     with pytest.raises(EnrichError, match="rows for 3 motifs"):
         enrichment_table(["A", "B", "C"], ["a", "b", "c"], [1, 2, 3], 10, [1, 1, 1], 10, extra=extra.slice(0, 2))
+
+
+def test_e_and_q_below_the_float_range_are_kept_as_logs():
+    """TAp73 peaks put TP53 at E ≈ 1e-324: its evalue and qvalue underflowed to 0 in enrichment.tsv and the summary
+    ("E=0 q=0") and the top motifs tied.  log10_evalue and log10_qvalue carry them on, equal to p × tests and BH
+    computed in decimal arithmetic from exact p-values, and the TSV and summary write them from the logs, never as 0."""
+    from decimal import Decimal, getcontext
+
+    from pipeline.dataset import table_tsv
+    from pipeline.enrich_outputs import _logged_values
+    from pipeline.enrich_report import sci
+    from pipeline.summary import _logged
+
+    getcontext().prec = 40
+    pos, neg, n = [3_000, 2_800, 400, 10, 1_500], [50, 60, 300, 12, 40], 3_000
+    t = enrichment_table([f"M{i}" for i in range(5)], [f"m{i}" for i in range(5)], pos, n, neg, n, n_tests=879)
+    rows = t.to_pylist()
+    exact = {f"M{i}": Decimal(10) ** Decimal(_exact_log10(a, n, c, n)) for i, (a, c) in enumerate(zip(pos, neg))}
+    p = [exact[r["motif_id"]] for r in rows]                       # rows are sorted by p
+    assert all(r["qvalue"] == 0.0 and r["evalue"] == 0.0 and p[i] < Decimal("1e-330") for i, r in enumerate(rows[:2]))
+    q = [min(min(p[j] * 879 / (j + 1) for j in range(i, 5)), Decimal(1)) for i in range(5)]
+    for r, pi, qi in zip(rows, p, q):
+        assert r["log10_evalue"] == pytest.approx(float(min(pi * 879, Decimal(879)).log10()), abs=1e-8)
+        assert r["log10_qvalue"] == pytest.approx(float(qi.log10()), abs=1e-8)
+    lq = [r["log10_qvalue"] for r in rows]
+    assert lq[0] < lq[1] < -330                                     # ordered, not tied at 0
+    tsv = table_tsv(_logged_values(t)).decode().splitlines()
+    head = tsv[0].split("\t")
+    for line, r in zip(tsv[1:3], rows):
+        cells = dict(zip(head, line.split("\t")))
+        for name in ("pvalue", "evalue", "qvalue"):
+            assert cells[name] == sci(r[f"log10_{name}"], 4) and not cells[name].startswith("0"), cells
+    assert _logged(rows[0], "qvalue", sci) == sci(lq[0]) != "0"
