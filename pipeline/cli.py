@@ -341,9 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------------------------ commands
 def _console():
+    """The commands' console (stderr).  Written to a file or a pipe (a SLURM log, `2>&1 | grep`), it wraps nothing:
+    rich's default there is 80 columns, which cut lines such as "... window scores/s" / "(... column scores/s)" in two
+    and broke grep."""
     from rich.console import Console  # noqa: PLC0415
 
-    return Console(stderr=True)
+    return Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 
 def cmd_ingest(a) -> int:

@@ -894,3 +894,17 @@ def test_fasta_scan_ingests_with_the_halo_its_longest_motif_needs(tmp_path, chrx
     key = lambda r: (str(r["chrom"]), r["start"], r["strand"])           # noqa: E731
     assert sorted(a, key=key) == sorted(b, key=key) and direct.hits == len(a) > 0
     assert any(r["chrom"] == "b" and r["start"] == at - 12_000 and r["strand"] == "+" for r in a)
+
+
+def test_output_to_a_file_or_pipe_is_not_wrapped(genome, tmp_path):
+    """Written to a pipe (a SLURM log, `2>&1 | grep`), the scan's lines are whole: rich wrapped them at 80 columns
+    ("... 6.54e+09 window" / "scores/s ..." on the next line; a lone `p=6e-14`), which broke grep."""
+    store, _ = genome
+    out = tmp_path / "a-long-folder-name-so-that-the-lines-are-well-over-eighty-columns" / "hits"
+    r = _cli("scan", store.path, MOTIFS, "--pvalue", "1e-3", "--out", str(out), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout + r.stderr
+    done = next(ln for ln in text.splitlines() if ln.startswith("done: "))
+    assert "window scores/s (" in done and done.endswith(" on cpu"), text
+    assert any(ln.startswith("q-values: ") and ln.endswith("/_qvalues.parquet") for ln in text.splitlines()), text
+    assert max(len(ln) for ln in text.splitlines()) > 100
