@@ -122,7 +122,7 @@ def scheduler_address(scheduler: str | None = None, scheduler_file: str | None =
     return addr
 
 
-def _connect(address: str, security):
+def connect_scheduler(address: str, security):
     """A client of the scheduler at ``address``; refusals (TLS, certificates, unreachable) as ClusterError."""
     from distributed import Client  # noqa: PLC0415
 
@@ -401,7 +401,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         logging.getLogger("tornado.application").setLevel(logging.CRITICAL)
         _quiet_abandoned_gathers()
     if scheduler or scheduler_file:
-        client = _connect(scheduler_address(scheduler, scheduler_file), security)
+        client = connect_scheduler(scheduler_address(scheduler, scheduler_file), security)
         # quiet as a local cluster's silence_logs makes it: a failed scan cancels its futures and closes the client
         # with gathers in flight, which distributed logs ("Couldn't gather ...", a closed comm's traceback) around
         # the caller's one-line error (seen once in tests/test_faults.py::test_disk_full)

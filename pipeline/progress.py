@@ -240,6 +240,34 @@ class ScanProgress:
             self.client.sync(self.client.scheduler.set_metadata, keys=key, value=value, callback_timeout=timeout)
 
 
+# ------------------------------------------------------------------------------------ notebooks
+class NoScheduler(RuntimeError):
+    """No Dask scheduler answers where a notebook looks: one line in Jupyter (IPython renders
+    ``_render_traceback_`` instead of the traceback)."""
+
+    def _render_traceback_(self) -> list:
+        return [f"{type(self).__name__}: {self}"]
+
+
+def connect(address: str | None = None, scheduler_file: str | None = None, timeout: float = 5.0):
+    """A ``distributed.Client`` of the scheduler at ``address`` (or in ``scheduler_file``), or :class:`NoScheduler`
+    within ``timeout`` s saying so and how to start a scan that publishes its progress (a notebook waited 30 s and
+    showed a coloured traceback)."""
+    import dask.config  # noqa: PLC0415
+
+    from pipeline.cluster import ClusterError, connect_scheduler, scheduler_address  # noqa: PLC0415
+
+    where = address or scheduler_file
+    try:
+        with dask.config.set({"motifgrid.cluster.handshake-timeout": timeout}):
+            return connect_scheduler(scheduler_address(address, scheduler_file), None)
+    except ClusterError as e:
+        raise NoScheduler(f"no Dask scheduler answers at {where} ({str(e).split(': ', 1)[-1]}); start a scan that "
+                          "publishes its progress there — `motifgrid scan ... --processes` prints its scheduler: "
+                          "address, or `dask scheduler` + `dask worker` and `motifgrid scan ... --scheduler ADDRESS` "
+                          "— and set MOTIFGRID_SCHEDULER (or this notebook's SCHEDULER) to it") from None
+
+
 # ------------------------------------------------------------------------------------ readers
 def latest_scan_id(client) -> str | None:
     """Id of the scan started last on this scheduler, or None."""

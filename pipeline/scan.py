@@ -534,13 +534,24 @@ def _open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int
     import tempfile  # noqa: PLC0415
 
     parent = os.path.dirname(os.path.abspath(out)) if not storage.is_url(out) else None
-    if parent:
-        os.makedirs(parent, exist_ok=True)
-        _remove_stale_stores(parent)
-    tmp = tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{_host_tag()}-{os.getpid()}-", dir=parent)
+    try:
+        if parent:
+            os.makedirs(parent, exist_ok=True)
+            _remove_stale_stores(parent)
+        tmp = tempfile.mkdtemp(prefix=f"{_STAGE_PREFIX}{_host_tag()}-{os.getpid()}-", dir=parent)
+    except OSError as e:                # named by the user's path, not the staging folder's (/proc/.motifgrid-...)
+        raise ScanError(f"--out {out}: cannot write beside it, in {parent or 'the current folder'} "
+                        f"({os.strerror(e.errno) if e.errno else e})") from None
     try:
         staged = ingest(source, os.path.join(tmp, GENOME_IN_HITS), block_size=_auto_block_size(source),
                         halo=max(DEFAULT_HALO, halo or 0))
+    except OSError as e:
+        _remove_tree(tmp)
+        if isinstance(e, (FileNotFoundError, PermissionError)) and e.filename and os.path.abspath(
+                str(e.filename)) == os.path.abspath(str(source)):
+            raise
+        raise ScanError(f"--out {out}: cannot write the FASTA's genome store beside it, in {parent} "
+                        f"({os.strerror(e.errno) if e.errno else e})") from None
     except BaseException:               # a bad FASTA, or Ctrl-C during the ingest: no temporary store left behind
         _remove_tree(tmp)
         raise

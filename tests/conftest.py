@@ -32,7 +32,10 @@ def shared_data() -> Path | None:
 
 
 SHARED = shared_data()
-needs_shared = pytest.mark.skipif(SHARED is None, reason="../shared/data is not present")
+#: why a test that needs the shared real data skips where it is missing, and how to point at it
+NO_SHARED = ("../shared/data is not present (MOTIFGRID_SHARED_DATA=/path/to/shared/data selects it: the project's real "
+             "data, as laid beside the repository)")
+needs_shared = pytest.mark.skipif(SHARED is None, reason=NO_SHARED)
 
 
 def _gpu() -> bool:

@@ -120,7 +120,7 @@ def _jaspar_core():
 
     path = SHARED / "motifs" / "JASPAR2024_CORE_non-redundant.jaspar" if SHARED else None
     if path is None or not path.exists():
-        pytest.skip("JASPAR 2024 CORE not found in ../shared")
+        pytest.skip("JASPAR 2024 CORE not found in ../shared/data (MOTIFGRID_SHARED_DATA selects it)")
     ms = read_motifs(path)
     assert len(ms) == 2346
     return [pwm_from_motif(m, UNIFORM) for m in ms]
@@ -213,7 +213,7 @@ def test_cli_thresholds_methods_on_long_matrices(tmp_path, capsys):
 
     src = SHARED / "motifs" / "gimmemotifs_dbs" / "IMAGE.pfm" if SHARED else None
     if src is None or not src.exists():
-        pytest.skip("IMAGE.pfm not found in ../shared")
+        pytest.skip("IMAGE.pfm not found in ../shared/data (MOTIFGRID_SHARED_DATA selects it)")
     records, cur = [], None
     for line in src.read_text().splitlines():
         if line.startswith(">"):

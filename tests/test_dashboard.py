@@ -310,3 +310,29 @@ def test_dashboard_notebook_peak_set(peaks, peaks_notebooks):
     text = _texts(nb)
     assert f"finished: {summary['blocks']}/{summary['blocks']} blocks" in text, text
     assert f"{summary['hits']:,} hits in {out}" in text and _images(nb) >= 1
+
+
+def test_dashboard_notebook_without_a_scheduler_says_so_in_one_line(tmp_path):
+    """dashboard.ipynb where no scheduler answers: within seconds, one line saying so and how to start a scan that
+    publishes its progress (it waited 30 s and showed a coloured traceback)."""
+    import socket
+    import time
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))                     # bound, not listening: refused
+    address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    t0 = time.time()
+    with pytest.raises(nbclient.exceptions.CellExecutionError):
+        nb = nbformat.read(ROOT / "notebooks" / "dashboard.ipynb", as_version=4)
+        client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, shutdown_kernel="immediate",
+                                         resources={"metadata": {"path": str(tmp_path)}})
+        from tests.conftest import subprocess_env
+
+        client.execute(env=subprocess_env(MOTIFGRID_SCHEDULER=address))
+    s.close()
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    assert len(errors) == 1 and errors[0]["ename"] == "NoScheduler", errors
+    line, = errors[0]["traceback"]
+    assert line.startswith(f"NoScheduler: no Dask scheduler answers at {address} (connection refused")
+    assert "motifgrid scan ... --processes" in line and "\x1b[" not in line
+    assert time.time() - t0 < 30

@@ -173,7 +173,9 @@ def test_batches_are_independent():
 @pytest.fixture(scope="module")
 def jaspar():
     if SHARED is None:
-        pytest.skip("../shared/data is not present")
+        from tests.conftest import NO_SHARED
+
+        pytest.skip(NO_SHARED)
     from pipeline.motifs import read_motifs
 
     return read_motifs(SHARED / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar")

@@ -702,3 +702,18 @@ def test_short_probability_rows_are_renormalised_with_one_warning(tmp_path):
     path.write_text(meme.replace("0.4 0.3 0.1 0.1", "0.4 0.3 0.3 0.1"))
     with pytest.raises(MotifError, match=r"position 3 of a probability matrix sums to 1.1 \(more than 1 \+ 0.02\)"):
         read_motifs(path)
+
+
+def test_a_background_that_does_not_sum_to_one_is_renormalised_with_a_warning(recwarn):
+    """`--background 0.3,0.2,0.2,0.2` was renormalised silently; it is still divided by its sum, with a one-line
+    warning saying so (as motif rows short of 1 are); a sum within rounding of 1 says nothing."""
+    from pipeline.motifs import read_background
+    from pipeline.motifs.background import BackgroundWarning
+
+    with pytest.warns(BackgroundWarning, match=r"^0\.3,0\.2,0\.2,0\.2: the background sums to 0\.9, not 1: each value "
+                                               r"is divided by the sum \(A,C,G,T = 0\.3333,0\.2222,0\.2222,0\.2222\)"):
+        bg = read_background("0.3,0.2,0.2,0.2")
+    assert bg == pytest.approx([1 / 3, 2 / 9, 2 / 9, 2 / 9])
+    recwarn.clear()
+    read_background("0.295,0.205,0.205,0.296")
+    assert not [w for w in recwarn if issubclass(w.category, BackgroundWarning)]

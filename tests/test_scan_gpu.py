@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from pipeline.genome import encode
-from tests.conftest import DATA, SHARED
+from tests.conftest import DATA, SHARED, NO_SHARED
 from workers.scan import make_plan, scan_block
 
 pytestmark = pytest.mark.gpu
@@ -67,7 +67,7 @@ def test_subset_all_lengths_block_border(chrx_slice):
         compare(plan, codes, n, min_hits=1 if n > 1000 else 0)
 
 
-@pytest.mark.skipif(SHARED is None, reason="shared data (JASPAR 2024 vertebrates) not present")
+@pytest.mark.skipif(SHARED is None, reason="JASPAR 2024 vertebrates: " + NO_SHARED)
 def test_879_jaspar_vertebrates(chrx_2mb):
     plan = plan_for(jaspar_pwms(SHARED / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"))
     assert plan.n_rows > 1500 and len(plan.tiles) > 4

@@ -78,4 +78,20 @@ def read_background(spec: str | None, genome_background=None) -> np.ndarray:
     if vals.shape != (4,) or not np.all(np.isfinite(vals)) or np.any(vals <= 0):
         raise MotifError(where, f"background must be 4 finite values > 0 (A C G T), got "
                          f"{vals.tolist()}", line)
-    return vals / vals.sum()
+    total = float(vals.sum())
+    if abs(total - 1.0) > BACKGROUND_TOLERANCE and spec != "genome":
+        import warnings  # noqa: PLC0415
+
+        scaled = ",".join(f"{v:.4g}" for v in vals / total)
+        warnings.warn(BackgroundWarning(f"{where}: the background sums to {total:.4g}, not 1: each value is divided by "
+                                        f"the sum (A,C,G,T = {scaled})"), stacklevel=2)
+    return vals / total
+
+
+#: how far from 1 a background's sum may be (values rounded to 2-3 digits) before its renormalisation is said
+BACKGROUND_TOLERANCE = 0.01
+
+
+class BackgroundWarning(UserWarning):
+    """A background whose values do not sum to 1: renormalised.  The CLI prints it as one line."""
+    one_line = True

@@ -119,8 +119,27 @@ def _query_release(src: str, spec) -> list[Motif]:
             bio = db.fetch_motifs(collection=collection, tax_group=taxa)
     recs = [Record(b.matrix_id, b.name or b.matrix_id, None, bio_matrix(b), None, "counts") for b in bio]
     if not recs:
-        raise MotifError(src, "0 motifs in this release/collection/tax group")
+        raise MotifError(src, "0 motifs in this release/collection/tax group" + _near_names(db, collection, taxa))
     return finish(recs, src)
+
+
+def _near_names(db, collection: str | None, taxa: list | None) -> str:
+    """What a release name with no motif may have meant: the collection or tax group not in the release, its near
+    name (``vertebrate`` → ``vertebrates``) and the release's names."""
+    import difflib  # noqa: PLC0415
+
+    collections = sorted(r[0] for r in db.conn.execute("select distinct COLLECTION from MATRIX") if r[0])
+    groups = sorted(r[0] for r in db.conn.execute("select distinct VAL from MATRIX_ANNOTATION where TAG='tax_group'")
+                    if r[0])
+    for kind, given, names in (("collection", [collection] if collection else [], collections),
+                               ("tax group", taxa or [], groups)):
+        for name in given:
+            if name in names or name.upper() in names:
+                continue
+            near = difflib.get_close_matches(name, names, 1, 0.6)
+            return (f": {kind} {name!r} is not in this release" + (f" (did you mean {near[0]!r}?)" if near else "")
+                    + f"; its {kind}s: {', '.join(names)}")
+    return ""
 
 
 def _release_lookup(db, src: str, selectors: list[str]) -> list[str]:
