@@ -276,10 +276,15 @@ def _args_enrich(s: argparse.ArgumentParser, cfg: dict) -> None:
 def _args_export(s: argparse.ArgumentParser, cfg: dict) -> None:
     """Arguments of ``motifgrid export``."""
     s.add_argument("hits", help="hits dataset (motifgrid scan --out)")
-    s.add_argument("--format", choices=["bed", "fimo", "gff3"], required=True,
-                   help="BED6+3 (0-based), FIMO TSV or GFF3 (1-based)")
+    s.add_argument("--format", choices=["bed", "fimo", "gff3", "matrix"], required=True,
+                   help="BED6+3 (0-based), FIMO TSV or GFF3 (1-based); matrix: the peaks x motifs matrix (Matrix "
+                        "Market, rows.tsv, cols.tsv) into the folder -o")
     s.add_argument("-o", "--out", required=True, metavar="FILE",
-                   help="output file, or - for standard output (a symbolic link keeps pointing at its target)")
+                   help="output file, or - for standard output (a symbolic link keeps pointing at its target); "
+                        "a folder for --format matrix")
+    s.add_argument("--value", choices=["any", "count", "best-score"], default="any",
+                   help="--format matrix: 1 where a record or region has a hit of the motif (default), its hits, "
+                        "or its best hit's score")
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit)")
     s.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
@@ -933,6 +938,8 @@ def cmd_export(a) -> int:
 
     from pipeline.storage import output_target  # noqa: PLC0415
 
+    if a.format == "matrix":
+        return _export_matrix(a)
     _check_out_file(a.out, overwrite=a.overwrite)
     _warn_unfinished(a.hits)
     to_stdout = output_target(a.out)[0] == "stdout"
@@ -943,6 +950,30 @@ def cmd_export(a) -> int:
         return 0
     print(f"wrote {n:,} hits to {'standard output' if to_stdout else a.out} ({a.format})",
           file=sys.stderr if to_stdout else sys.stdout)
+    return 0
+
+
+def _export_matrix(a) -> int:
+    """``export --format matrix -o DIR``: a new folder (or, with --overwrite, one holding only an earlier matrix),
+    not inside a motifgrid output folder."""
+    from pipeline.export import export_matrix  # noqa: PLC0415
+
+    out = os.path.abspath(a.out)
+    if a.max_qvalue is not None:
+        raise UserError("--max-qvalue does not apply to --format matrix: it counts every hit at the scan's p-value")
+    inside = _output_folder_of(os.path.dirname(out)) or _output_folder_of(out)
+    if inside is not None:
+        raise UserError(f"{a.out}: inside the motifgrid output folder {inside}; write it elsewhere (readers of that "
+                        "folder take every file in it as theirs)")
+    if os.path.exists(out):
+        ours = {"matrix.mtx", "rows.tsv", "cols.tsv"}
+        if not os.path.isdir(out) or not a.overwrite or not set(os.listdir(out)) <= ours:
+            raise UserError(f"{a.out}: exists; --overwrite replaces a folder holding only an earlier matrix")
+    elif not os.path.isdir(os.path.dirname(out)):
+        raise UserError(f"{a.out}: cannot write it, the folder {os.path.dirname(out)} does not exist")
+    _warn_unfinished(a.hits)
+    rows, cols, nnz = export_matrix(a.hits, out, a.value)
+    print(f"wrote {rows:,} x {cols:,} matrix ({nnz:,} non-zero, {a.value}) to {a.out}/matrix.mtx, rows.tsv, cols.tsv")
     return 0
 
 

@@ -22,12 +22,13 @@ hits with q <= it.
 """
 from __future__ import annotations
 
+import os
 from itertools import repeat
 from urllib.parse import quote, unquote
 
 import numpy as np
 
-from pipeline import MotifgridError
+from pipeline import MotifgridError, arrow
 from pipeline import storage
 
 FORMATS = ("bed", "fimo", "gff3")
@@ -274,3 +275,81 @@ def parse_export(path: str, fmt: str):
                 attrs = dict(kv.split("=", 1) for kv in p[8].split(";"))
                 rows.append((unquote(p[0]), int(p[3]) - 1, int(p[4]), p[6], unquote(attrs["motif_id"]), float(p[5])))
     return rows
+
+
+# ------------------------------------------------------------------------------------ peaks × motifs matrix
+MATRIX_VALUES = ("any", "count", "best-score")
+
+
+def export_matrix(hits: str, out: str, value: str = "any") -> tuple[int, int, int]:
+    """The peaks × motifs matrix of a scan, as motifmatchr hands it to chromVAR: ``out/matrix.mtx`` (Matrix Market,
+    coordinate: R's ``Matrix::readMM``, ``scipy.io.mmread``) of every record — or every BED region of a ``--regions``
+    scan — by every motif, ``out/rows.tsv`` (name, chrom, start, end; 0-based, half-open) and ``out/cols.tsv``
+    (motif_id, motif_name), from ``_region_counts.parquet``.  ``value``: ``any`` (1 where the region has a hit of the
+    motif), ``count`` (its hits) or ``best-score`` (its best hit's score).  Every hit at the scan's p-value counts
+    (``--max-qvalue`` does not apply: the counts are the scan's).  Returns (rows, columns, non-zero entries)."""
+    import scipy.io  # noqa: PLC0415
+    import scipy.sparse  # noqa: PLC0415
+
+    from pipeline.region_counts import REGION_COUNTS_FILE  # noqa: PLC0415
+
+    if value not in MATRIX_VALUES:
+        raise ExportError(f"unknown --value {value!r}; choose one of {', '.join(MATRIX_VALUES)}")
+    counts_file = storage.join(hits, REGION_COUNTS_FILE)
+    if not storage.exists(counts_file):
+        next(iter(_ordered_files(hits)), None)            # not a dataset: say so
+        raise ExportError(f"{hits}: has no {REGION_COUNTS_FILE} (scanned with --no-region-counts, or unfinished)")
+    t = storage.read_parquet(counts_file)
+    motifs = storage.read_parquet(storage.join(hits, "_motif_summary.parquet"), columns=["motif_id", "motif_name"])
+    col_of = {m: j for j, m in enumerate(motifs.column("motif_id").to_pylist())}
+    rows = _matrix_rows(hits, t)
+    row_of = {key: i for i, key in enumerate(rows)}
+    keys = zip(*(t.column(c).to_pylist() for c in ("region", "chrom", "start", "end")))
+    i = np.fromiter((row_of[k] for k in keys), np.int64, count=t.num_rows)
+    j = np.fromiter((col_of[m] for m in t.column("motif_id").to_pylist()), np.int64, count=t.num_rows)
+    v = (np.ones(t.num_rows, np.int64) if value == "any" else
+         arrow.to_numpy(t.column("hits")).astype(np.int64) if value == "count" else
+         arrow.to_numpy(t.column("best_score")).astype(np.float64))
+    m = scipy.sparse.coo_matrix((v, (i, j)), shape=(len(rows), len(col_of)))
+    os.makedirs(out, exist_ok=True)
+    scipy.io.mmwrite(os.path.join(out, "matrix.mtx"), m, field="integer" if value != "best-score" else "real",
+                     comment=f" motifgrid peaks x motifs of {hits}: {value}; rows: rows.tsv, columns: cols.tsv")
+    storage.atomic_write_bytes(os.path.join(out, "rows.tsv"), ("name\tchrom\tstart\tend\n" + "".join(
+        f"{n}\t{c}\t{s}\t{e}\n" for n, c, s, e in rows)).encode())
+    storage.atomic_write_bytes(os.path.join(out, "cols.tsv"), ("motif_id\tmotif_name\n" + "".join(
+        f"{a}\t{b}\n" for a, b in zip(*(motifs.column(c).to_pylist() for c in ("motif_id", "motif_name"))))).encode())
+    return len(rows), len(col_of), int(m.nnz)
+
+
+def _matrix_rows(hits: str, counts) -> list:
+    """(name, chrom, start, end) of every record of the scan's store, or every BED region of a ``--regions`` scan, in
+    the store's order; where those cannot be read back (moved, changed), the rows of ``counts`` (regions with a
+    hit), with a warning."""
+    import json  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    from pipeline.genome import GenomeError, file_checksum  # noqa: PLC0415
+    from pipeline.regions import RegionError, read_bed  # noqa: PLC0415
+
+    params = json.loads(storage.read_bytes(storage.join(hits, "_run.json")))
+    first = next(iter(_ordered_files(hits)), None)
+    problem = "its genome store cannot be read"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SequenceWarning)
+            store = _store_for(first) if first else None
+        if store is not None and params.get("regions") is None:
+            rec = store.records
+            return [(n, n, 0, int(length)) for n, length in zip(rec.names, rec.lengths.tolist())]
+        if store is not None:
+            if file_checksum(params["regions"]) == params.get("regions_checksum"):
+                reg = read_bed(params["regions"], store.records)
+                names = store.records.names
+                return [(n, names[r], s, e) for n, r, s, e in zip(reg.names, reg.record.tolist(), reg.start.tolist(),
+                                                                  reg.end.tolist())]
+            problem = f"its BED regions ({params['regions']}) have changed"
+    except (GenomeError, RegionError, OSError) as e:
+        problem = f"its inputs cannot be read back ({str(e).splitlines()[0]})"
+    warnings.warn(SequenceWarning(f"{hits}: {problem}: the matrix has the rows with a hit only"), stacklevel=3)
+    seen = dict.fromkeys(zip(*(counts.column(c).to_pylist() for c in ("region", "chrom", "start", "end"))))
+    return list(seen)

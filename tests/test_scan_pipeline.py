@@ -908,3 +908,54 @@ def test_output_to_a_file_or_pipe_is_not_wrapped(genome, tmp_path):
     assert "window scores/s (" in done and done.endswith(" on cpu"), text
     assert any(ln.startswith("q-values: ") and ln.endswith("/_qvalues.parquet") for ln in text.splitlines()), text
     assert max(len(ln) for ln in text.splitlines()) > 100
+
+
+@pytest.mark.parametrize("value", ["any", "count", "best-score"])
+def test_matrix_export_equals_a_direct_count(tmp_path, chrx_slice, value):
+    """`export --format matrix`: the peaks x motifs matrix (Matrix Market, rows.tsv, cols.tsv) as motifmatchr hands it
+    to chromVAR — every record by every motif, those without a hit too — equal to a count made directly from the
+    hits; and for a --regions scan, every BED region (overlapping ones too) by every motif, against hits counted
+    inside each region."""
+    import scipy.io
+
+    rng = np.random.default_rng(46)
+    fa = tmp_path / "peaks.fa"
+    starts = rng.integers(0, len(chrx_slice) - 400, 60)
+    lens = rng.integers(8, 400, 60)
+    fa.write_text("".join(f">p{i}\n{chrx_slice[s:s + n]}\n" for i, (s, n) in enumerate(zip(starts, lens))))
+    out = tmp_path / "hits"
+    assert _cli("scan", str(fa), MOTIFS, "--pvalue", "1e-3", "--out", str(out), "--no-progress").returncode == 0
+    hits = read_hits(str(out), max_qvalue=1)
+    ids = pq.read_table(out / "_motif_summary.parquet").column("motif_id").to_pylist()
+
+    def check(dest, rows_want, inside, least):
+        r = _cli("export", str(out), "--format", "matrix", "-o", str(dest), "--value", value)
+        assert r.returncode == 0, r.stderr
+        m = scipy.io.mmread(dest / "matrix.mtx").toarray()
+        rows = [ln.split("\t") for ln in (dest / "rows.tsv").read_text().splitlines()[1:]]
+        cols = [ln.split("\t")[0] for ln in (dest / "cols.tsv").read_text().splitlines()[1:]]
+        assert [(n, c, int(s), int(e)) for n, c, s, e in rows] == rows_want and cols == ids
+        chrom, st, en = (np.array(hits.column(c).to_pylist()) for c in ("chrom", "start", "end"))
+        mid, score = np.array(hits.column("motif_id").to_pylist()), np.array(hits.column("score").to_pylist())
+        want = np.zeros((len(rows_want), len(ids)))
+        for i, (_, c, s, e) in enumerate(rows_want):
+            sel = inside(chrom, st, en, c, s, e)
+            for j, mo in enumerate(ids):
+                k = sel & (mid == mo)
+                want[i, j] = (k.any() if value == "any" else k.sum() if value == "count"
+                              else (score[k].max() if k.any() else 0))
+        assert m.shape == want.shape and np.allclose(m, want, rtol=0, atol=1e-9) and (want > 0).sum() > least
+        assert (want == 0).all(axis=1).any()                 # records without a hit are rows too
+
+    names = [f"p{i}" for i in range(60)]
+    check(tmp_path / "m1", [(n, n, 0, int(k)) for n, k in zip(names, lens)],
+          lambda chrom, st, en, c, s, e: chrom == c, 20)
+    bed = tmp_path / "r.bed"
+    regions = [("p3", 0, 200, "a"), ("p3", 100, 300, "b"), ("p7", 10, 90, "c"), ("p9", 0, 5, "d")]
+    bed.write_text("".join(f"{c}\t{s}\t{e}\t{n}\n" for c, s, e, n in regions))
+    out2 = tmp_path / "hits2"
+    assert _cli("scan", str(out / "_genome.zarr"), MOTIFS, "--pvalue", "1e-3", "--regions", str(bed), "--out",
+                str(out2), "--no-progress").returncode == 0
+    out, hits = out2, read_hits(str(out2), max_qvalue=1)
+    check(tmp_path / "m2", [(n, c, s, min(e, int(lens[int(c[1:])]))) for c, s, e, n in regions],
+          lambda chrom, st, en, c, s, e: (chrom == c) & (st >= s) & (en <= e), 5)
