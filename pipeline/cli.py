@@ -154,7 +154,8 @@ def _args_scan(s: argparse.ArgumentParser, cfg: dict) -> None:
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="record Q: read_hits and motifgrid export then keep hits with q <= Q (the files keep all)")
     s.add_argument("--regions", metavar="BED", help="scan only the windows lying wholly inside these regions of the "
-                   "store (BED 3-12 columns; overlapping and adjacent regions merged; hits get a region column)")
+                   "store, or of the FASTA's records (BED 3-12 columns, contigs named as the store's or FASTA's "
+                   "records; overlapping and adjacent regions merged; hits get a region column)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     _like_args(s)
     _cluster_args(s)
@@ -1085,15 +1086,16 @@ def _demo_times(hits: Path, console, warm, t_ingest, total: float) -> None:
 
     s = json.loads((hits / "_summary.json").read_text())
     parts = [] if t_ingest is None else [f"ingest {t_ingest:.1f} s"]
-    if warm is not None:
-        warm.thread.join()
-        how = "compiled (first run; cached now)" if warm.compiled() else "loaded from numba's cache"
-        parts.append(f"kernels {how}, ready {warm.seconds:.1f} s after the start")
     if s.get("blocks_this_run"):
         rest = s["seconds"] - s["seconds_thresholds"] - s["seconds_tasks_wall"]
-        parts += [f"motifs, cluster, summaries {rest:.1f} s", f"thresholds {s['seconds_thresholds']:.1f} s",
-                  f"blocks {s['seconds_tasks_wall']:.1f} s"]
-    console.print("times: " + " · ".join(parts + [f"whole demo {total:.1f} s"]), soft_wrap=True)
+        parts += [f"thresholds {s['seconds_thresholds']:.1f} s", f"scanning the blocks {s['seconds_tasks_wall']:.1f} s",
+                  f"the rest of the scan (reading the motifs, starting the workers, q-values, summaries) {rest:.1f} s"]
+    line = f"time: {total:.1f} s in all" + (f" — {', '.join(parts)}" if parts else "")
+    if warm is not None:                   # beside the above, on a thread of its own
+        warm.thread.join()
+        how = "compiled (first run; cached now)" if warm.compiled() else "loaded from numba's cache"
+        line += f"; numba's kernels {how} in the background, ready {warm.seconds:.1f} s after the start"
+    console.print(line, soft_wrap=True)
 
 
 def _demo_report(hits: Path, console) -> None:

@@ -171,7 +171,10 @@ def best_match_lines(out: str) -> list:
     import pyarrow.parquet as pq  # noqa: PLC0415
 
     t = pq.read_table(os.path.join(out, "best_matches.parquet"))
-    return [f"{r['query']} {r['query_name']}\t{r['target']} {r['target_name']}\tp={r['pvalue']:.3g}\t"
+    def named(i, n):           # a PFM's motifs are named by their ids: said once
+        return i if not n or n == i else f"{i} {n}"
+
+    return [f"{named(r['query'], r['query_name'])}\t{named(r['target'], r['target_name'])}\tp={r['pvalue']:.3g}\t"
             f"E={r['evalue']:.3g}\tq={r['qvalue']:.3g}\toffset={r['offset']}\tstrand={r['strand']}"
             for r in t.filter(pc.equal(t["rank"], 1)).to_pylist()]
 

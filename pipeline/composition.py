@@ -40,8 +40,8 @@ import pyarrow as pa
 
 from pipeline import MotifgridError, __version__, arrow
 from pipeline.dataset import (Progress, TaskRun, atomic_write_bytes, check_inputs_outside, check_output,
-                              discard_replaced, lock_output, open_run, read_manifest, release_output, restore_replaced,
-                              write_manifest_entry, write_part)
+                              check_writable, discard_replaced, lock_output, open_run, read_manifest, release_output,
+                              restore_replaced, write_manifest_entry, write_part)
 from pipeline.genome import GenomeError, GenomeStore, file_checksum
 from pipeline.schema import COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
 from workers.composition import CompositionPlan, Segments, compare_block, make_plan, similarity, histograms
@@ -311,6 +311,7 @@ def _plan_composition(tests, reference, out, min_similarity, both_strands, count
         raise CompositionError(f"--min-similarity must be in (0, 1], got {min_similarity}")
     ts = read_tests(tests)
     check_output(out, resume, "composition run", CompositionError, "composition dataset", overwrite)
+    check_writable(out, CompositionError)          # before any cluster starts
     if overwrite:
         check_inputs_outside(out, [tests, reference], CompositionError)
     max_len = int(ts.lengths.max())

@@ -367,6 +367,26 @@ def open_run(out: str, params: dict, resume: bool, kind: str = "scan", error=Run
     return done
 
 
+def check_writable(out: str, error=RuntimeError) -> None:
+    """``error`` when ``out`` cannot be created or written (its nearest existing folder refuses a new entry: a
+    read-only or immutable folder, a full disk), found by making and removing a probe folder there — so that a command
+    says so before it starts a cluster (composition did after).  Object-store URLs are not probed."""
+    if storage.is_url(out):
+        return
+    import tempfile  # noqa: PLC0415
+
+    d = os.path.abspath(out)
+    while not os.path.isdir(d):
+        parent = os.path.dirname(d)
+        if parent == d:
+            break
+        d = parent
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".motifgrid-probe-", dir=d))
+    except OSError as e:
+        raise error(f"{out}: cannot create the output folder ({os.strerror(e.errno) if e.errno else e})") from None
+
+
 class TaskCancelled(RuntimeError):
     """A task the scheduler cancelled rather than ran (every worker gone with the data it needed)."""
 

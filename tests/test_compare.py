@@ -391,3 +391,14 @@ def test_shared_query_ids_are_named_in_one_warning(tmp_path, method):
         warnings.simplefilter("error", SharedIdWarning)
         assert main(["compare", str(tmp_path / "clean.jaspar"), "--out", str(tmp_path / "p"), "--method", method,
                      "--workers", "1"]) == 0
+
+
+def test_a_pfm_query_is_named_once(tmp_path, capsys):
+    """A 4-column PFM's motif is named by its id: compare's line names it once (it printed "MA0004.1 MA0004.1")."""
+    from pipeline.cli import main
+    from tests.conftest import DATA
+
+    pfm = DATA / "motifs" / "formats" / "MA0004.1.pfm"
+    assert main(["compare", str(pfm), str(DATA / "jaspar2024_subset.jaspar"), "--out", str(tmp_path / "c")]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("MA0004.1"))
+    assert line.startswith("MA0004.1\tMA0004.1 Arnt\tp="), line

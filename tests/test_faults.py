@@ -600,3 +600,20 @@ def test_a_store_left_by_a_killed_fasta_scan_is_removed_by_the_next(tmp_path, ch
 
     restore_replaced(job.out)
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_composition_into_an_unwritable_folder_starts_no_cluster(genome, tmp_path):
+    """composition with an output it cannot create: one line, exit 2, before any cluster is started (it started one
+    and then found the folder unwritable)."""
+    tests = tmp_path / "t.fa"
+    tests.write_text(">t1\nACGTACGTACGTACGTACGT\n")
+    d = tmp_path / "ro"
+    d.mkdir()
+    with unwritable(d, tmp_path):
+        r = subprocess.run([sys.executable, "-m", "pipeline.cli", "composition", str(tests), genome.path, "--out",
+                            str(d / "c"), "--no-progress"], env=ENV, cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"motifgrid composition: error: {d / 'c'}: cannot create the output folder ("), r.stderr
+    assert "worker(s)" not in r.stdout + r.stderr and not (d / "c").exists()
