@@ -238,7 +238,7 @@ def test_explore_notebook(live, explored):
     text = _texts(nb)
     summary = json.loads((live["out"] / "_summary.json").read_text())
     assert f"{summary['hits']:,} hits (summary: {summary['hits']:,})" in text
-    assert _images(nb) >= 4
+    assert "positions in " in text and _images(nb) >= 4
     last = nb.cells[-1]["outputs"][-1]["data"]
     assert "site (motif strand)" in last["text/plain"]
 
@@ -297,6 +297,7 @@ def test_explore_notebook_peak_set(peaks, peaks_notebooks):
     nb = _notebook(peaks_notebooks, "explore")
     text = _texts(nb)
     assert f"{len(chroms):,} contigs with hits; hits along the 8 largest drawn" in text, text
+    assert "(MAX_CONTIGS = 8), positions in bp" in text, text        # peaks of a few hundred bp: not on an Mb axis
     cell = next(i for i, c in enumerate(nb.cells) if "MAX_CONTIGS]" in c.source)
     assert _png_height(nb, cell) < 100 * 1.8 * 12      # 8 panels and the histogram (1.8 in each, 100 dpi), not 500
     assert "site (motif strand)" in nb.cells[-1]["outputs"][-1]["data"]["text/plain"]
