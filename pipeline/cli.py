@@ -153,6 +153,10 @@ def _args_scan(s: argparse.ArgumentParser, cfg: dict) -> None:
                    help="skip the q-values (Benjamini-Hochberg per motif over every window tested; HITS/_qvalues.parquet)")
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
                    help="record Q: read_hits and motifgrid export then keep hits with q <= Q (the files keep all)")
+    s.add_argument("--parse-genomic-coord", action="store_true",
+                   help="records named chrom:start-end (bedtools getfasta, HOMER, MACS, samtools faidx): hits in genome "
+                        "coordinates wherever they are read or exported (FIMO's option; the record's name kept in "
+                        "read_hits' record column)")
     s.add_argument("--regions", metavar="BED", help="scan only the windows lying wholly inside these regions of the "
                    "store, or of the FASTA's records (BED 3-12 columns, contigs named as the store's or FASTA's "
                    "records; overlapping and adjacent regions merged; hits get a region column)")
@@ -547,7 +551,8 @@ def _plan_scan(a, console, threshold_threads: int = 0):
                     strands=getattr(a, "strand", "both"), overwrite=getattr(a, "overwrite", False),
                     select=getattr(a, "motif_select", None), motif_format=getattr(a, "motif_format", None),
                     qvalues=not getattr(a, "no_qvalue", False), max_qvalue=getattr(a, "max_qvalue", None),
-                    regions=getattr(a, "regions", None), threshold_threads=threshold_threads)
+                    regions=getattr(a, "regions", None), threshold_threads=threshold_threads,
+                    parse_genomic_coord=getattr(a, "parse_genomic_coord", False))
     if job.ingested:
         console.print(f"{a.store}: {len(job.store.records):,} records, {job.store.total_length:,} bp → "
                       f"{job.store.path} (kept with the hits: exports read the sequences from it; --resume reuses it)")

@@ -146,7 +146,10 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
 
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    from pipeline.scan import genomic_convention  # noqa: PLC0415
+
     qmap, limit = _qvalue_setting(hits, max_qvalue)
+    convention = genomic_convention(hits)
     n = 0
     store = None
     sorter = ranks = None
@@ -178,6 +181,8 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
                 o = np.lexsort((c["start"], chrom.indices.to_numpy()))
                 c = {k: v[o] for k, v in c.items()}
                 start, end = c["start"].astype(np.int64), c["end"].astype(np.int64)
+                if convention is not None:               # --parse-genomic-coord: on the genome
+                    c, start, end = _on_genome(c, start, end, convention)
                 for lo in range(0, len(start), _CHUNK):       # bounded memory whatever a file holds
                     hi = lo + _CHUNK
                     part = {k: v[lo:hi] for k, v in c.items()}
@@ -228,7 +233,8 @@ def _records(fmt: str, c: dict, start: np.ndarray, end: np.ndarray, store, with_
                 map(str, bed_score(c["pvalue"]).tolist()), strands, scores, map("{:.4g}".format, c["pvalue"].tolist()),
                 c["motif_name"].tolist()]
     elif fmt == "fimo":
-        seqs = _sequences(store or None, c["chrom"], start, end, c["strand"])
+        seqs = _sequences(store or None, c.get("record", c["chrom"]), c.get("record_start", start),
+                          c.get("record_end", end), c.get("record_strand", c["strand"]))
         cols = [c["motif_id"].tolist(), c["motif_name"].tolist(), chrom, map(str, (start + 1).tolist()),
                 map(str, end.tolist()), strands, scores, map("{:.3g}".format, c["pvalue"].tolist()),
                 _fmt_q("{:.3g}", c["qvalue"]) if with_q else repeat("", n), seqs]
@@ -242,6 +248,19 @@ def _records(fmt: str, c: dict, start: np.ndarray, end: np.ndarray, store, with_
         cols = [map(e, chrom), repeat("motifgrid", n), repeat("TF_binding_site", n),
                 map(str, (start + 1).tolist()), map(str, end.tolist()), scores, strands, repeat(".", n), attrs]
     return list(map("\t".join, zip(*cols)))
+
+
+def _on_genome(c: dict, start: np.ndarray, end: np.ndarray, convention: str):
+    """A file's columns in genome coordinates (:mod:`pipeline.genomic_coords`), the record's own kept under
+    ``record``, ``record_start``, ``record_end``, ``record_strand`` (the FIMO export's matched sequences)."""
+    from pipeline.genomic_coords import RecordCoords  # noqa: PLC0415
+
+    names, rec = np.unique(c["chrom"], return_inverse=True)
+    coords = RecordCoords(names.tolist(), convention)
+    ci, gs, ge, st = coords.genome(rec, start, end, c["strand"])
+    c = {**c, "record": c["chrom"], "record_start": start, "record_end": end, "record_strand": c["strand"],
+         "chrom": np.asarray(coords.contigs, dtype=object)[ci], "strand": st.astype(object)}
+    return c, gs, ge
 
 
 def bed_score(pvalue: np.ndarray) -> np.ndarray:
@@ -303,8 +322,12 @@ def export_matrix(hits: str, out: str, value: str = "any") -> tuple[int, int, in
     motifs = storage.read_parquet(storage.join(hits, "_motif_summary.parquet"), columns=["motif_id", "motif_name"])
     col_of = {m: j for j, m in enumerate(motifs.column("motif_id").to_pylist())}
     rows = _matrix_rows(hits, t)
-    row_of = {key: i for i, key in enumerate(rows)}
-    keys = zip(*(t.column(c).to_pylist() for c in ("region", "chrom", "start", "end")))
+    # a record's row by its name (unique in a store; shown in genome coordinates with --parse-genomic-coord); a BED
+    # region's by its name and place (names may repeat)
+    by_name = _is_record_scan(hits)
+    row_of = {(key[0] if by_name else key): i for i, key in enumerate(rows)}
+    keys = (t.column("region").to_pylist() if by_name else
+            zip(*(t.column(c).to_pylist() for c in ("region", "chrom", "start", "end"))))
     i = np.fromiter((row_of[k] for k in keys), np.int64, count=t.num_rows)
     j = np.fromiter((col_of[m] for m in t.column("motif_id").to_pylist()), np.int64, count=t.num_rows)
     v = (np.ones(t.num_rows, np.int64) if value == "any" else
@@ -319,6 +342,12 @@ def export_matrix(hits: str, out: str, value: str = "any") -> tuple[int, int, in
     storage.atomic_write_bytes(os.path.join(out, "cols.tsv"), ("motif_id\tmotif_name\n" + "".join(
         f"{a}\t{b}\n" for a, b in zip(*(motifs.column(c).to_pylist() for c in ("motif_id", "motif_name"))))).encode())
     return len(rows), len(col_of), int(m.nnz)
+
+
+def _is_record_scan(hits: str) -> bool:
+    import json  # noqa: PLC0415
+
+    return json.loads(storage.read_bytes(storage.join(hits, "_run.json"))).get("regions") is None
 
 
 def _matrix_rows(hits: str, counts) -> list:
@@ -340,6 +369,12 @@ def _matrix_rows(hits: str, counts) -> list:
             store = _store_for(first) if first else None
         if store is not None and params.get("regions") is None:
             rec = store.records
+            if params.get("parse_genomic_coord"):    # each record where it lies on the genome
+                from pipeline.genomic_coords import RecordCoords  # noqa: PLC0415
+
+                rc = RecordCoords(list(rec.names), params["parse_genomic_coord"])
+                return [(n, rc.contigs[k], f, la + 1) for n, k, f, la in zip(rec.names, rc.contig.tolist(),
+                                                                             rc.first.tolist(), rc.last.tolist())]
             return [(n, n, 0, int(length)) for n, length in zip(rec.names, rec.lengths.tolist())]
         if store is not None:
             if file_checksum(params["regions"]) == params.get("regions_checksum"):

@@ -278,6 +278,17 @@ def _run_params(store: GenomeStore, mset: MotifSet, pvalue: float, bg_spec: str,
     }
 
 
+def _coord_convention(store: GenomeStore, source: str) -> str:
+    """``--parse-genomic-coord``: the convention of the records' ``chrom:start-end`` names
+    (:func:`pipeline.genomic_coords.check_names`), checked before anything is scanned."""
+    from pipeline.genomic_coords import CoordError, check_names  # noqa: PLC0415
+
+    try:
+        return check_names(store.records, source)
+    except CoordError as e:
+        raise ScanError(str(e)) from None
+
+
 def motif_thresholds_table(mset: MotifSet, tables, strands) -> pa.Table:
     """One row per (motif, strand) row of ``mset`` with its ``tables[r]`` (ScoreThreshold at one p-value): what a
     scan's ``_thresholds.parquet``, compare's ``thresholds.parquet`` and ``motifgrid thresholds`` write."""
@@ -373,7 +384,7 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
               strands: str = "both", overwrite: bool = False, select=None, motif_format: str | None = None,
               qvalues: bool = True, max_qvalue: float | None = None, regions: str | None = None,
               region_counts: bool = True, hits: bool = True, threshold_threads: int = 0,
-              presence_groups: np.ndarray | None = None) -> ScanJob:
+              presence_groups: np.ndarray | None = None, parse_genomic_coord: bool = False) -> ScanJob:
     """Read and check every input and claim the output folder, before any cluster is started.
 
     ``source``: a genome store, or a FASTA file (plain, gzip, bgzip), ingested into ``OUT/_genome.zarr`` (kept
@@ -418,6 +429,8 @@ def plan_scan(source: str, motifs: str, out: str, pvalue: float = 1e-4, backgrou
                 mset = _motif_set(store, motifs, background, pseudocount, select, motif_format, like, strands)
             _check_halo(store, mset, motifs, source)
             params = _run_params(store, mset, pvalue, background, bed)
+            if parse_genomic_coord:          # (in _run.json only when asked: earlier runs resume as they were)
+                params["parse_genomic_coord"] = _coord_convention(store, source)
             done = open_run(out, params, resume, kind="scan", error=ScanError, overwrite=overwrite)
             if staged is not None:
                 store = _place_store(staged, out)
@@ -1069,7 +1082,17 @@ def hits_schema(out: str) -> pa.Schema:
     return REGION_HITS_SCHEMA if params.get("regions") else HITS_SCHEMA
 
 
-def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = None) -> pa.Table:
+def genomic_convention(out: str) -> str | None:
+    """The record names' convention when the scan of ``out`` ran with ``--parse-genomic-coord``
+    (:mod:`pipeline.genomic_coords`), else None."""
+    try:
+        return json.loads(storage.read_bytes(storage.join(out, "_run.json"))).get("parse_genomic_coord")
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = None, *,
+              _genomic: bool = True) -> pa.Table:
     """Read a hits dataset (small ones; large ones are streamed file by file, as :mod:`pipeline.export` does).
 
     ``columns``: of :data:`pipeline.schema.HITS_READ_SCHEMA` (default all; ``region`` too for a scan of BED
@@ -1086,7 +1109,16 @@ def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = No
     fs, path = storage.arrow_source(out)
     schema = hits_schema(out)
     d = ds.dataset(path, filesystem=fs, format="parquet", schema=schema)
+    convention = genomic_convention(out) if _genomic else None
     want = list(schema.names) + ["qvalue"] if columns is None else list(columns)
+    if convention is not None:       # genome coordinates: the record's name in ``record``, after ``chrom``
+        if columns is None:
+            want.insert(want.index("chrom") + 1, "record")
+        got = read_hits(out, [c for c in dict.fromkeys(want + ["chrom", "start", "end", "strand"]) if c != "record"],
+                        filter, max_qvalue, _genomic=False)
+        from pipeline.genomic_coords import to_genome  # noqa: PLC0415
+
+        return to_genome(got, convention).select(want)
     try:
         qmap, limit = map_and_limit(out, max_qvalue)      # the map is small: one row per q-value step
     except ValueError as e:

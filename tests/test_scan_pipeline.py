@@ -960,3 +960,55 @@ def test_matrix_export_equals_a_direct_count(tmp_path, chrx_slice, value):
     out, hits = out2, read_hits(str(out2), max_qvalue=1)
     check(tmp_path / "m2", [(n, c, s, min(e, int(lens[int(c[1:])]))) for c, s, e, n in regions],
           lambda chrom, st, en, c, s, e: (chrom == c) & (st >= s) & (en <= e), 5)
+
+
+@pytest.mark.parametrize("convention", ["bed", "1-based"])
+def test_parse_genomic_coord_equals_the_genome_scan_of_the_regions(tmp_path, chrx_slice, convention):
+    """FIMO's --parse-genomic-coord: records named chrom:start-end (bedtools getfasta's BED coordinates, with (-) for
+    a reverse complement; or samtools faidx's 1-based ones) give the hits that a scan of the genome store restricted
+    to the same regions (--regions) gives — contig, positions, strand, motif, score, p-value — with the record's name
+    kept; the FIMO export's matched sequences are the genome's."""
+    from pipeline.export import parse_export
+
+    genome = tmp_path / "g.fa"
+    genome.write_text(f">chrX\n{chrx_slice[:200_000]}\n>chrY\n{chrx_slice[200_000:260_000]}\n")
+    regions = [("chrX", 1000, 1400, "+"), ("chrX", 5000, 5300, "+"), ("chrX", 90_000, 90_250, "-"),
+               ("chrY", 1_500, 2_100, "+"), ("chrY", 30_000, 30_300, "-")]
+    seqs = {"chrX": chrx_slice[:200_000], "chrY": chrx_slice[200_000:260_000]}
+    comp = str.maketrans("ACGTNacgtn", "TGCANtgcan")
+    shift = 0 if convention == "bed" else 1
+    lines = []
+    for c, a, b, st in regions:
+        s = seqs[c][a:b]
+        lines.append(f">{c}:{a + shift}-{b}{'(-)' if st == '-' else ''}\n"
+                     f"{s.translate(comp)[::-1] if st == '-' else s}\n")
+    peaks = tmp_path / "peaks.fa"
+    peaks.write_text("".join(lines))
+    (tmp_path / "r.bed").write_text("".join(f"{c}\t{a}\t{b}\n" for c, a, b, _ in regions))
+    args = ["--pvalue", "1e-3", "--no-progress"]
+    r = _cli("scan", str(peaks), MOTIFS, "--parse-genomic-coord", "--out", str(tmp_path / "p"), *args)
+    assert r.returncode == 0, r.stderr
+    assert _cli("scan", str(genome), MOTIFS, "--regions", str(tmp_path / "r.bed"), "--out", str(tmp_path / "g"),
+                *args).returncode == 0
+    cols = ("chrom", "start", "end", "strand", "motif_id")
+    got_t, want_t = read_hits(str(tmp_path / "p")), read_hits(str(tmp_path / "g"))
+    got = {tuple(r[:5]): r[5:] for r in zip(*(got_t.column(c).to_pylist() for c in (*cols, "score", "pvalue")))}
+    want = {tuple(r[:5]): r[5:] for r in zip(*(want_t.column(c).to_pylist() for c in (*cols, "score", "pvalue")))}
+    assert len(want) > 20 and set(got) == set(want)
+    assert any(c == rc and a <= k[1] < b for k in got for rc, a, b, st in regions if st == "-" for c in [k[0]])
+    for k in want:
+        assert got[k][0] == pytest.approx(want[k][0], abs=1e-9) and got[k][1] == pytest.approx(want[k][1], rel=1e-9)
+    names = {f"{c}:{a + shift}-{b}{'(-)' if st == '-' else ''}" for c, a, b, st in regions}
+    assert set(got_t.column("record").to_pylist()) <= names and got_t.column_names.index("record") == 1
+    assert _cli("export", str(tmp_path / "p"), "--format", "fimo", "-o", str(tmp_path / "p.tsv")).returncode == 0
+    fimo = [ln.split("\t") for ln in (tmp_path / "p.tsv").read_text().splitlines()[1:]]
+    assert sorted((c, s, e, st, m) for c, s, e, st, m, _ in parse_export(str(tmp_path / "p.tsv"), "fimo")) == sorted(
+        got)
+    for row in fimo:
+        c, s, e, st, seq = row[2], int(row[3]) - 1, int(row[4]), row[5], row[9]
+        text = seqs[c][s:e]
+        assert seq.upper() == (text if st == "+" else text.translate(comp)[::-1]).upper()
+    bad = tmp_path / "bad.fa"
+    bad.write_text(">chrX:1000-1400\n" + seqs["chrX"][1000:1300] + "\n")
+    r = _cli("scan", str(bad), MOTIFS, "--parse-genomic-coord", "--out", str(tmp_path / "b"), *args)
+    assert r.returncode == 2 and "record 'chrX:1000-1400' holds 300 bases, but its name spans 400" in r.stderr
