@@ -287,6 +287,9 @@ def _args_export(s: argparse.ArgumentParser, cfg: dict) -> None:
     s.add_argument("-o", "--out", required=True, metavar="FILE",
                    help="output file, or - for standard output (a symbolic link keeps pointing at its target); "
                         "a folder for --format matrix")
+    s.add_argument("--sort", choices=["fimo", "none"], default="fimo",
+                   help="--format fimo: FIMO's order (by p-value; every hit is read before the first line) or none "
+                        "(genome order, as FIMO's --text: lines stream at once)")
     s.add_argument("--value", choices=["any", "count", "best-score"], default="any",
                    help="--format matrix: 1 where a record or region has a hit of the motif (default), its hits, "
                         "or its best hit's score")
@@ -950,7 +953,7 @@ def cmd_export(a) -> int:
     _warn_unfinished(a.hits)
     to_stdout = output_target(a.out)[0] == "stdout"
     try:
-        n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue)
+        n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue, sort=a.sort)
     except BrokenPipeError:          # `motifgrid export H -o - | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -565,9 +565,9 @@ def test_external_sort_equals_stable_sort(tmp_path, max_rows):
     s = ExternalSort(str(tmp_path), max_rows)
     for lo in range(0, n, 333):
         s.add((k1[lo:lo + 333], k2[lo:lo + 333]), lines[lo:lo + 333])
-    f = io.StringIO()
+    f = io.BytesIO()
     s.write(f)
-    assert f.getvalue().splitlines() == [lines[i] for i in np.lexsort((np.arange(n), k2, k1))]
+    assert f.getvalue().decode().splitlines() == [lines[i] for i in np.lexsort((np.arange(n), k2, k1))]
     assert (len(s.runs) > 1) == (max_rows < n) and not list(tmp_path.iterdir())
 
 

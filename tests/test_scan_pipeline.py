@@ -1012,3 +1012,25 @@ def test_parse_genomic_coord_equals_the_genome_scan_of_the_regions(tmp_path, chr
     bad.write_text(">chrX:1000-1400\n" + seqs["chrX"][1000:1300] + "\n")
     r = _cli("scan", str(bad), MOTIFS, "--parse-genomic-coord", "--out", str(tmp_path / "b"), *args)
     assert r.returncode == 2 and "record 'chrX:1000-1400' holds 300 bases, but its name spans 400" in r.stderr
+
+
+def test_exports_on_threads_equal_one_at_a_time_and_fimo_unsorted(finished, tmp_path):
+    """Block files formatted side by side (motifgrid.export.threads) write the same bytes as one at a time, in every
+    format; `--sort none` writes the FIMO TSV's lines in genome order (FIMO's --text), the same lines as FIMO's order."""
+    out, _ = finished
+    for fmt in ("bed", "gff3", "fimo"):
+        a = _cli("export", str(out), "--format", fmt, "-o", str(tmp_path / f"a.{fmt}"),
+                 env={"DASK_MOTIFGRID__EXPORT__THREADS": "1"})
+        b = _cli("export", str(out), "--format", fmt, "-o", str(tmp_path / f"b.{fmt}"),
+                 env={"DASK_MOTIFGRID__EXPORT__THREADS": "3", "DASK_MOTIFGRID__EXPORT__SORT_ROWS": "500"})
+        assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+        assert (tmp_path / f"a.{fmt}").read_bytes() == (tmp_path / f"b.{fmt}").read_bytes()
+        assert (tmp_path / f"a.{fmt}").read_text().count("\n") > 100
+    r = _cli("export", str(out), "--format", "fimo", "--sort", "none", "-o", str(tmp_path / "n.tsv"))
+    assert r.returncode == 0, r.stderr
+    plain = (tmp_path / "n.tsv").read_text().splitlines()
+    fimo = (tmp_path / "a.fimo").read_text().splitlines()
+    assert plain[0] == fimo[0] and sorted(plain[1:]) == sorted(fimo[1:]) and plain != fimo
+    store_order = {c: i for i, c in enumerate(["chrX_a", "contig/b|x=1"])}
+    keys = [(store_order[x.split("\t")[2]], int(x.split("\t")[3])) for x in plain[1:]]
+    assert keys == sorted(keys)
