@@ -219,7 +219,7 @@ def standalone(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("standalone")
     sched_file = d / "scheduler.json"
-    dask_cli = shutil.which("dask", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+    dask_cli = _dask_cli()
     env = {**ENV, "PYTHONPATH": str(ROOT), "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "30s"}
     procs = [subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
                                str(sched_file), "--dashboard-address", "127.0.0.1:0"], env=env, cwd=d,
@@ -299,60 +299,55 @@ def test_every_worker_killed_at_the_end_of_a_run(genome, standalone, reference, 
     assert _qvalue_rows(out) == _qvalue_rows(reference["out"])
 
 
-def _standalone_scheduler(d: Path):
-    """A ``dask scheduler`` process of its own (scheduler file ``d/s.json``), and its file."""
-    dask_cli = shutil.which("dask", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    p = subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
-                          str(d / "s.json"), "--dashboard-address", "127.0.0.1:0"], env=ENV, cwd=d,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def _dask_cli() -> str:
+    return shutil.which("dask", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+
+
+@contextlib.contextmanager
+def _one_worker_cluster(d: Path, worker: list, env: dict | None = None):
+    """A ``dask scheduler`` process (scheduler file ``d/s.json``) and one worker started by ``worker`` (its
+    arguments before ``--scheduler-file``); yields (scheduler process, scheduler file); both stopped after."""
+    sched = subprocess.Popen([_dask_cli(), "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file",
+                              str(d / "s.json"), "--dashboard-address", "127.0.0.1:0"], env=ENV, cwd=d,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     while not (d / "s.json").exists() and time.time() < deadline:
         time.sleep(0.05)
-    return p, d / "s.json"
+    proc = subprocess.Popen([*worker, "--scheduler-file", str(d / "s.json"), "--nthreads", "1", "--host",
+                             "127.0.0.1"], env={**ENV, **(env or {})}, cwd=d, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        yield sched, d / "s.json"
+    finally:
+        proc.terminate()
+        sched.kill()
+        proc.wait()
+        sched.wait()
 
 
 def test_a_worker_without_motifgrid_is_named(genome, tmp_path):
     """A standalone worker whose Python cannot import motifgrid: one line naming the worker and what every worker
     needs, before any block is sent (it was a raw ModuleNotFoundError("No module named 'pipeline'"))."""
-    sched, sched_file = _standalone_scheduler(tmp_path)
-    worker = subprocess.Popen([sys.executable, str(ROOT / "tests" / "bare_worker.py"), "--scheduler-file",
-                               str(sched_file), "--nthreads", "1", "--host", "127.0.0.1"],
-                              env={**ENV, "HIDE_ROOT": str(ROOT)}, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    try:
+    bare = [sys.executable, str(ROOT / "tests" / "bare_worker.py")]
+    with _one_worker_cluster(tmp_path, bare, {"HIDE_ROOT": str(ROOT)}) as (_, sched_file):
         rc, log = _finish(_scan(genome, tmp_path / "hits", None, "--scheduler-file", str(sched_file)))
-    finally:
-        worker.terminate()
-        sched.terminate()
-        worker.wait()
-        sched.wait()
     assert rc == 2
     line = _one_line(log)
     assert re.search(r"worker tcp://127\.0\.0\.1:\d+ cannot import motifgrid \(pipeline\.scan: No module named "
                      r"'pipeline'\): every worker needs motifgrid installed", line), line
     assert "the same paths (a shared file system) or URLs" in line
-    assert not list((tmp_path / "hits" / "_manifest").glob("*.json")) if (tmp_path / "hits").exists() else True
+    assert not list((tmp_path / "hits").glob("_manifest/*.json"))
 
 
 def test_a_scheduler_killed_mid_scan_is_named(genome, tmp_path):
     """SIGKILL of a standalone scheduler mid-scan: one line saying the connection to the scheduler was lost (it
     asked "did every worker leave the scheduler?"); the finished blocks are kept."""
-    sched, sched_file = _standalone_scheduler(tmp_path)
-    dask_cli = shutil.which("dask", path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
-    worker = subprocess.Popen([dask_cli, "worker", "--scheduler-file", str(sched_file), "--nthreads", "1", "--host",
-                               "127.0.0.1"], env=ENV, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
     out = tmp_path / "hits"
-    try:
+    with _one_worker_cluster(tmp_path, [_dask_cli(), "worker"]) as (sched, sched_file):
         p = _scan(genome, out, None, "--scheduler-file", str(sched_file))
         _wait_blocks(out, 3, p)
         sched.kill()
         rc, log = _finish(p)
-    finally:
-        worker.terminate()
-        sched.kill()
-        worker.wait()
-        sched.wait()
     assert rc == 2
     line = _one_line(log)
     assert "the connection to the scheduler at tcp://127.0.0.1:" in line and "was lost" in line, line
