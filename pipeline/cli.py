@@ -410,12 +410,18 @@ def _check_out_file(path: str, overwrite: bool | None = None) -> None:
         raise UserError(f"{path}: cannot write it, the folder {d} does not exist")
     if kind != "file":
         return
-    inside = _output_folder_of(d)
-    if inside is not None:         # a file there became part of the dataset: Parquet readers took hits.bed as theirs
-        raise UserError(f"{path}: inside the motifgrid output folder {inside}; write it elsewhere (readers of that "
-                        "folder take every file in it as theirs)")
+    _refuse_inside_output(path, d)
     if overwrite is False and os.path.exists(target):      # (a dangling link: its target is written)
         raise UserError(f"{path}: exists; --overwrite to replace it")
+
+
+def _refuse_inside_output(path: str, folder: str) -> None:
+    """UserError when ``folder``, where ``path`` would be written, is or lies in a motifgrid output folder: a file
+    there becomes part of the dataset (Parquet readers took ``H/hits.bed`` as theirs)."""
+    inside = _output_folder_of(folder)
+    if inside is not None:
+        raise UserError(f"{path}: inside the motifgrid output folder {inside}; write it elsewhere (readers of that "
+                        "folder take every file in it as theirs)")
 
 
 def _output_folder_of(folder: str) -> str | None:
@@ -970,10 +976,7 @@ def _export_matrix(a) -> int:
     out = os.path.abspath(a.out)
     if a.max_qvalue is not None:
         raise UserError("--max-qvalue does not apply to --format matrix: it counts every hit at the scan's p-value")
-    inside = _output_folder_of(os.path.dirname(out)) or _output_folder_of(out)
-    if inside is not None:
-        raise UserError(f"{a.out}: inside the motifgrid output folder {inside}; write it elsewhere (readers of that "
-                        "folder take every file in it as theirs)")
+    _refuse_inside_output(a.out, out if os.path.isdir(out) else os.path.dirname(out))
     if os.path.exists(out):
         ours = {"matrix.mtx", "rows.tsv", "cols.tsv"}
         if not os.path.isdir(out) or not a.overwrite or not set(os.listdir(out)) <= ours:

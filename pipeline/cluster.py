@@ -215,7 +215,7 @@ def dashboard_link(client) -> str:
     addr = client.scheduler.address or ""
     if not port:
         return "none (the scheduler serves none)"
-    if port and (addr.startswith("inproc://") or "127.0.0.1" in addr):
+    if addr.startswith("inproc://") or "127.0.0.1" in addr:
         return f"http://127.0.0.1:{port}/status"
     return client.dashboard_link
 

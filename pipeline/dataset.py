@@ -387,6 +387,11 @@ def check_writable(out: str, error=RuntimeError) -> None:
         raise error(f"{out}: cannot create the output folder ({os.strerror(e.errno) if e.errno else e})") from None
 
 
+def scheduler_lost(client) -> bool:
+    """Whether ``client`` has lost its scheduler (a thread client never has): calls to the scheduler would wait."""
+    return getattr(client, "status", "running") != "running"
+
+
 class TaskCancelled(RuntimeError):
     """A task the scheduler cancelled rather than ran (every worker gone with the data it needed)."""
 
@@ -475,7 +480,7 @@ class TaskRun:
         import dask.config  # noqa: PLC0415
 
         client = self._client
-        if self._as_completed is not None or getattr(client, "status", "running") != "running":
+        if self._as_completed is not None or scheduler_lost(client):
             return None
         args, given = self._args[fut.key]
         if given.status == "finished":              # its context is there: cancelled on purpose
@@ -536,7 +541,7 @@ class TaskRun:
 
     def _why_cancelled(self, res) -> str:
         client = self._client
-        if getattr(client, "status", "running") != "running":
+        if scheduler_lost(client):
             address = getattr(getattr(client, "scheduler", None), "address", None) or "its address"
             return f"the connection to the scheduler at {address} was lost (did the scheduler stop?)"
         if self.rescattered:

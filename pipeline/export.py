@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import os
-from itertools import repeat
 from urllib.parse import quote, unquote
 
 import numpy as np
@@ -271,14 +270,6 @@ def _fimo_keys(c: dict, start: np.ndarray, end: np.ndarray) -> tuple:
     return c["pvalue"].astype(np.float64), later | fstart
 
 
-def _fmt_q(fmt: str, q: np.ndarray):
-    """q-values as text; empty where unknown."""
-    text = list(map(fmt.format, q.tolist()))
-    for i in np.flatnonzero(np.isnan(q)).tolist():
-        text[i] = ""
-    return text
-
-
 #: text columns kept as Arrow dictionary arrays too (``<name>_dict``): formatted per dictionary entry, taken by Arrow
 _DICT_COLUMNS = ("chrom", "strand", "motif_id", "motif_name")
 
@@ -439,10 +430,13 @@ def export_matrix(hits: str, out: str, value: str = "any") -> tuple[int, int, in
     t = storage.read_parquet(counts_file)
     motifs = storage.read_parquet(storage.join(hits, "_motif_summary.parquet"), columns=["motif_id", "motif_name"])
     col_of = {m: j for j, m in enumerate(motifs.column("motif_id").to_pylist())}
-    rows = _matrix_rows(hits, t)
+    from pipeline.scan import run_file  # noqa: PLC0415
+
+    params = run_file(hits)
+    rows = _matrix_rows(hits, t, params)
     # a record's row by its name (unique in a store; shown in genome coordinates with --parse-genomic-coord); a BED
     # region's by its name and place (names may repeat)
-    by_name = _is_record_scan(hits)
+    by_name = params.get("regions") is None
     row_of = {(key[0] if by_name else key): i for i, key in enumerate(rows)}
     keys = (t.column("region").to_pylist() if by_name else
             zip(*(t.column(c).to_pylist() for c in ("region", "chrom", "start", "end"))))
@@ -462,23 +456,15 @@ def export_matrix(hits: str, out: str, value: str = "any") -> tuple[int, int, in
     return len(rows), len(col_of), int(m.nnz)
 
 
-def _is_record_scan(hits: str) -> bool:
-    import json  # noqa: PLC0415
-
-    return json.loads(storage.read_bytes(storage.join(hits, "_run.json"))).get("regions") is None
-
-
-def _matrix_rows(hits: str, counts) -> list:
+def _matrix_rows(hits: str, counts, params: dict) -> list:
     """(name, chrom, start, end) of every record of the scan's store, or every BED region of a ``--regions`` scan, in
     the store's order; where those cannot be read back (moved, changed), the rows of ``counts`` (regions with a
     hit), with a warning."""
-    import json  # noqa: PLC0415
     import warnings  # noqa: PLC0415
 
     from pipeline.genome import GenomeError, file_checksum  # noqa: PLC0415
     from pipeline.regions import RegionError, read_bed  # noqa: PLC0415
 
-    params = json.loads(storage.read_bytes(storage.join(hits, "_run.json")))
     first = next(iter(_ordered_files(hits)), None)
     problem = "its genome store cannot be read"
     try:

@@ -22,7 +22,7 @@ import uuid
 
 import numpy as np
 
-from pipeline.dataset import abspath
+from pipeline.dataset import abspath, scheduler_lost
 
 #: root key of motifgrid's entries in the scheduler's metadata
 METADATA_KEY = "motifgrid"
@@ -146,7 +146,7 @@ class ScanProgress:
         # the scheduler may be stopping too (scancel, a time limit: SLURM signals every process of the job at once):
         # a client that has lost it does not wait on it (set_metadata waited until SLURM's SIGKILL, and the command's
         # one "interrupted" line was never printed)
-        if getattr(self.client, "status", "running") != "running":
+        if scheduler_lost(self.client):
             self.enabled = False
         msg = str(exc) or type(exc).__name__
         self._end("failed", msg.splitlines()[0] if msg else "", timeout=2.0)

@@ -37,7 +37,7 @@ from pipeline import MotifgridError, __version__
 from pipeline.dataset import Progress, TaskRun, atomic_write_bytes as _atomic_write_bytes
 from pipeline.dataset import abspath as _abspath, iter_manifest, table_tsv
 from pipeline.dataset import (check_inputs_outside, discard_replaced, lock_output, open_run, release_output,
-                              remove_temporaries, restore_replaced)
+                              remove_temporaries, restore_replaced, scheduler_lost)
 from pipeline.dataset import write_part
 from pipeline import arrow, storage
 from pipeline.genome import GenomeStore
@@ -995,8 +995,8 @@ def _count_scores(ctx: ScanContext, device: str) -> bool:
 
 def _drop_kept_pairs(client, run: str | None) -> None:
     """Free a run's kept pairs on every worker (those the reduction did not take: a fallback, a failure)."""
-    if run is None or getattr(client, "status", "running") != "running":    # (a client that lost its scheduler:
-        return                                                                  # the workers free it as they go)
+    if run is None or scheduler_lost(client):       # (a client that lost its scheduler: the workers free it as they go)
+        return
     from workers.scan.kept_pairs import drop  # noqa: PLC0415
 
     try:
@@ -1073,26 +1073,27 @@ def motif_summary_tsv(table: pa.Table) -> bytes:
     return table_tsv(rank_motifs(table))
 
 
-def hits_schema(out: str) -> pa.Schema:
-    """The schema of a hits dataset's files (with ``region`` when it is a scan of BED regions)."""
+def run_file(out: str) -> dict:
+    """The dataset's ``_run.json`` ({} where it has none or cannot be read as JSON)."""
     try:
-        params = json.loads(storage.read_bytes(storage.join(out, "_run.json")))
+        return json.loads(storage.read_bytes(storage.join(out, "_run.json")))
     except (FileNotFoundError, ValueError):
-        params = {}
-    return REGION_HITS_SCHEMA if params.get("regions") else HITS_SCHEMA
+        return {}
+
+
+def hits_schema(out: str, params: dict | None = None) -> pa.Schema:
+    """The schema of a hits dataset's files (with ``region`` when it is a scan of BED regions); ``params``: its
+    ``_run.json`` where already read."""
+    return REGION_HITS_SCHEMA if (run_file(out) if params is None else params).get("regions") else HITS_SCHEMA
 
 
 def genomic_convention(out: str) -> str | None:
     """The record names' convention when the scan of ``out`` ran with ``--parse-genomic-coord``
     (:mod:`pipeline.genomic_coords`), else None."""
-    try:
-        return json.loads(storage.read_bytes(storage.join(out, "_run.json"))).get("parse_genomic_coord")
-    except (FileNotFoundError, ValueError):
-        return None
+    return run_file(out).get("parse_genomic_coord")
 
 
-def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = None, *,
-              _genomic: bool = True) -> pa.Table:
+def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = None) -> pa.Table:
     """Read a hits dataset (small ones; large ones are streamed file by file, as :mod:`pipeline.export` does).
 
     ``columns``: of :data:`pipeline.schema.HITS_READ_SCHEMA` (default all; ``region`` too for a scan of BED
@@ -1100,25 +1101,31 @@ def read_hits(out: str, columns=None, filter=None, max_qvalue: float | None = No
     joined per (motif_id, p-value) from ``HITS/_qvalues.parquet`` (null when the dataset has none: scanned
     with ``--no-qvalue`` or unfinished).  ``filter``: a pyarrow expression on the files' columns.
     ``max_qvalue``: only hits with q <= it; by default the scan's ``--max-qvalue`` when it was given
-    (``max_qvalue=1`` reads every hit)."""
+    (``max_qvalue=1`` reads every hit).  A scan with ``--parse-genomic-coord`` reads in genome coordinates, the
+    record's name in ``record`` after ``chrom`` (:func:`pipeline.genomic_coords.to_genome`)."""
+    params = run_file(out)
+    schema = hits_schema(out, params)
+    want = list(schema.names) + ["qvalue"] if columns is None else list(columns)
+    convention = params.get("parse_genomic_coord")
+    if convention is None:
+        return _read_files(out, schema, want, filter, max_qvalue)
+    from pipeline.genomic_coords import to_genome  # noqa: PLC0415
+
+    if columns is None:
+        want.insert(want.index("chrom") + 1, "record")
+    files_cols = [c for c in dict.fromkeys(want + ["chrom", "start", "end", "strand"]) if c != "record"]
+    return to_genome(_read_files(out, schema, files_cols, filter, max_qvalue), convention).select(want)
+
+
+def _read_files(out: str, schema: pa.Schema, want: list, filter, max_qvalue) -> pa.Table:
+    """:func:`read_hits`' columns ``want`` of the files (and the joined ``qvalue``), in record coordinates."""
     import pyarrow.compute as pc  # noqa: PLC0415
     import pyarrow.dataset as ds  # noqa: PLC0415
 
     from pipeline.qvalues import add_qvalues, map_and_limit  # noqa: PLC0415
 
     fs, path = storage.arrow_source(out)
-    schema = hits_schema(out)
     d = ds.dataset(path, filesystem=fs, format="parquet", schema=schema)
-    convention = genomic_convention(out) if _genomic else None
-    want = list(schema.names) + ["qvalue"] if columns is None else list(columns)
-    if convention is not None:       # genome coordinates: the record's name in ``record``, after ``chrom``
-        if columns is None:
-            want.insert(want.index("chrom") + 1, "record")
-        got = read_hits(out, [c for c in dict.fromkeys(want + ["chrom", "start", "end", "strand"]) if c != "record"],
-                        filter, max_qvalue, _genomic=False)
-        from pipeline.genomic_coords import to_genome  # noqa: PLC0415
-
-        return to_genome(got, convention).select(want)
     try:
         qmap, limit = map_and_limit(out, max_qvalue)      # the map is small: one row per q-value step
     except ValueError as e:

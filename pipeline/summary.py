@@ -347,9 +347,9 @@ def _enrich(path: str, top: int) -> dict:
     if done and storage.exists(f):
         cols = ["rank", "motif_id", "motif_name", "cluster", "pos_seqs", "pos_total", "neg_seqs", "neg_total",
                 "odds_ratio", "log10_pvalue", "evalue", "qvalue"]
-        t = storage.read_parquet(f)
-        cols += [c for c in ("log10_evalue", "log10_qvalue") if c in t.column_names]    # (older runs: without)
-        out["top_enriched"] = t.select(cols).slice(0, top).to_pylist()
+        have = storage.read_parquet_schema(f).names
+        cols += [c for c in ("log10_evalue", "log10_qvalue") if c in have]       # (older runs: without)
+        out["top_enriched"] = storage.read_parquet(f, columns=cols).slice(0, top).to_pylist()
     return out
 
 
