@@ -59,7 +59,7 @@ def bench_thresholds(a):
     from distributed import Client, LocalCluster
 
     from pipeline.motifs import pwm_from_motif, read_motifs
-    from pipeline.thresholds import compute_thresholds_many
+    from pipeline.distribution.thresholds import compute_thresholds_many
 
     ms = read_motifs(a.motifs)
     bg = np.full(4, 0.25)
@@ -81,8 +81,8 @@ def bench_thresholds(a):
 
 
 def bench_compare(a):
-    from pipeline.cluster import get_client
-    from pipeline.compare import CompareSettings, run_compare
+    from pipeline.engine.cluster import get_client
+    from pipeline.compare.run import CompareSettings, run_compare
 
     out = tempfile.mkdtemp(prefix="mg-compare-")
     shutil.rmtree(out)

@@ -4,7 +4,7 @@
 
 Cold = a fresh numba cache (``NUMBA_CACHE_DIR``, so the checkout's ``__pycache__`` is neither used nor touched)
 and a fresh threshold cache (``DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR``): what ``motifgrid demo`` costs the first
-time on a machine.  Warm = the same caches, straight after.  Each run is ``python -m pipeline.cli demo --dir NEW``
+time on a machine.  Warm = the same caches, straight after.  Each run is ``python -m pipeline.cli.command demo --dir NEW``
 in a subprocess (the genome is ingested every time, as on a first run).  Rounds interleave the checkouts
 (cold A, warm A, cold B, warm B, ...) so that they share the machine's load; the medians are printed with every
 run's wall time and the demo's own ``times:`` line (where the checkout prints one).

@@ -95,7 +95,7 @@ def make_tests(promoters: list, names: list, n: int, seed: int = 2026) -> list:
 
 
 def build(genomes: Path, work: Path) -> dict:
-    from pipeline.genome import GenomeStore, ingest
+    from pipeline.io.genome import GenomeStore, ingest
 
     work.mkdir(parents=True, exist_ok=True)
     tests, ref, store = work / "tests.fa", work / "reference.fa", work / "reference.zarr"
@@ -153,8 +153,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     parts = set(a.parts.split(","))
 
-    from pipeline.cluster import get_client
-    from pipeline.composition import (CompositionError, assemble, plan_composition, read_tests, run_composition,
+    from pipeline.engine.cluster import get_client
+    from pipeline.composition.run import (CompositionError, assemble, plan_composition, read_tests, run_composition,
                                       task_groups)
     from workers.composition import Segments, compare_block, histograms, make_plan
     from workers.composition.cpu_numba import sliding_count
@@ -245,7 +245,7 @@ def main(argv=None) -> int:
                    estimate_seconds=res.estimate["seconds"], task_seconds_compare=summ["task_seconds_compare"],
                    task_seconds_io=summ["task_seconds_io"], note="reference = ce2 chrX store")
     if "baseline" in parts:
-        from pipeline.genome import encode
+        from pipeline.io.genome import encode
 
         _, cs = read_fasta(Path(info["chrx"]))
         codes = encode(cs[0][:a.baseline_positions + LMAX])

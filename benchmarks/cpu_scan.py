@@ -125,7 +125,7 @@ def run_motifgrid(fasta: Path, motifs: str, pvalue: float, workers: int, work: P
 
 
 def motifgrid_hit_set(hits_dir: str):
-    from pipeline.scan import read_hits
+    from pipeline.scan.graph import read_hits
 
     t = read_hits(hits_dir, columns=["start", "strand", "motif_id"])
     return set(zip(t.column("motif_id").to_pylist(), t.column("start").to_pylist(), t.column("strand").to_pylist()))
@@ -164,7 +164,7 @@ def run_moods(seq: str, motifs, ppms, pvalue: float, thresholds=None):
 def run_memelite(seq: str, motifs, ppms, pvalue: float, name: str):
     from memelite import fimo
 
-    from pipeline.genome import encode
+    from pipeline.io.genome import encode
 
     codes = encode(seq)
     onehot = np.zeros((1, 4, codes.size), dtype=np.float32)

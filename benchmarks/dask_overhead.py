@@ -62,7 +62,7 @@ def scan_on(client, store: str, motifs: str, pvalue: float, out: str) -> dict:
     """One scan on ``client``; task-phase wall time and Σ compute of its tasks from the task stream."""
     from distributed import get_task_stream
 
-    from pipeline.scan import run_scan
+    from pipeline.scan.graph import run_scan
 
     with get_task_stream(client) as ts:
         res = run_scan(store, motifs, out, pvalue=pvalue, client=client, progress=False)
@@ -78,8 +78,8 @@ def noop_on(client, store: str, motifs: str, pvalue: float, out: str, n_tasks: i
     import dask.config
     from distributed import as_completed
 
-    from pipeline.scan import plan_scan, row_thresholds
-    from pipeline.scan_task import ScanContext, group_units
+    from pipeline.scan.graph import plan_scan, row_thresholds
+    from pipeline.scan.task import ScanContext, group_units
     from workers.distribution.pvalue_table import PvalueTable
     from workers.scan import make_plan
     import numpy as np
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     from distributed import Client, LocalCluster
 
-    from pipeline.genome import ingest
+    from pipeline.io.genome import ingest
 
     tmp = Path(tempfile.mkdtemp(prefix="motifgrid-overhead-"))
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"

@@ -65,7 +65,7 @@ round((d.get('qvalues') or {}).get('seconds', 0), 2))" 2>/dev/null
 fi
 if [ -n "${CROSS:-}" ]; then      # --device auto's crossover: whole `motifgrid scan` commands, GPU vs CPU, by size
   for size in $CROSS; do
-    python3 -c "import numpy as np; from pipeline.bench import synthesize_store
+    python3 -c "import numpy as np; from pipeline.cli.bench import synthesize_store
 synthesize_store('/tmp/x$size.zarr', float('$size'), np.array([0.2952, 0.2048, 0.2048, 0.2952]), 1 << 20, 127)" >/dev/null
     for d in gpu cpu auto; do
       rm -rf /tmp/hx; /usr/bin/time -f "cross $size bp $d: %e s" python3 -m pipeline.cli scan /tmp/x$size.zarr $J \

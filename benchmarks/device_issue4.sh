@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 4 on the lent GPU machine: GPU tests of BUCKETSCOREDISTRIBUTION / COMPARE (and the scan's, since
-# pipeline/scan.py changed), the bucket GPU-vs-CPU benchmark and the all-pairs COMPARE of JASPAR vertebrates.
+# pipeline/scan/graph.py changed), the bucket GPU-vs-CPU benchmark and the all-pairs COMPARE of JASPAR vertebrates.
 # Carry: .whl .devdata/shared   (see benchmarks/device_run.sh)
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"

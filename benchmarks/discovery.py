@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.cluster import get_client  # noqa: E402
-from pipeline.discover import DiscoverSettings, discover, read_sequences, run_discover  # noqa: E402
+from pipeline.engine.cluster import get_client  # noqa: E402
+from pipeline.discover.run import DiscoverSettings, discover, read_sequences, run_discover  # noqa: E402
 from tests.planted import performance_coefficient, planted_instance  # noqa: E402
 
 

@@ -5,7 +5,7 @@ one hit (either strand, p < ``--pvalue``) counted per motif, and ``scipy.stats.f
 "greater") per motif, then Benjamini-Hochberg.
 
 ``motifgrid enrich`` runs on the same targets (``OUT/targets.fa``), the same motifs and the same shuffles (same
-seed and algorithm: its ``control.fa`` is the baseline's, checked), as a user runs it: ``python -m pipeline.cli
+seed and algorithm: its ``control.fa`` is the baseline's, checked), as a user runs it: ``python -m pipeline.cli.command
 enrich ...`` in a new process, timed from the outside (wall clock: interpreter start, imports, cluster, every
 step), ``--motifgrid-runs`` times (default 2).  With ``--cold`` the first run gets an empty threshold cache (a
 fresh ``motifgrid.thresholds.cache-dir``, shared by the later runs): run 1 computes the thresholds of every
@@ -33,7 +33,7 @@ motifgrid (100,000 peaks on a GPU machine).
     python benchmarks/enrich.py --set peaks --peaks 100000 --skip-baseline --cold --out /tmp/enrich-100k
 
 Writes OUT/baseline.tsv (per motif: counts, odds ratio, p, q; best first), OUT/motifgrid/ (the last run's
-folder), OUT/timings.json, and prints the top rows.  The baseline's counts through ``pipeline.enrich_stats``
+folder), OUT/timings.json, and prints the top rows.  The baseline's counts through ``pipeline.enrich.stats``
 are compared with scipy's p-values (``max_log10_difference``), and motifgrid's counts with the baseline's
 (``agreement``: motifs with equal counts, the largest difference, the top rows of both).  memelite computes
 p-values from a binned score distribution, motifgrid exactly: a window near a threshold may fall on either
@@ -57,8 +57,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.enrich_controls import shuffled_controls, write_fasta  # noqa: E402
-from pipeline.genome import encode  # noqa: E402
+from pipeline.enrich.controls import shuffled_controls, write_fasta  # noqa: E402
+from pipeline.io.genome import encode  # noqa: E402
 from pipeline.motifs import motif_probabilities, read_motifs  # noqa: E402
 
 
@@ -69,7 +69,7 @@ def shared_data() -> Path:
 
 def ctcf_targets():
     """The CTCF top-500 summits (names, codes, offsets)."""
-    from pipeline.discover import read_sequences  # noqa: PLC0415
+    from pipeline.discover.run import read_sequences  # noqa: PLC0415
 
     s = read_sequences(shared_data() / "benchmarks" / "chipseq_peaks" / "Gm12878.CTCF.top500.w200.fa")
     offsets = np.concatenate([[0], np.cumsum(s.lengths)]).astype(np.int64)
@@ -220,7 +220,7 @@ def agreement(out: Path) -> dict:
 
 
 def report(a, out: Path, motifs, names, cnames, pos, neg, p, q, t) -> dict:
-    from pipeline.enrich_stats import fisher_log10_pvalue, odds_ratio  # noqa: PLC0415
+    from pipeline.enrich.stats import fisher_log10_pvalue, odds_ratio  # noqa: PLC0415
 
     lp = fisher_log10_pvalue(pos, len(names), neg, len(cnames))
     ok = p > 1e-290

@@ -3,7 +3,7 @@
     python benchmarks/gpu_startup.py [--device gpu|cpu] [--processes]
 
 Runs what ``motifgrid scan --device gpu`` runs before its first task — the workers' forkserver started first
-(:func:`pipeline.cluster.prestart_workers`), then :func:`pipeline.cluster.get_client` — and prints one JSON line of
+(:func:`pipeline.engine.cluster.prestart_workers`), then :func:`pipeline.engine.cluster.get_client` — and prints one JSON line of
 seconds from the script's start (its interpreter start excluded):
 ``prestart`` (the server asked for), ``client_imports`` (distributed and the cluster module here), ``server_ready``
 (its imports and CPU kernels done: ``workers.preload.READY_AT``, seen from a worker), ``workers_created`` (first and
@@ -61,7 +61,7 @@ def _clock_offset() -> float:
 def one_run(device: str, processes: bool) -> dict:
     t = {}
     off = _clock_offset()
-    from pipeline.cluster import get_client, prestart_workers  # noqa: PLC0415
+    from pipeline.engine.cluster import get_client, prestart_workers  # noqa: PLC0415
 
     prestart_workers(gpu=device == "gpu") if (device == "gpu" or processes) else None
     t["prestart"] = time.time()

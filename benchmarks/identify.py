@@ -9,9 +9,9 @@ query, like a discovered motif.  A query is identified at rank r when the r-th t
 order; ties in file order) is the first carrying the query's factor name.
 
 Tools, in one run on the same matrices (letter probabilities with Tomtom's pseudocount 0.1 for both):
-motifgrid's Tomtom (``pipeline.identify``, ``ed`` and ``pearson``, in this process), ``motifgrid compare
+motifgrid's Tomtom (``pipeline.compare.identify``, ``ed`` and ``pearson``, in this process), ``motifgrid compare
 QUERIES TARGETS`` end to end (a new process with its local Dask cluster, ``--workers``), memelite's ``tomtom``
-(first call, which may compile, and a second call), and the seed's COMPARE (``pipeline.compare.run_compare`` with its
+(first call, which may compile, and a second call), and the seed's COMPARE (``pipeline.compare.run.run_compare`` with its
 defaults, ranked by the Jaccard estimate) on the first ``--compare-queries`` queries only (it ran 6 min
 43 s for all 80 in the issue); 0 skips it.
 
@@ -100,7 +100,7 @@ def summary(ranks: np.ndarray, seconds: float) -> dict:
 
 
 def run_motifgrid(queries, targets, distance: str, device: str) -> dict:
-    from pipeline.identify import match_all, ranking  # noqa: PLC0415
+    from pipeline.compare.identify import match_all, ranking  # noqa: PLC0415
 
     t0 = time.perf_counter()
     m = match_all(queries, targets, distance=distance, device=device)
@@ -125,12 +125,12 @@ def run_memelite(queries, targets) -> tuple[dict, dict]:
 
 
 def run_compare(queries, targets, tmp: Path) -> dict:
-    """The seed's COMPARE through pipeline.compare with its defaults, on a local cluster."""
+    """The seed's COMPARE through pipeline.compare.run with its defaults, on a local cluster."""
     import pyarrow.compute as pc  # noqa: PLC0415
 
-    from pipeline.cluster import get_client  # noqa: PLC0415
-    from pipeline.compare import CompareSettings, read_pairs  # noqa: PLC0415
-    from pipeline.compare import run_compare as compare  # noqa: PLC0415
+    from pipeline.engine.cluster import get_client  # noqa: PLC0415
+    from pipeline.compare.run import CompareSettings, read_pairs  # noqa: PLC0415
+    from pipeline.compare.run import run_compare as compare  # noqa: PLC0415
 
     qf, tf = tmp / "queries.jaspar", tmp / "targets.jaspar"
     qf.write_text(format_jaspar(queries))
@@ -189,8 +189,8 @@ def cluster_families(device: str) -> dict:
     from scipy.cluster.hierarchy import fcluster, linkage  # noqa: PLC0415
     from scipy.spatial.distance import squareform  # noqa: PLC0415
 
-    from pipeline.identify import run_identify  # noqa: PLC0415
-    from pipeline.motif_clusters import average_linkage, symmetric_evalues  # noqa: PLC0415
+    from pipeline.compare.identify import run_identify  # noqa: PLC0415
+    from pipeline.compare.motif_clusters import average_linkage, symmetric_evalues  # noqa: PLC0415
 
     ms = load_targets("vertebrates")
     stem = shared_data() / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.metadata.tsv"
@@ -237,7 +237,7 @@ def cluster_families(device: str) -> dict:
 
 def all_pairs(device: str) -> dict:
     """JASPAR 2024 CORE (all taxa, 2,346 matrices) against itself: seconds and pairs."""
-    from pipeline.identify import match_all  # noqa: PLC0415
+    from pipeline.compare.identify import match_all  # noqa: PLC0415
 
     core = load_targets("all")
     t0 = time.perf_counter()

@@ -67,7 +67,7 @@ def _moods_scanner(mats, pvalue: float):
 
 def _onehot(seqs: list, n: int) -> np.ndarray:
     """memelite's input: one-hot (len(seqs), 4, n) float32 of equal-length sequences (N: all zero)."""
-    from pipeline.genome import encode
+    from pipeline.io.genome import encode
 
     onehot = np.zeros((len(seqs), 4, n), dtype=np.float32)
     for j, seq in enumerate(seqs):
@@ -106,7 +106,7 @@ def _hits_without_n(seqs: dict, chrom, start, end) -> int:
     """Hits whose window holds no N (or other non-ACGT letter): what motifgrid and MOODS can report.  memelite scores
     an N as 0, so every all-N window passes the matrices whose threshold is negative (26 of the 879 vertebrates at
     1e-4): 223,062 of its 245,956 hits on 300 chrX peaks were such windows (docs/benchmarks.md)."""
-    from pipeline.genome import encode
+    from pipeline.io.genome import encode
     from workers.scan.plan import n_prefix
 
     import pandas as pd

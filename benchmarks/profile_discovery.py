@@ -17,7 +17,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.genome import encode  # noqa: E402
+from pipeline.io.genome import encode  # noqa: E402
 from tests.planted import planted_instance  # noqa: E402
 
 
@@ -83,8 +83,8 @@ def kernels(args, emit):
 
 def pipeline(args, emit):
     from benchmarks.discovery import shared_data
-    from pipeline.cluster import get_client
-    from pipeline.discover import DiscoverSettings, discover, read_sequences
+    from pipeline.engine.cluster import get_client
+    from pipeline.discover.run import DiscoverSettings, discover, read_sequences
     import tempfile
 
     with get_client(device="gpu", quiet=True) as (client, device), tempfile.TemporaryDirectory() as tmp:

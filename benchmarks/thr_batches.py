@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _count(pwms, background):
-    from pipeline.thresholds import _threshold_batch
+    from pipeline.distribution.thresholds import _threshold_batch
 
     return len(_threshold_batch(pwms, background, [1e-4], 1e-3, True))
 
@@ -32,9 +32,9 @@ def main():
     ap.add_argument("--batches", default="4,8,16,32,64")
     ap.add_argument("--motifs", default=str(ROOT.parent / "shared/data/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar"))
     a = ap.parse_args()
-    from pipeline.cluster import get_client
-    from pipeline.scan import MotifSet
-    from pipeline.thresholds import _batches, _threshold_batch
+    from pipeline.engine.cluster import get_client
+    from pipeline.scan.graph import MotifSet
+    from pipeline.distribution.thresholds import _batches, _threshold_batch
 
     ms = MotifSet.load(a.motifs, np.full(4, 0.25), 0.1)
     with get_client(device=a.device, n_workers=a.workers, threads_per_worker=a.threads, quiet=True) as (c, dev):

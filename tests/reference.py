@@ -151,7 +151,7 @@ def fasta_records(path) -> list:
     """Every record of a FASTA file (plain or gzip) as ``(name, codes)``, read line by line (lines end in LF, CR LF,
     or CR alone in a file without LF): a header is a line starting with ``>``, its name the first word; whitespace
     anywhere in a sequence line is dropped; A/C/G/T in either case are codes 0-3 and any other byte 4 (the reference
-    for ``pipeline.fasta.FastaReader``)."""
+    for ``pipeline.io.fasta.FastaReader``)."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:2] == b"\x1f\x8b":

@@ -1,4 +1,4 @@
-"""pipeline.arrow: the arrays equal pa.array's, and a whole scan never imports pandas (0.2-0.3 s of start-up)."""
+"""pipeline.io.arrow: the arrays equal pa.array's, and a whole scan never imports pandas (0.2-0.3 s of start-up)."""
 from __future__ import annotations
 
 import subprocess
@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline import arrow
+from pipeline.io import arrow
 from tests.conftest import DATA, ROOT, subprocess_env
 
 
@@ -64,9 +64,9 @@ def test_dictionary_and_table():
 def _scan_code(tmp_path) -> str:
     return f"""
 import sys
-from pipeline.genome import ingest
-from pipeline.scan import run_scan
-from pipeline.cluster import get_client
+from pipeline.io.genome import ingest
+from pipeline.scan.graph import run_scan
+from pipeline.engine.cluster import get_client
 fa = {str(tmp_path / 'g.fa')!r}
 store = ingest(fa, {str(tmp_path / 'g.zarr')!r}, block_size=20_000, halo=40)
 with get_client(n_workers=2, device='cpu', quiet=True) as (client, dev):
@@ -80,8 +80,8 @@ print('pandas' in sys.modules)
 def _enrich_code(tmp_path) -> str:
     return f"""
 import sys
-from pipeline.enrich import EnrichSettings, run_enrich
-from pipeline.cluster import get_client
+from pipeline.enrich.run import EnrichSettings, run_enrich
+from pipeline.engine.cluster import get_client
 with get_client(n_workers=1, device='cpu', quiet=True, dashboard=False) as (client, dev):
     res = run_enrich({str(DATA / 'ctcf_gm12878_top500.fa.gz')!r}, {str(DATA / 'jaspar2024_subset.jaspar')!r},
                      {str(tmp_path / 'enr')!r}, client, EnrichSettings(seed=1))

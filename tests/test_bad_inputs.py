@@ -17,7 +17,7 @@ import dask.config
 import distributed  # noqa: F401  (its config defaults must exist before dask.config.set touches them)
 import pytest
 
-from pipeline.genome import GenomeStore, decode, ingest
+from pipeline.io.genome import GenomeStore, decode, ingest
 from tests.conftest import DATA
 
 BAD = DATA / "bad"
@@ -93,7 +93,7 @@ def _prepare_input(inp: str, good, inputs: Path) -> str:
     if inp.startswith("store:"):
         return str(_damaged_store(inp[6:], store, inputs / f"{inp[6:]}.zarr"))
     if inp == "hits:unfinished":                 # a scan claimed with p = 1e-3, never run
-        from pipeline.scan import plan_scan
+        from pipeline.scan.graph import plan_scan
 
         plan_scan(store.path, MOTIFS, str(inputs / "hits"), pvalue=1e-3)
         return str(inputs / "hits")
@@ -107,7 +107,7 @@ def _prepare_input(inp: str, good, inputs: Path) -> str:
 
 
 def _run(args) -> int:
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     try:
         return main(args)
@@ -186,7 +186,7 @@ def test_bad_input(inp, command, expect, good, tmp_path, capfd):
 def test_interrupted_commands_point_to_resume_only_where_it_exists(argv, tail, monkeypatch, capsys, tmp_path):
     """Ctrl-C ends every command with exit 130 and one line; only scan and composition have ``--resume``, and only
     once their output folder holds a run."""
-    from pipeline import cli
+    from pipeline.cli import command as cli
 
     monkeypatch.chdir(tmp_path)
     for claimed in ("h", "o"):
@@ -210,9 +210,9 @@ def test_interrupted_commands_point_to_resume_only_where_it_exists(argv, tail, m
 def test_device_gpu_without_a_gpu_is_one_line(command, good, tmp_path, capfd, monkeypatch):
     """``--device gpu`` where no GPU answers (CuPy missing): one line, before any output is claimed (it was
     CuPy's ModuleNotFoundError traceback, after an unfinished output folder was made)."""
-    import pipeline.cluster
+    import pipeline.engine.cluster
 
-    monkeypatch.setattr(pipeline.cluster, "gpu_available", lambda: False)
+    monkeypatch.setattr(pipeline.engine.cluster, "gpu_available", lambda: False)
     seq = "".join(decode(r) for r in [good[1].fetch("chrA", 0, 2000)])
     fa = tmp_path / "two.fa"                     # (discover needs two sequences)
     fa.write_text(f">a\n{seq[:1000]}\n>b\n{seq[1000:]}\n")

@@ -161,7 +161,7 @@ def test_bound_holds_on_every_jaspar_core_matrix():
 
 
 def test_threshold_method_auto_and_multi_pvalue():
-    from pipeline.thresholds import compute_thresholds_many, method_for
+    from pipeline.distribution.thresholds import compute_thresholds_many, method_for
 
     assert method_for(12, "auto") == "exact" and method_for(60, "auto") == "bucket"
     rng = np.random.default_rng(1)
@@ -209,7 +209,7 @@ def test_cli_thresholds_methods_on_long_matrices(tmp_path, capsys):
     certified score errors; the TSV reports the bounds."""
     import csv
 
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     src = SHARED / "motifs" / "gimmemotifs_dbs" / "IMAGE.pfm" if SHARED else None
     if src is None or not src.exists():

@@ -1,4 +1,4 @@
-"""pipeline.centrality: CentriMo's central-enrichment test, against CentriMo's own reported numbers, a plain
+"""pipeline.enrich.centrality: CentriMo's central-enrichment test, against CentriMo's own reported numbers, a plain
 reference written from its documentation, and exact integers far below 1e-300."""
 import math
 from fractions import Fraction
@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from pipeline.centrality import (CENTRALITY_SCHEMA, best_sites, binomial_log_sf, central_enrichment,
+from pipeline.enrich.centrality import (CENTRALITY_SCHEMA, best_sites, binomial_log_sf, central_enrichment,
                                  central_windows, log_adjust, log_betainc)
 
 stats = pytest.importorskip("scipy.stats")

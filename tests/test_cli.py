@@ -1,4 +1,4 @@
-"""The command line's help (pipeline/cli.py): every argument explained, every default shown.
+"""The command line's help (pipeline/cli/command.py): every argument explained, every default shown.
 
 A new user had to find the p-value default (1e-4) by experiment, and positional arguments (ingest's FASTA and
 STORE, export's HITS ...) had no text at all.
@@ -9,7 +9,7 @@ import argparse
 
 import pytest
 
-from pipeline.cli import build_parser, main
+from pipeline.cli.command import build_parser, main
 
 
 def _subparsers():
@@ -26,7 +26,7 @@ def _arguments(parser):
 def test_every_argument_has_help_and_default(cmd, capsys):
     parser = _subparsers()[cmd]
     args = _arguments(parser)
-    if cmd == "bench":                       # its own parser: pipeline/bench.py
+    if cmd == "bench":                       # its own parser: pipeline/cli/bench.py
         with pytest.raises(SystemExit) as e:
             main(["bench", "-h"])
         assert e.value.code == 0
@@ -58,7 +58,7 @@ def test_scan_help_shows_the_pvalue_default(capsys):
 def test_every_subcommand_has_its_command():
     """The parser's table and the commands' table name the same subcommands (``bench`` is dispatched by ``main``
     before parsing), in the order ``motifgrid -h`` lists them."""
-    from pipeline.cli import COMMANDS, SUBCOMMANDS
+    from pipeline.cli.command import COMMANDS, SUBCOMMANDS
 
     assert set(SUBCOMMANDS) == set(COMMANDS) | {"bench"}
     assert list(_subparsers()) == list(SUBCOMMANDS)
@@ -68,8 +68,8 @@ def test_thresholds_beside_the_planning_only_for_an_in_process_cluster(monkeypat
     """The thresholds take this machine's cores beside the planning where the cluster will be threads of this
     process; never beside worker processes starting (GPU, --processes) or for a remote scheduler."""
     import workers.backend
-    from pipeline import cli
-    from pipeline.cluster import cpu_count
+    from pipeline.cli import command as cli
+    from pipeline.engine.cluster import cpu_count
 
     kw = dict(scheduler=None, device="cpu", processes=False)
     assert cli._threshold_threads(kw) == cpu_count() >= 1

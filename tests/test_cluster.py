@@ -7,7 +7,7 @@ import time
 import dask.config
 import pytest
 
-from pipeline.cluster import ClusterError, cpu_count, get_client, gpu_processes, gpu_worker_slots, gpu_worker_threads
+from pipeline.engine.cluster import ClusterError, cpu_count, get_client, gpu_processes, gpu_worker_slots, gpu_worker_threads
 
 
 def test_gpu_worker_threads_share_the_cores():
@@ -68,7 +68,7 @@ def test_workers_warm_up_when_they_join(tmp_path):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=":0") as cl, Client(cl) as c:
         assert not any(c.run(done).values())
-        from pipeline.cluster import _register_warmup
+        from pipeline.engine.cluster import _register_warmup
         _register_warmup(c, "cpu")
         deadline = time.time() + 60
         while not all(c.run(done).values()) and time.time() < deadline:
@@ -98,7 +98,7 @@ def test_blas_pin_once_per_process(monkeypatch):
 def test_gc_threshold_setting():
     import gc
 
-    from pipeline.cluster import ClusterError
+    from pipeline.engine.cluster import ClusterError
     from workers.backend import gc_threshold_setting, set_gc_threshold
 
     assert gc_threshold_setting([50000, 20, 100]) == (50000, 20, 100)
@@ -124,7 +124,7 @@ def test_worker_processes_take_the_clients_gc_threshold():
 
     from distributed import Client, LocalCluster
 
-    from pipeline.cluster import _register_warmup
+    from pipeline.engine.cluster import _register_warmup
     from workers.backend import gc_threshold_setting
 
     with dask.config.set({"motifgrid.cluster.gc-threshold": [12345, 6, 7]}), \
@@ -139,7 +139,7 @@ def test_retain_freed_memory_setting():
     """motifgrid.cluster.retain-freed-memory: auto keeps freed memory on GPU workers only; true/false for all."""
     import dask.config
 
-    from pipeline.cluster import on_for_device
+    from pipeline.engine.cluster import on_for_device
 
     key = "motifgrid.cluster.retain-freed-memory"
     assert dask.config.get(key) == "auto"
@@ -156,7 +156,7 @@ def test_warm_up_setting(monkeypatch):
 
     import dask.config
 
-    from pipeline.cluster import get_client
+    from pipeline.engine.cluster import get_client
     from workers import warmup
 
     calls = []
@@ -178,7 +178,7 @@ def test_gpu_sync_setting(monkeypatch):
 
     import dask.config
 
-    from pipeline.cluster import _register_warmup
+    from pipeline.engine.cluster import _register_warmup
     from workers import warmup
     from workers.backend import set_gpu_sync
 
@@ -215,7 +215,7 @@ def test_worker_processes_skip_numba_blas_probe():
     worker (the user's own process) does not."""
     from distributed import Client, LocalCluster
 
-    from pipeline.cluster import _register_warmup
+    from pipeline.engine.cluster import _register_warmup
 
     def has_finder():
         import sys as s
@@ -244,7 +244,7 @@ def test_forkserver_workers_start_with_kernels_loaded():
 
     code = textwrap.dedent("""
         import dask.config
-        from pipeline.cluster import get_client, prestart_workers
+        from pipeline.engine.cluster import get_client, prestart_workers
 
         def loaded():
             from workers import warmup
@@ -266,7 +266,7 @@ def test_forkserver_workers_start_with_kernels_loaded():
 
 
 def test_start_method_setting_checked():
-    from pipeline.cluster import _start_method, prestart_workers
+    from pipeline.engine.cluster import _start_method, prestart_workers
 
     with dask.config.set({"motifgrid.cluster.start-method": "fork"}), pytest.raises(ClusterError, match="start-method"):
         prestart_workers(gpu=False)
@@ -277,14 +277,14 @@ def test_start_method_setting_checked():
 
 
 def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_slice):
-    """`scan --device cpu --processes` starts its cluster on a thread while it plans (pipeline.cli._EarlyCluster):
+    """`scan --device cpu --processes` starts its cluster on a thread while it plans (pipeline.cli.command._EarlyCluster):
     the hits equal the in-process run's; a planning error (a malformed motif file) is one clear line, and the early
     cluster is closed (the command returns); a plainly missing input starts no cluster."""
     import gzip
 
-    from pipeline.cli import main
-    from pipeline.genome import ingest
-    from pipeline.scan import read_hits
+    from pipeline.cli.command import main
+    from pipeline.io.genome import ingest
+    from pipeline.scan.graph import read_hits
     from tests.conftest import DATA
     from tests.test_scan_pipeline import table_rows
 
@@ -311,7 +311,7 @@ def test_switch_interval_lowered_only_while_a_local_cluster_starts():
     starts (its scheduler waits on threads that plan beside it) and Python's is back once the client is yielded."""
     import sys
 
-    import pipeline.cluster as pc
+    import pipeline.engine.cluster as pc
 
     seen = []
     real = pc._local_cluster
@@ -339,7 +339,7 @@ def test_quiet_client_silences_tornado_even_when_distributed_is_imported_late():
     import sys
 
     code = ("import logging\n"
-            "from pipeline.cluster import get_client\n"
+            "from pipeline.engine.cluster import get_client\n"
             "with get_client(n_workers=1, threads_per_worker=1, device='cpu', quiet=True, dashboard=False):\n"
             "    print(logging.getLogger('tornado.application').getEffectiveLevel())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -355,7 +355,7 @@ def test_quiet_client_of_a_scheduler_logs_nothing_of_distributed():
 
     from distributed import LocalCluster
 
-    from pipeline.cluster import get_client
+    from pipeline.engine.cluster import get_client
 
     dlog = logging.getLogger("distributed")
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None,
@@ -460,7 +460,7 @@ def test_thread_client_runs_tasks_as_a_client_would():
     """:class:`ThreadClient`: futures nested in a task's arguments are its inputs (a task never runs before them,
     even on one thread), keyword arguments go to every task of ``map``, results gather nested, a failed task's
     error is its future's, and ``as_completed`` yields each future once with its result or error."""
-    from pipeline.thread_client import ThreadClient
+    from pipeline.engine.thread_client import ThreadClient
 
     client = ThreadClient(1, memory_limit=2 ** 30)
     try:
@@ -504,8 +504,8 @@ def test_thread_client_runs_tasks_as_a_client_would():
 def test_thread_client_task_run_stops_at_the_first_failure():
     """``TaskRun`` on a :class:`ThreadClient`: the first failed task raises the caller's one-line error and the tasks
     not yet started are cancelled (they never run)."""
-    from pipeline.dataset import TaskRun
-    from pipeline.thread_client import ThreadClient
+    from pipeline.engine.dataset import TaskRun
+    from pipeline.engine.thread_client import ThreadClient
 
     ran = []
 
@@ -530,7 +530,7 @@ def test_thread_client_task_run_stops_at_the_first_failure():
 
 def test_get_client_threads_only():
     """``threads_only``: this process's threads for a local CPU job, as many as asked for."""
-    from pipeline.thread_client import ThreadClient
+    from pipeline.engine.thread_client import ThreadClient
 
     with get_client(device="cpu", threads_only=True, threads_per_worker=3) as (client, device):
         assert isinstance(client, ThreadClient) and device == "cpu"

@@ -1,4 +1,4 @@
-"""COMPARE (workers/compare/, pipeline/compare.py) against brute-force enumeration of all words."""
+"""COMPARE (workers/compare/, pipeline/compare/run.py) against brute-force enumeration of all words."""
 from __future__ import annotations
 
 import json
@@ -198,9 +198,9 @@ def _counts(rng, m, sharp=0.3):
 
 
 def test_cli_compare_cluster_and_two_collections(tmp_path):
-    from pipeline.cli import main
-    from pipeline.compare import read_pairs
-    from pipeline.schema import PAIRS_SCHEMA
+    from pipeline.cli.command import main
+    from pipeline.compare.run import read_pairs
+    from pipeline.io.schema import PAIRS_SCHEMA
 
     rng = np.random.default_rng(9)
     base = [_counts(rng, 10) for _ in range(3)]
@@ -292,10 +292,10 @@ def test_cli_tomtom_best_matches(tmp_path, capsys):
     motifs (one reverse-complemented) find their source at the cut's offset and strand."""
     import pyarrow.compute as pc
 
-    from pipeline.cli import main
-    from pipeline.identify import identify
+    from pipeline.cli.command import main
+    from pipeline.compare.identify import identify
     from pipeline.motifs import read_motifs
-    from pipeline.schema import BEST_MATCHES_SCHEMA
+    from pipeline.io.schema import BEST_MATCHES_SCHEMA
 
     rng = np.random.default_rng(5)
     db = [(f"T{k}.1", f"tf{k}", _counts(rng, int(rng.integers(6, 14)), sharp=0.5)) for k in range(60)]
@@ -330,12 +330,12 @@ def test_cli_tomtom_best_matches(tmp_path, capsys):
 def test_cli_tomtom_within_one_collection(tmp_path, capsys):
     """`compare A` pairs the motifs of A with each other, never with themselves; --cluster writes clusters with ids
     and names; options of the other method are refused (one line, exit 2), as is a log-odds matrix."""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
     from tests.conftest import DATA
 
     a = DATA / "jaspar2024_subset.jaspar"
     out = tmp_path / "self"
-    from pipeline.identify import FewTargetsWarning
+    from pipeline.compare.identify import FewTargetsWarning
 
     with pytest.warns(FewTargetsWarning, match="12 target motifs"):        # printed as one line by the CLI
         assert main(["compare", str(a), "--out", str(out), "--top", "2", "--cluster", "--workers", "1"]) == 0
@@ -367,7 +367,7 @@ def test_shared_query_ids_are_named_in_one_warning(tmp_path, method):
     """Two query matrices under one id (HOMER files name motifs by their consensus) are both compared, and the
     command says in one warning that its rows cannot tell them apart (it kept quiet); the targets' file is checked
     too, a file without shared ids says nothing."""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
     from pipeline.motifs import SharedIdWarning
 
     rng = np.random.default_rng(9)
@@ -395,7 +395,7 @@ def test_shared_query_ids_are_named_in_one_warning(tmp_path, method):
 
 def test_a_pfm_query_is_named_once(tmp_path, capsys):
     """A 4-column PFM's motif is named by its id: compare's line names it once (it printed "MA0004.1 MA0004.1")."""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
     from tests.conftest import DATA
 
     pfm = DATA / "motifs" / "formats" / "MA0004.1.pfm"

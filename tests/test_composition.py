@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.composition import CompositionError, read_matches, run_composition
-from pipeline.genome import encode, ingest
+from pipeline.composition.run import CompositionError, read_matches, run_composition
+from pipeline.io.genome import encode, ingest
 from tests.conftest import ROOT
 from tests.reference import naive_composition, naive_composition_arrays
 from workers.composition import Segments, compare_block, make_plan, max_distance, histograms
@@ -219,7 +219,7 @@ def test_finished_tasks_are_released_as_they_arrive(inputs, client, small_tasks,
     """Each finished task is released when its result arrives (its output is on disk), so a worker lost later
     does not make the scheduler recompute it: when the k-th of n results is counted, the client holds the
     futures of n - k composition tasks."""
-    import pipeline.composition as comp
+    import pipeline.composition.run as comp
 
     held = []
 

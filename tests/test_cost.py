@@ -1,9 +1,9 @@
-"""--device auto's cost model (pipeline.cost), with a timing table given (no GPU needed)."""
+"""--device auto's cost model (pipeline.engine.cost), with a timing table given (no GPU needed)."""
 from __future__ import annotations
 
 import pytest
 
-from pipeline.cost import Rates, estimate
+from pipeline.engine.cost import Rates, estimate
 
 # a GPU host's table: 5 s to start the GPU side, the GPU 300x a core's scoring rate
 RATES = Rates(start_cpu=0.5, start_gpu=5.0, cpu_rate=3e10, gpu_rate=1e13, host_per_hit=3.5e-7, hit_factor=1.2)

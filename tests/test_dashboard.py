@@ -24,8 +24,8 @@ from collections import Counter
 
 import pytest
 
-from pipeline.genome import ingest
-from pipeline.scan import read_hits, run_scan
+from pipeline.io.genome import ingest
+from pipeline.scan.graph import read_hits, run_scan
 from tests.conftest import DATA, ROOT
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
@@ -88,7 +88,7 @@ def _get(url: str):
 @pytest.fixture(scope="module")
 def live(genome, cluster, tmp_path_factory):
     """One real scan, watched three ways at once (this process, HTTP, the dashboard notebook)."""
-    from pipeline.progress import read_progress
+    from pipeline.engine.progress import read_progress
 
     cl, client = cluster
     out = tmp_path_factory.mktemp("dash-run") / "hits"

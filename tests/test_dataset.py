@@ -1,4 +1,4 @@
-"""The task runner every result graph uses (pipeline.dataset.TaskRun), on a real local Dask cluster."""
+"""The task runner every result graph uses (pipeline.engine.dataset.TaskRun), on a real local Dask cluster."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pipeline.dataset import TaskRun
+from pipeline.engine.dataset import TaskRun
 
 
 @pytest.fixture(scope="module")

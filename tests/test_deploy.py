@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.genome import ingest
-from pipeline.scan import read_hits
+from pipeline.io.genome import ingest
+from pipeline.scan.graph import read_hits
 from tests.conftest import DATA, ROOT
 from tests.test_scan_pipeline import table_rows
 
@@ -41,12 +41,12 @@ def store(tmp_path_factory, chrx_slice):
 def test_node_script_runs_a_scan(store, tmp_path):
     """deploy/node/run-node.sh: a real `dask scheduler` (scheduler file) and `dask worker` (CPU here, `dask cuda
     worker` on a GPU node), `motifgrid scan --scheduler-file`; the dataset equals a local run's; all stopped."""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
     from tests.conftest import subprocess_env
 
     env = subprocess_env(PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
                          MOTIFGRID_RUN_DIR=str(tmp_path / "run"), DASK_WORKER="dask worker", WORKER_THREADS="2",
-                         DASHBOARD="127.0.0.1:0", MOTIFGRID=f"{sys.executable} -m pipeline.cli")
+                         DASHBOARD="127.0.0.1:0", MOTIFGRID=f"{sys.executable} -m pipeline.cli.command")
     r = subprocess.run(["bash", str(DEPLOY / "node" / "run-node.sh"), store.path, MOTIFS, str(tmp_path / "hits"),
                         "--pvalue", "1e-3", "--no-progress"], env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stderr + (tmp_path / "run" / "workers.log").read_text()
@@ -275,7 +275,7 @@ def test_k8s_manifest_valid(name):
         job = specs["job"]["containers"][0]["args"]
         assert job[:2] == ["motifgrid", "scan"] and "$(DASK_SCHEDULER_ADDRESS)" in job
         # the scan's arguments parse with the real CLI parser
-        from pipeline.cli import build_parser
+        from pipeline.cli.command import build_parser
 
         a = build_parser().parse_args(job[1:])
         assert a.scheduler == "$(DASK_SCHEDULER_ADDRESS)" and a.out == "/data/hits"

@@ -13,9 +13,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.discover import (DiscoverError, DiscoverSettings, compare_motifs, discover,
+from pipeline.discover.run import (DiscoverError, DiscoverSettings, compare_motifs, discover,
                                read_sequences, run_discover)
-from pipeline.genome import encode
+from pipeline.io.genome import encode
 from pipeline.motifs import Motif, format_jaspar, format_meme, read_motifs
 from tests.conftest import DATA, ROOT, SHARED, needs_shared
 from tests.planted import performance_coefficient, planted_instance
@@ -196,7 +196,7 @@ def test_shifted_consensus_recovers_phase():
 # ------------------------------------------------------------------------------------ whole graph
 @pytest.fixture(scope="module")
 def client():
-    from pipeline.cluster import get_client
+    from pipeline.engine.cluster import get_client
 
     with get_client(n_workers=2, device="cpu", quiet=True) as (c, _):
         yield c
@@ -241,7 +241,7 @@ def test_projection_left_out_where_its_trial_count_reaches_the_cap(client, tmp_p
     warning; given ``--trials`` PROJECTION runs as asked, without it."""
     import warnings
 
-    from pipeline.discover import DiscoverWarning, projection_parameters
+    from pipeline.discover.run import DiscoverWarning, projection_parameters
 
     pi = planted_instance(20, 2, t=2, n=300, seed=5)
     seqs = read_sequences(pi.write(tmp_path / "two.fa"))
@@ -341,7 +341,7 @@ def test_compare_to_is_motifgrid_compare(client, tmp_path):
     p-, E- and q-values; a database motif and its reverse complement find it (offset 0, strands + and -)."""
     import pyarrow.parquet as pq
 
-    from pipeline.compare import run_compare
+    from pipeline.compare.run import run_compare
 
     db = str(DATA / "jaspar2024_subset.jaspar")
     ms = read_motifs(db)

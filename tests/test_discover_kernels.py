@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.genome import encode
+from pipeline.io.genome import encode
 from tests.planted import planted_instance
 from tests.sim import compiler
 from workers.discover import gpu as dg

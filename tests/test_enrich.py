@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.enrich import EnrichRunError, EnrichSettings, run_enrich
+from pipeline.enrich.run import EnrichRunError, EnrichSettings, run_enrich
 from tests.conftest import DATA, SHARED, needs_shared
 from tests.reference import has_site, naive_scan
 
@@ -20,7 +20,7 @@ MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
 
 @pytest.fixture(scope="module")
 def client():
-    from pipeline.cluster import get_client
+    from pipeline.engine.cluster import get_client
 
     with get_client(device="cpu", quiet=True, dashboard=False) as (c, _):
         yield c
@@ -68,7 +68,7 @@ def test_counts_equal_an_independent_scorer(tmp_path, client):
     motif's threshold on either strand, by a plain float64 scorer; every sequence counts in the totals, also an
     empty one, one shorter than the motifs and one of N only; the shuffles keep each record's doublets."""
     from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement
-    from pipeline.scan import MotifSet, row_thresholds
+    from pipeline.scan.graph import MotifSet, row_thresholds
 
     import dask.config
 
@@ -119,7 +119,7 @@ def test_unreachable_motifs_are_reported_and_never_counted_as_enriched(tmp_path,
     """A motif that cannot reach ``--pvalue`` (Arnt's 6 columns at 1e-9) has no site: the command's lines name it as
     scan's do, and its row (0 of 25 targets, p = 1, E = 1 in a run of one motif) is counted enriched neither at
     q <= 0.05 nor at E <= 1."""
-    from pipeline.enrich import execute_enrich, plan_enrich, result_lines
+    from pipeline.enrich.run import execute_enrich, plan_enrich, result_lines
 
     fa = _write_fasta(tmp_path / "t.fa", _ctcf(25))
     job = plan_enrich(fa, MOTIFS, str(tmp_path / "o"), EnrichSettings(pvalue=1e-9, select=["MA0004.1"], cluster=None,
@@ -169,8 +169,8 @@ def test_sequences_with_hits_counts_each_record_once(tmp_path, grouped):
 
     import pyarrow as pa
 
-    from pipeline.enrich import sequences_with_hits
-    from pipeline.region_counts import block_presence, split_keys
+    from pipeline.enrich.run import sequences_with_hits
+    from pipeline.scan.region_counts import block_presence, split_keys
 
     rng = np.random.default_rng(6)
     B, T, M = 1000, 40, 9                                    # block size, targets, motifs; 40 controls after them
@@ -203,7 +203,7 @@ def test_sequences_with_hits_counts_each_record_once(tmp_path, grouped):
 def test_site_order_equals_lexsort():
     """The sites' packed-key order = the four-key lexsort (rank, record, start, strand), also where the key would
     not fit in 63 bits (then it is the lexsort)."""
-    from pipeline.enrich_outputs import _site_order
+    from pipeline.enrich.outputs import _site_order
 
     rng = np.random.default_rng(2)
     n = 20_000
@@ -225,8 +225,8 @@ def test_ctcf_peaks_give_ctcf_first(tmp_path, capfd):
     """CTCF's 500 strongest GM12878 summits against their shuffles, the 879 JASPAR 2024 vertebrate matrices,
     through the CLI: a CTCF matrix first, its family in the first cluster, centrally enriched; Fisher against
     scipy; ``motifgrid summary`` reads the folder."""
-    from pipeline.cli import main
-    from pipeline.summary import summarize
+    from pipeline.cli.command import main
+    from pipeline.cli.summary import summarize
 
     motifs = SHARED / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"
     out = tmp_path / "ctcf"
@@ -259,7 +259,7 @@ def test_ctcf_peaks_give_ctcf_first(tmp_path, capfd):
 def test_centrality_of_mixed_lengths_says_which_targets_it_used(tmp_path, client):
     """``--centrality`` with targets of two lengths tests those of the most common one (CentriMo's test needs one
     length) and says so: a warning naming how many of the targets, and ``_summary.json``'s ``centrality``."""
-    from pipeline.enrich_stats import EnrichWarning
+    from pipeline.enrich.stats import EnrichWarning
 
     recs = {k: (v[20:-20] if i % 3 == 0 else v) for i, (k, v) in enumerate(_ctcf(30).items())}
     fa = _write_fasta(tmp_path / "mixed.fa", recs)
@@ -326,7 +326,7 @@ def genome(tmp_path_factory, chrx_2mb):
     """The bundled 2 Mb of chrX as a store, and 150 GC-rich target regions of 150-400 bp on it (a BED).  The store has
     the default 1 Mb blocks: each 1 Mb chunk the genomic controls are drawn from spans the block border (256 kb
     blocks made the ~400 chunks read ~2,000 blocks, 4-8 s of the test)."""
-    from pipeline.genome import ingest
+    from pipeline.io.genome import ingest
 
     d = tmp_path_factory.mktemp("genome")
     fa = _write_fasta(d / "x.fa", {"chrX": chrx_2mb})
@@ -344,8 +344,8 @@ def genome(tmp_path_factory, chrx_2mb):
 def test_block_cache_reads_what_the_store_reads(tmp_path, chrx_2mb):
     """The enrichment's cached genome access (a few block rows kept) returns the store's own codes for regions in
     random order, across block borders, at and past a record's end, with more blocks than it keeps."""
-    from pipeline.enrich_inputs import _BlockCache
-    from pipeline.genome import ingest
+    from pipeline.enrich.inputs import _BlockCache
+    from pipeline.io.genome import ingest
 
     fa = _write_fasta(tmp_path / "x.fa", {"a": chrx_2mb[:700_000], "b": chrx_2mb[900_000:1_000_000]})
     store = ingest(fa, tmp_path / "x.zarr", block_size=1 << 16)
@@ -414,7 +414,7 @@ def test_fasta_targets_warn_that_genomic_controls_may_overlap_them_and_control_n
     """FASTA targets have no place in the store: their genomic controls cannot be kept off them, and a warning says
     so (12 of 2,020 overlapped in a black-box run).  A control FASTA's names may repeat (SEA reads such files): the
     counts are those of the same controls named apart."""
-    from pipeline.enrich_stats import EnrichWarning
+    from pipeline.enrich.stats import EnrichWarning
 
     store, bed, seq = genome
     targets = [ln.split("\t") for ln in Path(bed).read_text().splitlines()][:20]
@@ -438,7 +438,7 @@ def test_repeated_bed_regions_count_once_with_a_warning(tmp_path, client, genome
     """A BED of targets with three lines repeated (replicates' files concatenated) gives the table of the BED
     without the repeats, and one warning with their count and the first; a region overlapping another without
     being the same interval stays its own target."""
-    from pipeline.enrich_stats import EnrichWarning
+    from pipeline.enrich.stats import EnrichWarning
 
     store, bed, seq = genome
     lines = Path(bed).read_text().splitlines()
@@ -473,7 +473,7 @@ class _no_enrich_warning:
     def __enter__(self):
         import warnings
 
-        from pipeline.enrich_stats import EnrichWarning
+        from pipeline.enrich.stats import EnrichWarning
 
         self._ctx = warnings.catch_warnings()
         self._ctx.__enter__()
@@ -488,7 +488,7 @@ def test_widened_genomic_controls_are_reported(tmp_path, client, genome):
     """The 20 most GC-rich 200-bp windows of the 2 Mb as BED targets: some of their genomic controls must come from a
     wider GC bin; the run says how many and the largest GC gap between a control and its target (one warning, and
     ``control`` in ``_run.json`` and ``_summary.json``)."""
-    from pipeline.enrich_stats import EnrichWarning
+    from pipeline.enrich.stats import EnrichWarning
 
     store, _, seq = genome
     starts = np.arange(0, len(seq) - 200, 200)
@@ -525,7 +525,7 @@ def test_output_folder_rules(tmp_path, client, monkeypatch):
     run_enrich(fa, MOTIFS, str(out), client, EnrichSettings(cluster=None, top=2, overwrite=True, seed=4))
     assert json.loads((out / "_run.json").read_text())["settings"]["seed"] == 4
 
-    import pipeline.enrich_outputs as eo
+    import pipeline.enrich.outputs as eo
 
     def broken(*a, **k):
         raise RuntimeError("disk on fire")
@@ -543,7 +543,7 @@ def test_output_folder_rules(tmp_path, client, monkeypatch):
 @pytest.mark.gpu
 def test_gpu_run_equals_cpu_run(tmp_path, client):
     """The same enrichment on GPU workers: the same counts, statistics, clusters and sites."""
-    from pipeline.cluster import get_client
+    from pipeline.engine.cluster import get_client
 
     fa = _write_fasta(tmp_path / "t.fa", _ctcf(150))
     st = EnrichSettings(shuffles=2, seed=5, top=3)
@@ -572,7 +572,7 @@ def test_clusters_on_the_workers_equal_those_made_here(client, tmp_path):
 def test_cluster_on_auto_keeps_the_work_here_with_an_in_process_cluster(client):
     """``cluster-on: auto`` sends the identification tasks to the workers only when they are other processes: the
     in-process CPU cluster's worker is this process."""
-    from pipeline.enrich_outputs import _other_processes
+    from pipeline.enrich.outputs import _other_processes
 
     assert _other_processes(client) is False
 
@@ -580,7 +580,7 @@ def test_cluster_on_auto_keeps_the_work_here_with_an_in_process_cluster(client):
 def test_small_cli_run_on_threads_equals_a_cluster_run(tmp_path, client, capfd):
     """A small local CPU enrichment runs on the command's own threads (no cluster) and writes the table of a run
     on the test's cluster, motif clusters included (made in this process, as for an in-process cluster)."""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     fa = _write_fasta(tmp_path / "t.fa", _ctcf(60))
     run_enrich(fa, MOTIFS, str(tmp_path / "ref"), client, EnrichSettings(shuffles=1, seed=3, top=2))
@@ -595,8 +595,8 @@ def test_cli_with_worker_processes_started_beside_the_inputs(tmp_path, client, c
     """``--device cpu --processes``: the cluster starts beside reading the inputs (as on a GPU node) and gives the
     in-process run's table; an input that is malformed inside still ends in one line, the early cluster closed;
     a missing input starts none."""
-    import pipeline.cli as cli
-    from pipeline.cli import main
+    import pipeline.cli.command as cli
+    from pipeline.cli.command import main
 
     started = []
 
@@ -632,8 +632,8 @@ def test_shuffles_and_seed_with_a_control_file_are_named_in_a_warning(tmp_path):
     unused (they were ignored silently); given nothing, no warning, and the defaults (1, 0) are used."""
     import warnings
 
-    from pipeline.cli import main
-    from pipeline.enrich_stats import EnrichWarning
+    from pipeline.cli.command import main
+    from pipeline.enrich.stats import EnrichWarning
 
     fa = _write_fasta(tmp_path / "t.fa", _ctcf(30))
     base = ["enrich", fa, "--motifs", MOTIFS, "--control", fa, "--no-cluster", "--top", "2", "--no-progress"]
@@ -654,8 +654,8 @@ def test_shuffles_and_seed_with_a_control_file_are_named_in_a_warning(tmp_path):
 def test_few_motifs_clustered_are_warned_about_in_enrichments_words():
     """The clustering's "few targets" warning named the motifs "targets", which in an enrichment are the sequences
     (a black-box user read it as "only 4 peaks"): it names the motifs clustered."""
-    from pipeline.enrich_outputs import _clustered
-    from pipeline.identify import FewTargetsWarning
+    from pipeline.enrich.outputs import _clustered
+    from pipeline.compare.identify import FewTargetsWarning
     from pipeline.motifs import read_motifs
 
     motifs = read_motifs(MOTIFS)[:4]

@@ -1,4 +1,4 @@
-"""pipeline.enrich_controls: GC-matched genomic controls on a real genome slice (human chrX 20-22 Mb held in
+"""pipeline.enrich.controls: GC-matched genomic controls on a real genome slice (human chrX 20-22 Mb held in
 memory), shuffled controls as FASTA, a genome store read through the same interface."""
 import gzip
 from pathlib import Path
@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.discover import read_sequences
-from pipeline.enrich_controls import (ControlError, composition, gc_bins, genome_access, in_memory, read_regions,
+from pipeline.discover.run import read_sequences
+from pipeline.enrich.controls import (ControlError, composition, gc_bins, genome_access, in_memory, read_regions,
                                       sample_genomic_controls, shuffled_controls, write_bed, write_fasta)
-from pipeline.genome import encode
+from pipeline.io.genome import encode
 from workers.enrich.shuffle import doublet_counts
 
 stats = pytest.importorskip("scipy.stats")
@@ -128,7 +128,7 @@ def test_bed_written(tmp_path, genome, targets):
 
 
 def test_genome_store_through_the_interface(tmp_path, genome):
-    from pipeline.genome import GenomeStore, ingest
+    from pipeline.io.genome import GenomeStore, ingest
 
     fa = tmp_path / "g.fa"
     seqs = {"s1": genome.fetch(0, 0, 70_000), "s2": genome.fetch(1, 290_000, 340_000)}

@@ -1,11 +1,11 @@
-"""pipeline.enrich_report: the PNG and the self-contained HTML page of the top motifs."""
+"""pipeline.enrich.report: the PNG and the self-contained HTML page of the top motifs."""
 import re
 
 import numpy as np
 import pytest
 
-from pipeline.enrich_report import HTML_NAME, PNG_NAME, sci, write_report
-from pipeline.enrich_stats import enrichment_table
+from pipeline.enrich.report import HTML_NAME, PNG_NAME, sci, write_report
+from pipeline.enrich.stats import enrichment_table
 
 pytest.importorskip("matplotlib")
 pytest.importorskip("logomaker")
@@ -61,7 +61,7 @@ def test_logo_heights_are_logomakers_information():
     import logomaker
     import pandas as pd
 
-    from pipeline.enrich_report import information
+    from pipeline.enrich.report import information
 
     rng = np.random.default_rng(1)
     ppm = rng.dirichlet(np.ones(4) * 0.4, size=15)

@@ -1,4 +1,4 @@
-"""pipeline.enrich_stats: Fisher's one-sided test in log space (vs scipy and exact integers), odds ratio,
+"""pipeline.enrich.stats: Fisher's one-sided test in log space (vs scipy and exact integers), odds ratio,
 E- and q-values, the enrichment table."""
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.enrich_stats import (ENRICHMENT_SCHEMA, EnrichError, enrichment_table, fisher_log10_pvalue,
+from pipeline.enrich.stats import (ENRICHMENT_SCHEMA, EnrichError, enrichment_table, fisher_log10_pvalue,
                                    odds_ratio)
 
 stats = pytest.importorskip("scipy.stats")
@@ -127,10 +127,10 @@ def test_e_and_q_below_the_float_range_are_kept_as_logs():
     computed in decimal arithmetic from exact p-values, and the TSV and summary write them from the logs, never as 0."""
     from decimal import Decimal, getcontext
 
-    from pipeline.dataset import table_tsv
-    from pipeline.enrich_outputs import _logged_values
-    from pipeline.enrich_report import sci
-    from pipeline.summary import _logged
+    from pipeline.engine.dataset import table_tsv
+    from pipeline.enrich.outputs import _logged_values
+    from pipeline.enrich.report import sci
+    from pipeline.cli.summary import _logged
 
     getcontext().prec = 40
     pos, neg, n = [3_000, 2_800, 400, 10, 1_500], [50, 60, 300, 12, 40], 3_000

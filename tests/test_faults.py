@@ -26,8 +26,8 @@ import dask.config
 import numpy as np
 import pytest
 
-from pipeline.genome import ingest
-from pipeline.scan import read_hits, run_scan
+from pipeline.io.genome import ingest
+from pipeline.scan.graph import read_hits, run_scan
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.test_scan_pipeline import table_rows
 
@@ -183,7 +183,7 @@ def _removed_while_processing(worker, dask_scheduler=None) -> list:
 def test_client_killed_mid_run_resumes(genome, cluster, reference, tmp_path, rep):
     """SIGKILL of the `motifgrid scan` process: the progress shows the scan abandoned, the finished blocks
     are kept, and `--resume` completes it identically."""
-    from pipeline.progress import read_progress
+    from pipeline.engine.progress import read_progress
 
     addr, client = cluster
     client.wait_for_workers(2, timeout=60)
@@ -506,7 +506,7 @@ def test_a_scan_whose_scheduler_cannot_be_reached_leaves_the_output_as_it_was(tm
     a new folder is removed, an empty one stays empty; the same command then runs on a local cluster."""
     import socket
 
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     s = socket.socket()
     s.bind(("127.0.0.1", 0))                     # bound, not listening: the connection is refused
@@ -551,12 +551,12 @@ def test_a_folder_another_run_is_writing_is_refused(tmp_path, capfd, genome):
     advice — or --overwrite) is refused in one line naming the writer; once that run has ended, the same command
     runs.  (Both used to go on: each removed the other's temporary files and the first ended with a misleading
     error.)"""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     out = tmp_path / "h"
     tests = tmp_path / "t.fa"
     tests.write_text(">t1\nACGTACGTACGTACGTACGT\n>t2\nAAAACCCCGGGGTTTTACGT\n")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pipeline.dataset import lock_output\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pipeline.engine.dataset import lock_output\n"
                                f"lock_output({str(out)!r})\nprint('held', flush=True)\ntime.sleep(60)\n"],
                               cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True)
     try:
@@ -579,7 +579,7 @@ def test_a_folder_another_run_is_writing_is_refused(tmp_path, capfd, genome):
 def test_a_store_left_by_a_killed_fasta_scan_is_removed_by_the_next(tmp_path, chrx_slice):
     """SIGKILL during a FASTA scan's ingest leaves its temporary store beside the output (nothing can run then);
     the next FASTA scan there removes such stores of this host whose process is gone, and leaves a live one's."""
-    from pipeline.scan import _STAGE_PREFIX, _host_tag, plan_scan
+    from pipeline.scan.graph import _STAGE_PREFIX, _host_tag, plan_scan
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -591,7 +591,7 @@ def test_a_store_left_by_a_killed_fasta_scan_is_removed_by_the_next(tmp_path, ch
     fa = tmp_path / "p.fa"
     fa.write_text(f">p\n{chrx_slice[:5000]}\n")
     job = plan_scan(str(fa), MOTIFS, str(tmp_path / "h"), pvalue=1e-3)
-    from pipeline.dataset import restore_replaced
+    from pipeline.engine.dataset import restore_replaced
 
     restore_replaced(job.out)
     assert not stale.exists() and live.exists() and other.exists()

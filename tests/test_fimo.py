@@ -13,10 +13,10 @@ import shutil
 import numpy as np
 import pytest
 
-from pipeline.cli import main
-from pipeline.genome import ingest
+from pipeline.cli.command import main
+from pipeline.io.genome import ingest
 from pipeline.motifs import NRDB_DNA, pwm_from_motif, read_motifs, reverse_complement
-from pipeline.scan import read_hits
+from pipeline.scan.graph import read_hits
 from tests.conftest import DATA
 from tests.test_distribution import MITM
 from workers.distribution.fimo_lattice import lattice_pvalues, lattice_thresholds, LatticeMatrix, scale_pssm
@@ -261,7 +261,7 @@ def test_default_mode_under_fimo_background_bounds_fimo(store, seqs, tmp_path):
     """With FIMO's background given explicitly, the default mode reports every FIMO hit; FIMO's lattice score is
     within w*0.5/scale bits of the exact score, and FIMO's p-value lies between the exact p-values at the exact
     score +- w/scale (docs/formats.md, "FIMO")."""
-    from pipeline.fimo import fimo_background  # noqa: PLC0415
+    from pipeline.distribution.fimo import fimo_background  # noqa: PLC0415
 
     bg = fimo_background(NRDB_DNA, both_strands=True)
     hits = scan(store, tmp_path / "hits", "--background", ",".join(repr(float(x)) for x in bg))
@@ -301,7 +301,7 @@ def test_like_fimo_many_motifs_equal_integer_reference(tmp_path, chrx_slice):
     """12 JASPAR matrices (counts) on 60 kb of real chrX with N runs and IUPAC codes, both strands, p <= 1e-3: the
     hits are exactly the windows without N whose integer lattice sum S (NumPy, exact integers) has pv[S] <= p,
     with score S/scale + m*offset (FIMO's double) and p-value pv[S]."""
-    from pipeline.fimo import fimo_background, fimo_matrix  # noqa: PLC0415
+    from pipeline.distribution.fimo import fimo_background, fimo_matrix  # noqa: PLC0415
 
     seq = list(chrx_slice[:60_000])
     seq[20_000:20_300] = "N" * 300

@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from pipeline.genome import GenomeError, GenomeStore, decode, encode, file_checksum, ingest
+from pipeline.io.genome import GenomeError, GenomeStore, decode, encode, file_checksum, ingest
 from tests.conftest import SHARED, needs_shared
 
 
@@ -124,8 +124,8 @@ def test_crlf_and_lowercase(tmp_path, chrx_slice):
 def test_cr_only_line_ends_read_as_lf(tmp_path, monkeypatch, chrx_slice, chunk, mode):
     """Old Mac OS text (lines ending in CR alone, no LF anywhere) gives the records an LF file gives, wherever
     the reader's chunks are cut (it used to read as one record with no sequence). Composition's test reader too."""
-    from pipeline import fasta as fasta_module
-    from pipeline.composition import read_tests
+    from pipeline.io import fasta as fasta_module
+    from pipeline.composition.run import read_tests
 
     monkeypatch.setattr(fasta_module, "_CHUNK", chunk)
     recs = [(f"r{i}", chrx_slice[i * 500:i * 500 + n]) for i, n in enumerate([0, 1, 61, 250, 0, 1000, 7])]
@@ -151,7 +151,7 @@ def test_any_layout_cut_anywhere_reads_back(tmp_path, monkeypatch, chrx_slice, c
     """Records of every size (empty ones too) with random line widths, CR LF and blank lines, the reader's
     chunks cut after any line: the vectorised chunk parse gives every record's name and bases, and the store
     lays them out as one ``add`` per record would (the packed reference)."""
-    from pipeline import fasta as fasta_module
+    from pipeline.io import fasta as fasta_module
 
     monkeypatch.setattr(fasta_module, "_CHUNK", chunk)
     rng = np.random.default_rng(chunk)
@@ -175,8 +175,8 @@ def test_reader_equals_a_line_by_line_parse(tmp_path, monkeypatch, chrx_slice, c
     """``FastaReader.batches`` (one compiled pass a chunk) against a plain line-by-line parse: the same records,
     names and codes, on lower case, IUPAC letters, gaps, spaces inside lines, CR LF, blank lines, empty records and
     chunks cut after any line."""
-    from pipeline import fasta as fasta_module
-    from pipeline.fasta import FastaReader
+    from pipeline.io import fasta as fasta_module
+    from pipeline.io.fasta import FastaReader
     from tests.reference import fasta_records
 
     monkeypatch.setattr(fasta_module, "_CHUNK", chunk)
@@ -210,7 +210,7 @@ def test_reader_equals_a_line_by_line_parse(tmp_path, monkeypatch, chrx_slice, c
 def test_bad_byte_named_in_a_record_that_spans_chunks(tmp_path, monkeypatch, chunk):
     """The first byte that is no nucleotide code is named by record and position (1-based), wherever the reader's
     chunks were cut."""
-    from pipeline import fasta as fasta_module
+    from pipeline.io import fasta as fasta_module
 
     monkeypatch.setattr(fasta_module, "_CHUNK", chunk)
     fa = write(tmp_path / "bad.fa", ">a\nACGT\n>b two\nAC\nGTACGTAC\nGGEA\nAAA\n>c\nA*\n")
@@ -332,7 +332,7 @@ def test_real_bgzip_genome(tmp_path):
 
 
 def test_synthesize_layout_and_composition(tmp_path):
-    from pipeline.genome import synthesize
+    from pipeline.io.genome import synthesize
 
     g = synthesize(tmp_path / "s.zarr", [("a", 100_000), ("b", 2_500)], [0.3, 0.2, 0.2, 0.3], block_size=40_000, halo=12)
     assert g.records.offsets.tolist() == [0, 120_000] and g.n_blocks == 4 and g.attrs["source"].startswith("synthetic:")
@@ -431,7 +431,7 @@ def test_many_records_counted(tmp_path, mode):
 def test_store_from_codes_equals_ingest_of_the_same_records(tmp_path, chrx_slice):
     """Records held in memory (enrichment's targets and controls) laid out exactly as ingest lays out a FASTA of
     them: the same blocks, record table and base counts; an empty record keeps its place."""
-    from pipeline.genome import store_from_codes
+    from pipeline.io.genome import store_from_codes
 
     recs = {"a": chrx_slice[:700], "b": "", "c": "ACGTNNNNacgt", "d": chrx_slice[5000:9000], "e": chrx_slice[:499],
             "f": chrx_slice[700:1200], "g": chrx_slice[9000:9501], **{f"p{i}": chrx_slice[i * 31:i * 31 + i % 97]

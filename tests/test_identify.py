@@ -1,4 +1,4 @@
-"""Motif identification (workers/compare/tomtom.py, pipeline/identify.py): Tomtom's statistic against a plain-loop
+"""Motif identification (workers/compare/tomtom.py, pipeline/compare/identify.py): Tomtom's statistic against a plain-loop
 reference, against memelite's tomtom, on queries cut from JASPAR matrices, and the output table."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pytest
 
-from pipeline.identify import BEST_MATCHES_SCHEMA, IdentifyError, identify, match_all
+from pipeline.compare.identify import BEST_MATCHES_SCHEMA, IdentifyError, identify, match_all
 from pipeline.motifs import Motif, motif_probabilities
 from tests.conftest import SHARED, needs_shared
 from workers.compare import tomtom as tt
@@ -359,7 +359,7 @@ def test_gpu_matches_cpu():
 def test_run_identify_batches_equal_one_pass():
     """Queries cut into tasks (one query each; self-matches excluded by index) give the table and p-values of one
     in-process pass: the E- and q-values of a task are final since it holds every target."""
-    from pipeline.identify import query_tasks, run_identify
+    from pipeline.compare.identify import query_tasks, run_identify
 
     rng = np.random.default_rng(12)
     motifs = _motifs(rng, rng.integers(5, 14, size=55), "m")
@@ -375,7 +375,7 @@ def test_run_identify_batches_equal_one_pass():
 
 @pytest.mark.gpu
 def test_run_identify_gpu_matches_cpu():
-    from pipeline.identify import run_identify
+    from pipeline.compare.identify import run_identify
 
     rng = np.random.default_rng(13)
     motifs = _motifs(rng, rng.integers(5, 20, size=120), "g")
@@ -390,7 +390,7 @@ def test_run_identify_on_dask_lays_targets_out_once_per_worker(monkeypatch):
     for 8 tasks; the result equals the in-process one."""
     from distributed import Client, LocalCluster
 
-    from pipeline.identify import run_identify
+    from pipeline.compare.identify import run_identify
 
     calls = []
     real = tt.prepare_targets

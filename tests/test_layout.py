@@ -114,7 +114,7 @@ def test_workers_never_import_pipeline_nor_dask_at_import_time():
 
 
 def test_no_private_name_is_imported_across_modules():
-    """A name another module of pipeline/ or workers/ needs is public: ``from pipeline.scan import _x`` is refused
+    """A name another module of pipeline/ or workers/ needs is public: ``from pipeline.scan.graph import _x`` is refused
     (main imported _thresholds_table, _sniff_fasta, _prepare, _lattice, _kernel and _tables across modules)."""
     mods = project_modules(ROOT)
     found = []
@@ -180,7 +180,7 @@ def module_names(path: Path) -> set:
 
 def test_every_import_of_the_project_resolves():
     """Every import of a project module, function-local ones included (they run late, so importing each module
-    does not try them), names a module that exists and a name it binds: pipeline/enrich_stats.py kept importing
+    does not try them), names a module that exists and a name it binds: pipeline/enrich/stats.py kept importing
     ``workers.tomtom`` after it moved to ``workers/compare/tomtom.py``, found only when an enrichment ran."""
     mods = project_modules(ROOT)
     bound = {}

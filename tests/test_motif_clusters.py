@@ -1,4 +1,4 @@
-"""Motif clustering on the identification statistic (pipeline/motif_clusters.py): JASPAR families group, the parts
+"""Motif clustering on the identification statistic (pipeline/compare/motif_clusters.py): JASPAR families group, the parts
 against their definitions (symmetric E-values, scipy's average linkage, medoids by brute force)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import csv
 import numpy as np
 import pytest
 
-from pipeline.motif_clusters import (ClusterError, average_linkage, cluster_motifs, cluster_pvalues, medoids,
+from pipeline.compare.motif_clusters import (ClusterError, average_linkage, cluster_motifs, cluster_pvalues, medoids,
                                      symmetric_evalues)
 from tests.conftest import SHARED, needs_shared
 

@@ -1,4 +1,4 @@
-"""Output files of the CLI (``-o``): pipeline.storage.open_output, the one writer behind export and thresholds.
+"""Output files of the CLI (``-o``): pipeline.io.storage.open_output, the one writer behind export and thresholds.
 
 ``-`` is standard output; a FIFO or device is written straight into (never renamed over: `export -o /dev/stdout`
 run as root replaced the /dev/stdout link with a regular file); a symbolic link stays a link and its target gets
@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from pipeline.storage import open_output, output_target
+from pipeline.io.storage import open_output, output_target
 from tests.conftest import ROOT, subprocess_env
 
 
@@ -88,7 +88,7 @@ def test_failed_write_keeps_the_old_file(tmp_path):
 def test_dev_stdout_in_a_process_stays_a_link():
     """`-o /dev/stdout` in a child whose standard output is a pipe: the data arrives there, /dev/stdout is not
     replaced (as root the old writer renamed a regular file over it)."""
-    code = ("from pipeline.storage import open_output\n"
+    code = ("from pipeline.io.storage import open_output\n"
             "with open_output('/dev/stdout') as f:\n    f.write('to stdout\\n')\n")
     before = os.lstat("/dev/stdout")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT,
@@ -105,7 +105,7 @@ def test_dev_stderr_redirected_to_a_file_is_written_into(tmp_path):
     log = tmp_path / "err.log"
     link = tmp_path / "to_stderr"
     link.symlink_to("/dev/stderr")
-    code = ("import sys\nfrom pipeline.storage import open_output, output_target\n"
+    code = ("import sys\nfrom pipeline.io.storage import open_output, output_target\n"
             "assert output_target(sys.argv[1])[0] == 'stream', output_target(sys.argv[1])\n"
             "with open_output(sys.argv[1]) as f:\n    f.write('into the log\\n')\n")
     for dest in ("/dev/stderr", str(link)):

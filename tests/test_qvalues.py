@@ -17,9 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.genome import ingest
-from pipeline.qvalues import QvalueMap, bh_qvalues, steps
-from pipeline.scan import ScanError, read_hits, run_scan
+from pipeline.io.genome import ingest
+from pipeline.scan.qvalues import QvalueMap, bh_qvalues, steps
+from pipeline.scan.graph import ScanError, read_hits, run_scan
 from tests.conftest import DATA, ROOT, subprocess_env
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
@@ -85,7 +85,7 @@ def test_like_fimo_export_is_fimos_file(tmp_path, strand):
     """``scan --like fimo`` then ``export --format fimo`` on FIMO's reference: FIMO's lines in FIMO's order, every
     column but the q-value equal as printed, and FIMO's q-values = ours × one π0 in [0.99, 1] (FIMO's Storey
     estimate; the printed digits allowing); the tests counted on the strands scanned (--norc: one)."""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     shutil.copy(FIMO / "mibig-genes.fna", tmp_path)           # pyfaidx writes its .fai beside the FASTA
     store = ingest(tmp_path / "mibig-genes.fna", tmp_path / "g.zarr", halo=20)
@@ -132,7 +132,7 @@ def test_bh_against_scipy_and_steps():
 def test_steps_of_all_families_in_one_call_equal_steps():
     """The reduce task's compiled steps over many families at once are bit-for-bit the NumPy ``steps`` of each
     (families with one p-value, ties of q across p-values, a family hitting q = 1), and refuse more hits than tests."""
-    from pipeline.qvalues import _PIECE, _steps_of
+    from pipeline.scan.qvalues import _PIECE, _steps_of
 
     rng = np.random.default_rng(11)
     tests = np.array([10**6, 50, 10**9, 7, 10**4], np.int64)
@@ -200,7 +200,7 @@ def test_distinct_pieces_against_counting(sorted_families):
     merge_distinct) = counting every pair in a dict."""
     from collections import Counter
 
-    from pipeline.qvalues import _as_piece
+    from pipeline.scan.qvalues import _as_piece
     from workers.scan.distinct import distinct_pairs
 
     def _distinct(*a):
@@ -269,13 +269,13 @@ def test_many_reduction_tasks_same_map(genome, finished, client, tmp_path, monke
     import dask.config
     from distributed import get_task_stream
 
-    import pipeline.qvalues
+    import pipeline.scan.qvalues
 
     store, _ = genome
     out, res = finished
-    assert pipeline.qvalues._pieces_worker(client, 1000) in client.nthreads()
+    assert pipeline.scan.qvalues._pieces_worker(client, 1000) in client.nthreads()
     if pieces == "files":
-        monkeypatch.setattr(pipeline.qvalues, "_pieces_worker", lambda client, hits: None)
+        monkeypatch.setattr(pipeline.scan.qvalues, "_pieces_worker", lambda client, hits: None)
     with dask.config.set({"motifgrid.qvalues.task-hits": 150, "motifgrid.qvalues.keep-pairs": False}), \
             get_task_stream(client) as ts:
         small = run_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, client=client, progress=False)
@@ -385,7 +385,7 @@ def test_score_runs_count_each_distinct_row_and_score():
 
 def test_pieces_kept_in_memory_on_the_worker_with_room():
     """The reduction's pieces skip the part files where one worker's memory limit holds 4x them: that worker."""
-    from pipeline.qvalues import _pieces_worker
+    from pipeline.scan.qvalues import _pieces_worker
 
     class Client:
         def __init__(self, *limits):
@@ -422,7 +422,7 @@ def test_resume_gives_the_same_qvalues(genome, finished, client, tmp_path):
 def test_max_qvalue_filters_where_hits_are_read(genome, finished, client, tmp_path):
     """--max-qvalue Q is q <= Q, applied by read_hits and export (explicitly, or as the scan recorded it);
     the files keep every hit.  --no-qvalue writes no map (q null) and refuses a q-value filter."""
-    from pipeline.export import ExportError, export, parse_export
+    from pipeline.scan.export import ExportError, export, parse_export
 
     store, _ = genome
     out, _ = finished
@@ -469,7 +469,7 @@ def test_fimo_export_sorted_as_fimo_with_qvalues(finished, tmp_path, monkeypatch
     the same bytes when the rows are sorted in many runs on disk and merged.  GFF3 carries qvalue=."""
     import dask.config
 
-    from pipeline.export import export
+    from pipeline.scan.export import export
 
     out, _ = finished
     import tempfile
@@ -555,7 +555,7 @@ def test_external_sort_equals_stable_sort(tmp_path, max_rows):
     """Runs on disk merged = one stable in-memory sort (ties in input order), however many runs."""
     import io
 
-    from pipeline.extsort import ExternalSort
+    from pipeline.io.extsort import ExternalSort
 
     rng = np.random.default_rng(max_rows)
     n = 400 if max_rows == 1 else 20_000
@@ -625,7 +625,7 @@ def test_reduction_tasks_sized_to_the_workers_memory():
     without a limit keep motifgrid.qvalues.task-hits."""
     import dask.config
 
-    from pipeline.qvalues import _task_hits
+    from pipeline.scan.qvalues import _task_hits
 
     class Info:
         def __init__(self, *workers):

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.genome import ingest
+from pipeline.io.genome import ingest
 from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement
-from pipeline.regions import RegionError, read_bed
-from pipeline.scan import ScanError, read_hits, run_scan
+from pipeline.io.regions import RegionError, read_bed
+from pipeline.scan.graph import ScanError, read_hits, run_scan
 from tests.conftest import DATA
 from tests.reference import naive_scan
 
@@ -27,7 +27,7 @@ from tests.reference import naive_scan
 
 @pytest.fixture(scope="module")
 def client():
-    from pipeline.cluster import get_client
+    from pipeline.engine.cluster import get_client
 
     with get_client(n_workers=2, device="cpu", quiet=True) as (c, _):
         yield c
@@ -255,9 +255,9 @@ def test_region_counts_merge_equals_a_direct_reduction(tmp_path, monkeypatch, in
     """Blocks' counts (numba's counting sort, or NumPy's sort where keys span too wide a range) merged (a key
     spanning two blocks, and keys of two blocks interleaving as overlapping regions make them) and regrouped into
     row groups equal one reduction of all the hits."""
-    from pipeline import region_counts
-    from pipeline.genome import Records
-    from pipeline.region_counts import block_counts, write_block_counts, write_region_counts
+    from pipeline.scan import region_counts
+    from pipeline.io.genome import Records
+    from pipeline.scan.region_counts import block_counts, write_block_counts, write_region_counts
 
     if reduce == "sort":
         monkeypatch.setattr(region_counts, "_COUNT_SORT_SPAN", -1)
@@ -290,9 +290,9 @@ def test_streamed_region_counts_equal_the_end_of_run_merge(tmp_path, monkeypatch
     """The region counts merged while blocks finish (out of order; one finished in an earlier run; one without
     hits, so without a counts file; a record across each block border) are the file the end-of-run merge writes, byte for
     byte; a cancelled stream leaves no file and no temporary."""
-    from pipeline import region_counts
-    from pipeline.genome import Records
-    from pipeline.region_counts import StreamingRegionCounts, block_counts, write_block_counts, write_region_counts
+    from pipeline.scan import region_counts
+    from pipeline.io.genome import Records
+    from pipeline.scan.region_counts import StreamingRegionCounts, block_counts, write_block_counts, write_region_counts
 
     monkeypatch.setattr(region_counts, "_ROW_GROUP", 40)
     rng = np.random.default_rng(5)
@@ -328,7 +328,7 @@ def test_streamed_region_counts_equal_the_end_of_run_merge(tmp_path, monkeypatch
 @pytest.mark.parametrize("cells", [None, 1])
 def test_block_presence_is_the_distinct_pairs(monkeypatch, cells):
     """A block's distinct (key, motif) pairs, sorted, by the table of marks and by the sort it falls back to."""
-    from pipeline import region_counts
+    from pipeline.scan import region_counts
 
     if cells is not None:
         monkeypatch.setattr(region_counts, "_PRESENCE_CELLS", cells)

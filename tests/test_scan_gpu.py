@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.genome import encode
+from pipeline.io.genome import encode
 from tests.conftest import DATA, SHARED, NO_SHARED
 from workers.scan import make_plan, scan_block
 
@@ -100,9 +100,9 @@ def test_gpu_cluster_dataset_equals_cpu(tmp_path, chrx_2mb):
     from dask_cuda import LocalCUDACluster
     from distributed import Client, LocalCluster
 
-    from pipeline.cluster import get_client
-    from pipeline.genome import ingest
-    from pipeline.scan import read_hits, run_scan
+    from pipeline.engine.cluster import get_client
+    from pipeline.io.genome import ingest
+    from pipeline.scan.graph import read_hits, run_scan
 
     fa = tmp_path / "g.fa.gz"
     with gzip.open(fa, "wt") as f:

@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.genome import ingest
+from pipeline.io.genome import ingest
 from pipeline.motifs import MotifError
-from pipeline.scan import ScanError, read_hits, run_scan
+from pipeline.scan.graph import ScanError, read_hits, run_scan
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.reference import brute_force_pvalue, naive_scan
 
@@ -157,8 +157,8 @@ def test_layout_schema_and_provenance(genome, finished):
 def test_small_scan_shares_its_blocks_among_the_threads(genome, finished, client):
     """A scan of fewer positions than motifgrid.scan.min-task-positions (1 Mi) a worker thread is not one task for
     one thread: its blocks go in tasks of about (positions / threads) each."""
-    from pipeline.regions import Piece
-    from pipeline.scan import _min_task_positions
+    from pipeline.io.regions import Piece
+    from pipeline.scan.graph import _min_task_positions
 
     store, _ = genome
     out, _ = finished
@@ -233,7 +233,7 @@ def _cli(*args, **kw):
 
 @pytest.mark.parametrize("fmt", ["bed", "fimo", "gff3"])
 def test_exports_round_trip(finished, tmp_path, fmt):
-    from pipeline.export import export, parse_export
+    from pipeline.scan.export import export, parse_export
 
     out, _ = finished
     dest = tmp_path / f"hits.{fmt}"
@@ -295,7 +295,7 @@ def test_thresholds_command(tmp_path):
     from pipeline.motifs import pwm_from_motif, read_motifs
 
     out = tmp_path / "thr.tsv"
-    code = ("import sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import sys; from pipeline.cli.command import main; rc = main(sys.argv[1:]); "
             "print('distributed' in sys.modules); sys.exit(rc)")
     r = subprocess.run([sys.executable, "-c", code, "thresholds", MOTIFS, "--pvalue", "1e-4", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT, timeout=180, env=subprocess_env())
@@ -340,7 +340,7 @@ def test_small_scan_runs_on_threads_as_on_a_cluster(genome, finished, tmp_path):
     (``dashboard-min-positions`` 0) gets one."""
     store, _ = genome
     out, _ = finished
-    code = ("import sys; from pipeline.cli import main; rc = main(sys.argv[1:]); "
+    code = ("import sys; from pipeline.cli.command import main; rc = main(sys.argv[1:]); "
             "print('distributed' in sys.modules); sys.exit(rc)")
     runs = {}
     for name, env in (("threads", {}), ("cluster", {"DASK_MOTIFGRID__SCAN__THREADS_MAX_POSITIONS": "0"}),
@@ -409,7 +409,7 @@ def test_compression_setting(genome, client, finished, tmp_path):
     f = next((tmp_path / "snappy").glob("*/**/part-*.parquet"))
     assert pq.ParquetFile(f).metadata.row_group(0).column(0).compression.upper() == "SNAPPY"
     assert table_rows(read_hits(str(tmp_path / "snappy"))) == table_rows(read_hits(str(out)))
-    from pipeline.scan import _compression
+    from pipeline.scan.graph import _compression
 
     assert dask.config.get("motifgrid.scan.compression") == "auto"
     assert (_compression("cpu"), _compression("gpu")) == ("zstd", "snappy")
@@ -423,7 +423,7 @@ def test_many_contigs_small_file_metadata_and_genome_order(chrx_slice, client, t
     """A promoter-set-like FASTA (many short records, names not in alphabetical order): every hits file's
     key-value metadata stays small (the contig list is the store's, not copied into every file: it made each
     file of 26,454 promoters 2.4 MB), and export writes the contigs in FASTA order."""
-    from pipeline.export import export, parse_export
+    from pipeline.scan.export import export, parse_export
 
     names = [f"{'zyx'[i % 3]}NM_{(7 * i) % 150:03d}_up_2000_chr2L_{1000 * i}_f" for i in range(150)]
     fa = tmp_path / "promoters.fa"
@@ -519,7 +519,7 @@ def test_overwrite_replaces_only_a_hits_dataset(genome, finished, client, tmp_pa
     other files too, is refused and left as it was."""
     import shutil
 
-    from pipeline.dataset import open_run
+    from pipeline.engine.dataset import open_run
 
     store, _ = genome
     out, _ = finished
@@ -590,7 +590,7 @@ def test_thresholds_selected_motifs(tmp_path):
 def test_plan_scan_starts_the_thresholds_beside_the_planning(genome, tmp_path):
     """``threshold_threads``: the thresholds start as the motifs are read and equal those computed afterwards; with
     the genome's background (read from the store) they wait for the execution; a refused output still raises."""
-    from pipeline.scan import plan_scan, row_thresholds, threshold_plan
+    from pipeline.scan.graph import plan_scan, row_thresholds, threshold_plan
 
     store, _ = genome
     job = plan_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, threshold_threads=2)
@@ -611,7 +611,7 @@ def test_pinned_buffers_made_ahead_only_by_workers_of_many_threads():
     environment's strings)."""
     import dask.config
 
-    from pipeline.scan import RESERVE_MIN_THREADS, reserve_workers
+    from pipeline.scan.graph import RESERVE_MIN_THREADS, reserve_workers
 
     assert dask.config.get("motifgrid.scan.reserve-pinned") == "auto" and RESERVE_MIN_THREADS == 8
     threads = {"tcp://a": 4, "tcp://b": 16, "tcp://c": 8}
@@ -629,7 +629,7 @@ def test_overwrite_keeps_the_old_scan_until_the_new_one_is_under_way(tmp_path, c
 
     import dask.config
 
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     fa = tmp_path / "peaks.fa"
     fa.write_text("".join(f">p{i}\n{chrx_slice[i * 500:(i + 1) * 500]}\n" for i in range(40)))
@@ -672,7 +672,7 @@ def test_export_of_an_unfinished_scan_warns_and_a_closed_pipe_is_quiet(finished,
     r = _cli("export", str(out), "--format", "bed", "-o", str(tmp_path / "f.bed"))
     assert r.returncode == 0 and "warning" not in r.stderr
     env = subprocess_env()
-    p = subprocess.run(f"{sys.executable} -m pipeline.cli export {out} --format bed -o - | head -2", shell=True,
+    p = subprocess.run(f"{sys.executable} -m pipeline.cli.command export {out} --format bed -o - | head -2", shell=True,
                        capture_output=True, text=True, env=env)
     assert p.stdout.count("\n") == 2 and "error" not in p.stderr, p.stderr
 
@@ -708,8 +708,8 @@ def test_fimo_export_refuses_sequences_from_another_genome(genome, client, tmp_p
 def test_interrupted_fasta_ingest_leaves_no_temporary_store(tmp_path, chrx_slice, monkeypatch):
     """Ctrl-C while a FASTA given to ``scan`` is ingested removes the temporary store beside the output (only a bad
     FASTA did; an interruption left an empty ``.motifgrid-scan-genome-*`` folder)."""
-    import pipeline.genome
-    from pipeline.scan import plan_scan
+    import pipeline.io.genome
+    from pipeline.scan.graph import plan_scan
 
     fa = tmp_path / "p.fa"
     fa.write_text(f">p\n{chrx_slice[:5000]}\n")
@@ -717,7 +717,7 @@ def test_interrupted_fasta_ingest_leaves_no_temporary_store(tmp_path, chrx_slice
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline.genome, "ingest", interrupted)
+    monkeypatch.setattr(pipeline.io.genome, "ingest", interrupted)
     with pytest.raises(KeyboardInterrupt):
         plan_scan(str(fa), MOTIFS, str(tmp_path / "h"), pvalue=1e-3)
     assert sorted(os.listdir(tmp_path)) == ["p.fa"]
@@ -726,7 +726,7 @@ def test_interrupted_fasta_ingest_leaves_no_temporary_store(tmp_path, chrx_slice
 def test_matrices_sharing_an_id_are_named_in_one_warning_line(tmp_path, chrx_slice):
     """Two matrices with one id (HOMER files use the consensus as the id) are both scanned, and the scan says in one
     line that their q-values form one family (it pooled them silently)."""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
     from pipeline.motifs import SharedIdWarning
 
     blocks = [">" + b for b in open(MOTIFS).read().split(">")[1:3]]
@@ -751,9 +751,9 @@ def test_a_scan_without_hits_reads_as_the_hits_columns(tmp_path):
     genome and the command from its metadata (the folder read as a table without columns, and filtering raised)."""
     import pandas as pd
 
-    from pipeline.cli import main
-    from pipeline.schema import HITS_SCHEMA
-    from pipeline.summary import summarize
+    from pipeline.cli.command import main
+    from pipeline.io.schema import HITS_SCHEMA
+    from pipeline.cli.summary import summarize
 
     fa = tmp_path / "none.fa"
     fa.write_text(">x\n" + "N" * 300 + "\n>y\nACGTAC\n")
@@ -774,7 +774,7 @@ def test_minus_strand_scores_the_reverse_complement_motif_against_the_background
     score's tail under the background (all 4^m words); a palindromic matrix has one threshold on both strands.  The
     reverse-complemented log-odds matrix (MOODS) scores against the complemented background instead: a palindrome's
     thresholds were 3.27 and 7.17 bits here."""
-    from pipeline.cli import main
+    from pipeline.cli.command import main
     from pipeline.motifs import motif_probabilities, read_motifs
     from tests.reference import brute_force_pvalue
 
@@ -815,7 +815,7 @@ def test_logodds_only_motifs_are_named_in_a_warning_and_reversed_on_the_minus_st
     (its scores are not bits; background and pseudocount do not change it), its - strand row is the matrix reversed
     and complemented whatever the background, and the probability motif beside it gets no warning of its own."""
     from pipeline.motifs import LogOddsWarning, motif_probabilities, read_motifs
-    from pipeline.scan import MotifSet
+    from pipeline.scan.graph import MotifSet
 
     src = DATA / "motifs" / "formats" / "logodds_only.meme"
     bg = np.array([0.1, 0.2, 0.3, 0.4])
@@ -838,8 +838,8 @@ def test_record_names_starting_with_a_hash_are_named_in_a_warning_on_bed_and_fim
     warning per export says so (it was silent); GFF3 percent-encodes the name and says nothing."""
     import warnings
 
-    from pipeline.cli import main
-    from pipeline.export import CommentNameWarning, export
+    from pipeline.cli.command import main
+    from pipeline.scan.export import CommentNameWarning, export
 
     fa = tmp_path / "h.fa"
     fa.write_text(f">#x\n{chrx_slice[:30_000]}\n>y\n{chrx_slice[40_000:60_000]}\n")
@@ -864,7 +864,7 @@ def test_hits_provenance_names_a_motif_file_by_its_absolute_path(tmp_path, chrx_
     notebooks read the motifs back from, wherever Jupyter runs (explore_hits.ipynb failed from another folder)."""
     import shutil
 
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     shutil.copy(MOTIFS, tmp_path / "m.jaspar")
     (tmp_path / "s.fa").write_text(f">s\n{chrx_slice[:40_000]}\n")
@@ -968,7 +968,7 @@ def test_parse_genomic_coord_equals_the_genome_scan_of_the_regions(tmp_path, chr
     a reverse complement; or samtools faidx's 1-based ones) give the hits that a scan of the genome store restricted
     to the same regions (--regions) gives — contig, positions, strand, motif, score, p-value — with the record's name
     kept; the FIMO export's matched sequences are the genome's."""
-    from pipeline.export import parse_export
+    from pipeline.scan.export import parse_export
 
     genome = tmp_path / "g.fa"
     genome.write_text(f">chrX\n{chrx_slice[:200_000]}\n>chrY\n{chrx_slice[200_000:260_000]}\n")

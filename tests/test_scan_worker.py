@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.genome import encode
+from pipeline.io.genome import encode
 from tests.conftest import DATA
 from tests.reference import naive_scan
 from workers.scan import make_plan, plan_tiles, scan_block, slice_tiles

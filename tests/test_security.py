@@ -14,8 +14,8 @@ import dask.config
 import distributed  # noqa: F401  (its config defaults exist before dask.config.set)
 import pytest
 
-from pipeline.genome import ingest
-from pipeline.scan import read_hits
+from pipeline.io.genome import ingest
+from pipeline.scan.graph import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
@@ -97,7 +97,7 @@ def test_tls_scan_and_refusals(tls_cluster, small_store, tmp_path, capfd):
     assert read_hits(str(tmp_path / "h")).num_rows > 0 and (tmp_path / "h" / "_summary.json").exists()
 
     # refusals, through the same entry point in this process (connection attempts cut to 1 s)
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     def refused(*args):
         capfd.readouterr()
@@ -129,7 +129,7 @@ def test_tls_scan_and_refusals(tls_cluster, small_store, tmp_path, capfd):
     (["--tls-ca", "{ca}", "--tls-cert", "{ca}", "--local"], "are for a running scheduler"),
 ])
 def test_tls_flag_errors(tmp_path, args, msg, capfd):
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     (tmp_path / "ca.pem").write_text("x")
     sched = [] if "--local" in args else ["--scheduler", "tls://127.0.0.1:1"]
@@ -141,7 +141,7 @@ def test_tls_flag_errors(tmp_path, args, msg, capfd):
 
 def test_local_cluster_listens_on_loopback():
     """Scheduler, workers and dashboard of a local process cluster bind 127.0.0.1 only."""
-    from pipeline.cluster import get_client
+    from pipeline.engine.cluster import get_client
 
     with get_client(n_workers=1, processes=True, quiet=True) as (client, _):
         cluster = client.cluster
@@ -163,7 +163,7 @@ def test_in_process_cluster_listens_on_loopback(dashboard, recwarn):
     distributed's warning when the dashboard's port is taken (it moves to another one)."""
     import socket
 
-    from pipeline.cluster import get_client
+    from pipeline.engine.cluster import get_client
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -198,8 +198,8 @@ HOSTILE = ["../x", "/", "..", ".", "a/../../b", "%2F..%2Fy", "c:\\win\\x", "~roo
 def test_hostile_names_stay_inside_output(tmp_path, chrx_slice):
     """Contig and motif names like `../x` or `/` never become paths: every output file stays in the output
     folder, names come back intact from the dataset and the exports."""
-    from pipeline.cli import main
-    from pipeline.export import parse_export
+    from pipeline.cli.command import main
+    from pipeline.scan.export import parse_export
 
     work = tmp_path / "w"
     work.mkdir()

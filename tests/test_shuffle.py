@@ -122,8 +122,8 @@ def test_control_fasta_lines(tmp_path, width):
     """control.fa from codes: each record's header, then its letters ``width`` a line (N for code 4), empty records
     a header alone, records exactly a line long and longer than the layout's chunk: as a plain loop writes them,
     and read back by the FASTA reader."""
-    from pipeline.enrich_controls import write_fasta
-    from pipeline.enrich_inputs import read_sequences
+    from pipeline.enrich.controls import write_fasta
+    from pipeline.enrich.inputs import read_sequences
 
     rng = np.random.default_rng(width)
     lens = rng.integers(0, 300, 400)
@@ -145,8 +145,8 @@ def test_control_fasta_lines(tmp_path, width):
 def test_load_kernels_loads_the_production_signatures(tmp_path):
     """``enrich_inputs.load_kernels`` (run by the CLI beside reading its inputs) leaves the shuffle and FASTA layout
     kernels compiled for the types the controls step then calls them with (no second load there)."""
-    from pipeline.enrich_controls import write_fasta
-    from pipeline.enrich_inputs import load_kernels
+    from pipeline.enrich.controls import write_fasta
+    from pipeline.enrich.inputs import load_kernels
     from workers.enrich.fasta_numba import fasta_layout
     from workers.enrich.shuffle_numba import shuffle_records
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.genome import ingest
-from pipeline.scan import read_hits
+from pipeline.io.genome import ingest
+from pipeline.scan.graph import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.test_scan_pipeline import table_rows
 
@@ -72,7 +72,7 @@ def store(tmp_path_factory, chrx_2mb):
 
 @pytest.fixture(scope="module")
 def reference(store, tmp_path_factory):
-    from pipeline.cli import main
+    from pipeline.cli.command import main
 
     out = tmp_path_factory.mktemp("slurm-ref") / "hits"
     assert main(["scan", store.path, MOTIFS, "--out", str(out), *SCAN]) == 0

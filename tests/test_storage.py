@@ -50,7 +50,7 @@ def fasta(tmp_path_factory, chrx_slice):
 
 
 def test_ingest_to_s3_reads_like_local(s3, fasta, tmp_path):
-    from pipeline.genome import GenomeError, GenomeStore, ingest
+    from pipeline.io.genome import GenomeError, GenomeStore, ingest
 
     fs, _ = s3
     local = ingest(fasta, tmp_path / "g.zarr", block_size=8192, halo=30)
@@ -75,9 +75,9 @@ def test_scan_store_and_hits_on_s3(s3, fasta, tmp_path):
     dataset equals the one of a local scan, resumes, exports and refuses to be overwritten."""
     from distributed import Client, LocalCluster
 
-    from pipeline.export import export
-    from pipeline.genome import ingest
-    from pipeline.scan import ScanError, read_hits, run_scan
+    from pipeline.scan.export import export
+    from pipeline.io.genome import ingest
+    from pipeline.scan.graph import ScanError, read_hits, run_scan
     from tests.conftest import DATA
     from tests.test_scan_pipeline import table_rows
 
@@ -136,7 +136,7 @@ def test_cli_ingest_scan_export_with_urls(s3, fasta, tmp_path):
 
 
 def test_commands_without_url_output_refuse_urls(tmp_path, capsys):
-    from pipeline.cli import main
+    from pipeline.cli.command import main
     from tests.conftest import DATA
 
     for cmd in (["compare", str(DATA / "jaspar2024_subset.jaspar")],

@@ -14,10 +14,10 @@ from collections import Counter
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.genome import ingest
+from pipeline.io.genome import ingest
 from pipeline.motifs import read_motifs
-from pipeline.scan import read_hits, run_scan
-from pipeline.summary import SummaryError, kind_of, summarize, summary_lines
+from pipeline.scan.graph import read_hits, run_scan
+from pipeline.cli.summary import SummaryError, kind_of, summarize, summary_lines
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.planted import planted_instance
 
@@ -170,7 +170,7 @@ def test_scan_prints_top_motifs(genome, tmp_path):
 
 
 def test_composition_summary(genome, client, tmp_path, chrx_slice):
-    from pipeline.composition import read_matches, run_composition
+    from pipeline.composition.run import read_matches, run_composition
 
     tfa = tmp_path / "t.fa"
     tfa.write_text("".join(f">t{i}\n{chrx_slice[1000 + 997 * i:1000 + 997 * i + 20 + i]}\n" for i in range(6)))
@@ -208,7 +208,7 @@ def test_composition_summary(genome, client, tmp_path, chrx_slice):
 def test_counts_only_composition_summary_names_its_genome_and_command(genome, client, tmp_path, chrx_slice):
     """A --counts-only run writes no match file to carry the provenance: summary takes the genome and the command
     from its _summary.json (both were missing)."""
-    from pipeline.composition import run_composition
+    from pipeline.composition.run import run_composition
 
     tfa = tmp_path / "t.fa"
     tfa.write_text("".join(f">t{i}\n{chrx_slice[2000 + 501 * i:2000 + 501 * i + 24]}\n" for i in range(3)))
@@ -243,7 +243,7 @@ def test_scan_summary_says_the_qvalues_and_max_qvalue(genome, client, tmp_path):
 def test_compare_summary(client, tmp_path):
     import pyarrow.parquet as pq
 
-    from pipeline.compare import CompareSettings, read_pairs, run_compare
+    from pipeline.compare.run import CompareSettings, read_pairs, run_compare
 
     tom = tmp_path / "tom"
     run_compare(MOTIFS, None, str(tom), client, command="motifgrid compare jaspar2024_subset.jaspar --out tom")
@@ -267,7 +267,7 @@ def test_compare_summary(client, tmp_path):
 
 
 def test_discover_summary(client, tmp_path):
-    from pipeline.discover import DiscoverSettings, run_discover
+    from pipeline.discover.run import DiscoverSettings, run_discover
 
     fa = planted_instance(10, 1, t=10, n=120, seed=2).write(tmp_path / "p.fa")
     out = tmp_path / "found"

@@ -1,4 +1,4 @@
-"""pipeline/thresholds.py: the Dask fan-out equals the serial loop; the thresholds table."""
+"""pipeline/distribution/thresholds.py: the Dask fan-out equals the serial loop; the thresholds table."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.thresholds import compute_thresholds, thresholds_table
+from pipeline.distribution.thresholds import compute_thresholds, thresholds_table
 from workers.distribution import pvalue_to_score
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -62,7 +62,7 @@ def test_distributed_equals_serial():
 
 
 def test_thresholds_table():
-    from pipeline.schema import THRESHOLDS_SCHEMA
+    from pipeline.io.schema import THRESHOLDS_SCHEMA
 
     ids, names, pwms = _pwms()
     pwms, ids, names = pwms[:3], ids[:3], names[:3]
@@ -110,7 +110,7 @@ def _cache_put(cache, key: str, value: bytes) -> None:
 
 
 def test_disk_cache_hits_misses_and_survives_corruption(tmp_path):
-    from pipeline.thresholds import compute_thresholds
+    from pipeline.distribution.thresholds import compute_thresholds
 
     rng = np.random.default_rng(5)
     pwms = [rng.normal(0, 1.2, (int(m), 4)) for m in (6, 9, 12)]
@@ -141,7 +141,7 @@ def test_disk_cache_not_a_database_or_read_only(tmp_path):
     import os
     import stat
 
-    from pipeline.thresholds import compute_thresholds
+    from pipeline.distribution.thresholds import compute_thresholds
 
     pwms, bg = [np.random.default_rng(6).normal(0, 1.2, (8, 4))], np.full(4, 0.25)
     cold = compute_thresholds(pwms, bg, 1e-4, cache=tmp_path, table=False)
@@ -165,7 +165,7 @@ def test_disk_cache_not_a_database_or_read_only(tmp_path):
 
 def test_early_on_threads_equals_serial():
     """Early: the batches on a thread pool (longest first) give the serial loop's thresholds, in input order."""
-    from pipeline.thresholds import Early, compute_thresholds
+    from pipeline.distribution.thresholds import Early, compute_thresholds
 
     _, _, pwms = _pwms()
     pwms = pwms + [w[::-1, ::-1].copy() for w in pwms]
@@ -179,7 +179,7 @@ def test_early_leaves_the_callers_core_until_asked():
     import threading
     import time
 
-    from pipeline.thresholds import Early
+    from pipeline.distribution.thresholds import Early
 
     lock, running, seen = threading.Lock(), [0], {"before": 0, "after": 0}
     opened = threading.Event()
@@ -211,7 +211,7 @@ def test_early_cancel_drops_the_batches_not_started():
     import concurrent.futures
     import time
 
-    from pipeline.thresholds import Early
+    from pipeline.distribution.thresholds import Early
 
     ran = []
 
@@ -236,7 +236,7 @@ def test_cache_writer_started_before_a_waiter_can_join_it(monkeypatch, tmp_path)
     import time
     from types import SimpleNamespace
 
-    import pipeline.thresholds as T
+    import pipeline.distribution.thresholds as T
 
     class SlowStart(threading.Thread):
         def start(self):
@@ -265,7 +265,7 @@ def test_thresholds_without_tables_equal_and_served_by_entries_with_tables(tmp_p
     """``table=False`` gives the thresholds of ``table=True`` (every matrix of the JASPAR subset, one p-value a call, a
     skewed background) without tail tables; a cache filled with tables serves it without computing.  A later p-value
     of a call without tables (which may start from an earlier p-value's lattice) has an entry of its own."""
-    import pipeline.thresholds as th
+    import pipeline.distribution.thresholds as th
 
     _, _, pwms = _pwms()
     for p in (1e-4, 1e-5):

@@ -256,7 +256,7 @@ def retain_freed_memory(enabled: bool = True) -> bool:
     Parameters
     ----------
     enabled : bool
-        False: nothing is changed (``pipeline.cluster`` passes ``motifgrid.cluster.retain-freed-memory``, whose
+        False: nothing is changed (``pipeline.engine.cluster`` passes ``motifgrid.cluster.retain-freed-memory``, whose
         ``auto`` is GPU workers only).
 
     Returns

@@ -1,6 +1,6 @@
 """A FASTA chunk parsed into codes in one compiled pass (numba, no GIL).
 
-:class:`pipeline.fasta.FastaReader` reads a FASTA a chunk of whole lines at a time; finding the headers, dropping the
+:class:`pipeline.io.fasta.FastaReader` reads a FASTA a chunk of whole lines at a time; finding the headers, dropping the
 line ends, checking every byte for a nucleotide code and encoding the letters took six NumPy passes and Python per
 record (0.9 s for 100,000 peaks of 37.6 Mb on the VM), all holding the GIL beside whatever the command starts at the
 same time (a GPU cluster's scheduler and nannies run on its event loop).  Compiled on first use, cached on disk

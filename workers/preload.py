@@ -1,5 +1,5 @@
 """Imported by the forkserver that local worker processes fork from (``motifgrid.cluster.start-method:
-forkserver``, :func:`pipeline.cluster.start_method`): numba's start and the CPU kernels are paid once in that
+forkserver``, :func:`pipeline.engine.cluster.start_method`): numba's start and the CPU kernels are paid once in that
 server, and every worker forked from it finds them loaded instead of paying them on its first tasks.
 
 Nothing here touches CUDA: a process that opened a CUDA context cannot fork children that use it, so the GPU

@@ -5,7 +5,7 @@ each cached kernel), the BLAS thread limit (threadpoolctl walks every loaded lib
 threads busy that walk waits on the GIL), and on a GPU the CUDA context and the rescoring kernels (from
 CuPy's disk cache).  :func:`start` runs a thread that does all of it on a tiny motif, so a scan's first
 tasks find the kernels loaded; the worker serves tasks meanwhile (a task that needs a kernel still being
-loaded waits for it, as it would have anyway).  ``pipeline.cluster`` calls it from a Dask worker plugin on
+loaded waits for it, as it would have anyway).  ``pipeline.engine.cluster`` calls it from a Dask worker plugin on
 every worker of the clusters it yields (docs/benchmarks.md has what it saves).
 """
 from __future__ import annotations
@@ -203,7 +203,7 @@ def _warm_io() -> None:
                           compressors=ZstdCodec(level=1, checksum=False))
     a[0] = np.arange(64, dtype=np.uint8) % 4
     np.asarray(a[0])
-    # from buffers: pa.array / pa.table import pandas to check their input (pipeline.arrow's reason)
+    # from buffers: pa.array / pa.table import pandas to check their input (pipeline.io.arrow's reason)
     i32 = pa.Array.from_buffers(pa.int32(), 2, [None, pa.py_buffer(np.zeros(2, np.int32))])
     names = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, 1], np.int32)), pa.py_buffer(b"m")])
     i64 = pa.Array.from_buffers(pa.int64(), 2, [None, pa.py_buffer(np.array([1, 2], np.int64))])

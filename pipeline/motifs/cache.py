@@ -25,7 +25,7 @@ from pipeline.motifs.model import Motif
 
 def cache_dir() -> Path | None:
     """The cache folder, or None when caching is off."""
-    from pipeline.storage import cache_dir as user_cache_dir  # noqa: PLC0415
+    from pipeline.io.storage import cache_dir as user_cache_dir  # noqa: PLC0415
 
     return user_cache_dir("motifgrid.motifs.cache-dir", "~/.cache/motifgrid/motifs")
 

@@ -41,7 +41,7 @@ def parse_release(src: str) -> tuple[str, str | None, list[str] | None, list[str
 
 
 def _selectors(src: str, text: str) -> list[str]:
-    from pipeline.selection import split_selectors  # noqa: PLC0415
+    from pipeline.motifs.selection import split_selectors  # noqa: PLC0415
 
     try:
         return split_selectors(text)
@@ -143,8 +143,8 @@ def _near_names(db, collection: str | None, taxa: list | None) -> str:
 
 
 def _release_lookup(db, src: str, selectors: list[str]) -> list[str]:
-    """Matrix ids (``BASE.VERSION``) of a selection from the whole release (:func:`pipeline.selection.lookup`)."""
-    from pipeline.selection import lookup  # noqa: PLC0415
+    """Matrix ids (``BASE.VERSION``) of a selection from the whole release (:func:`pipeline.motifs.selection.lookup`)."""
+    from pipeline.motifs.selection import lookup  # noqa: PLC0415
 
     rows = db.conn.execute("select BASE_ID, VERSION, NAME, COLLECTION from MATRIX").fetchall()
     found, unknown = lookup(rows, selectors)

@@ -26,7 +26,7 @@ from workers.discover.windows import Windows
 #: Largest projection: a k-mer code must fit the 31 low bits of a sort key.
 MAX_K = 15
 #: PROJECTION trials at most: Buhler & Tompa's count is capped here (where it reaches the cap, the planted
-#: bucket is out of reach: pipeline.discover leaves PROJECTION out of an ``--algorithm both`` round)
+#: bucket is out of reach: pipeline.discover.run leaves PROJECTION out of an ``--algorithm both`` round)
 MAX_TRIALS = 100_000
 #: Keys of invalid windows sort last and never form a bucket.
 _SENTINEL = np.int64(1) << np.int64(62)

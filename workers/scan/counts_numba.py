@@ -1,6 +1,6 @@
 """One block's hits reduced per (record or region, motif): the kernel of the peaks × motifs table (numba, no GIL).
 
-:func:`pipeline.region_counts.block_counts` turns a block's hits, in (plan row, position) order, into one row per
+:func:`pipeline.scan.region_counts.block_counts` turns a block's hits, in (plan row, position) order, into one row per
 (key, motif) sorted by (key, motif).  With NumPy that is a run search, five ``reduceat`` calls, an ``argsort`` of
 the runs and a second reduction: 30 ms for the 216 k hits of a block of 100,000 peaks, a ninth of the scan task's
 thread time beside the scan (docs/benchmarks.md, issue 16, session 9).  Here it is three linear passes: the runs of

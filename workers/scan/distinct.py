@@ -1,6 +1,6 @@
 """Distinct (family, p-value) pairs of hits, counted, on the CPU (numba) or the GPU (CuPy): the q-values' sort.
 
-:mod:`pipeline.qvalues` reduces every hit's p-value to one sorted, counted pair per distinct (motif family,
+:mod:`pipeline.scan.qvalues` reduces every hit's p-value to one sorted, counted pair per distinct (motif family,
 p-value) before Benjamini-Hochberg.  It is a sort of every hit: 516 M p-values for a human genome at p = 1e-4,
 68 thread-seconds of the 16 host threads of a GPU machine (docs/benchmarks.md, session 8), while its GPU sat idle;
 on a GPU worker the sort goes to the device (CUB's radix sorts), on a CPU worker to one compiled call a file

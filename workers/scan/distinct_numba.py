@@ -1,6 +1,6 @@
 """Distinct (family, p-value) pairs of hits, counted: the kernel of the q-value reduction (numba, no GIL).
 
-:mod:`pipeline.qvalues` reduces every hit's p-value to one sorted, counted pair per distinct (motif family,
+:mod:`pipeline.scan.qvalues` reduces every hit's p-value to one sorted, counted pair per distinct (motif family,
 p-value).  Done with NumPy, a family's run costs a few Python calls (slice, sort, compare): on a 16-thread GPU
 worker those calls hand the GIL around between every sort, and the reduction of 36 M hits at p = 1e-5 spent
 27 thread-seconds there (750 ns a hit; docs/benchmarks.md, session 8).  One compiled call per array holds no
@@ -86,7 +86,7 @@ def _sort_pairs(n, ap, ac, bp, bc):  # pragma: no cover - compiled
 
 @numba.njit(cache=True, nogil=True)
 def bh_steps(fam, p, count, tests, out_p, out_q, out_hits, out_fam):  # pragma: no cover - compiled
-    """Benjamini-Hochberg steps of every family at once: :func:`pipeline.qvalues.steps` per run of equal ``fam``.
+    """Benjamini-Hochberg steps of every family at once: :func:`pipeline.scan.qvalues.steps` per run of equal ``fam``.
 
     ``fam`` (n,) int64 non-decreasing, ``p`` (n,) float64 ascending and distinct within a family, ``count`` (n,)
     int64 hits at each, ``tests`` (families,) int64.  Writes, per q-value step, its last p-value, q-value,

@@ -1,6 +1,6 @@
 """The hits' (family, p-value) pairs kept in the worker that scanned them, for the q-value reduction of the run.
 
-:mod:`pipeline.qvalues` needs every hit's (motif family, p-value) at the end of a run.  Read back from the hits
+:mod:`pipeline.scan.qvalues` needs every hit's (motif family, p-value) at the end of a run.  Read back from the hits
 files, that is a second pass over them: on one GPU, for the 516 M hits of a human genome at p = 1e-4, 20
 thread-seconds of Parquet reading and 52 of per-file sorts (docs/benchmarks.md, issue 18).  Instead each scan
 task leaves its block files' pairs in its worker's memory (12 bytes a hit: 6.2 GB for that genome), and the

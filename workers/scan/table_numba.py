@@ -1,6 +1,6 @@
 """The per-row columns of a block's hits table in one pass (numba, no GIL).
 
-:func:`pipeline.scan_task.hits_table` needs, per hit, its window end and the dictionary indices of its strand,
+:func:`pipeline.scan.task.hits_table` needs, per hit, its window end and the dictionary indices of its strand,
 motif id and motif name, each a lookup by the hit's plan row.  As NumPy gathers that is four passes over the rows,
 four fresh arrays and a temporary for the end; at p = 1e-4 a GPU worker builds these tables for half a billion hits
 and the table step was a fifth of its host time (docs/benchmarks.md, issue 18).  One compiled pass reads each row
