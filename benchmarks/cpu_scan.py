@@ -125,7 +125,7 @@ def run_motifgrid(fasta: Path, motifs: str, pvalue: float, workers: int, work: P
 
 
 def motifgrid_hit_set(hits_dir: str):
-    from pipeline.scan.graph import read_hits
+    from pipeline.scan.read import read_hits
 
     t = read_hits(hits_dir, columns=["start", "strand", "motif_id"])
     return set(zip(t.column("motif_id").to_pylist(), t.column("start").to_pylist(), t.column("strand").to_pylist()))

@@ -78,7 +78,8 @@ def noop_on(client, store: str, motifs: str, pvalue: float, out: str, n_tasks: i
     import dask.config
     from distributed import as_completed
 
-    from pipeline.scan.graph import plan_scan, row_thresholds
+    from pipeline.scan.plan import plan_scan
+    from pipeline.scan.motif_set import row_thresholds
     from pipeline.scan.task import ScanContext, group_units
     from workers.distribution.pvalue_table import PvalueTable
     from workers.scan import make_plan

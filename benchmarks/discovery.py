@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline.engine.cluster import get_client  # noqa: E402
-from pipeline.discover.run import DiscoverSettings, discover, read_sequences, run_discover  # noqa: E402
+from pipeline.discover.run import discover, run_discover  # noqa: E402
+from pipeline.discover.inputs import DiscoverSettings, read_sequences  # noqa: E402
 from tests.planted import performance_coefficient, planted_instance  # noqa: E402
 
 

@@ -69,7 +69,7 @@ def shared_data() -> Path:
 
 def ctcf_targets():
     """The CTCF top-500 summits (names, codes, offsets)."""
-    from pipeline.discover.run import read_sequences  # noqa: PLC0415
+    from pipeline.discover.inputs import read_sequences  # noqa: PLC0415
 
     s = read_sequences(shared_data() / "benchmarks" / "chipseq_peaks" / "Gm12878.CTCF.top500.w200.fa")
     offsets = np.concatenate([[0], np.cumsum(s.lengths)]).astype(np.int64)

@@ -25,7 +25,7 @@ def main():
     a = ap.parse_args()
     import cupy as cp
 
-    from pipeline.scan.graph import MotifSet, row_thresholds
+    from pipeline.scan.motif_set import MotifSet, row_thresholds
     from workers.distribution.pvalue_table import PvalueTable
     from workers.scan import make_plan
     from workers.scan import gpu as G

@@ -84,7 +84,8 @@ def kernels(args, emit):
 def pipeline(args, emit):
     from benchmarks.discovery import shared_data
     from pipeline.engine.cluster import get_client
-    from pipeline.discover.run import DiscoverSettings, discover, read_sequences
+    from pipeline.discover.run import discover
+    from pipeline.discover.inputs import DiscoverSettings, read_sequences
     import tempfile
 
     with get_client(device="gpu", quiet=True) as (client, device), tempfile.TemporaryDirectory() as tmp:

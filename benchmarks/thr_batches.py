@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--motifs", default=str(ROOT.parent / "shared/data/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar"))
     a = ap.parse_args()
     from pipeline.engine.cluster import get_client
-    from pipeline.scan.graph import MotifSet
+    from pipeline.scan.motif_set import MotifSet
     from pipeline.distribution.thresholds import _batches, _threshold_batch
 
     ms = MotifSet.load(a.motifs, np.full(4, 0.25), 0.1)

@@ -93,7 +93,7 @@ def _prepare_input(inp: str, good, inputs: Path) -> str:
     if inp.startswith("store:"):
         return str(_damaged_store(inp[6:], store, inputs / f"{inp[6:]}.zarr"))
     if inp == "hits:unfinished":                 # a scan claimed with p = 1e-3, never run
-        from pipeline.scan.graph import plan_scan
+        from pipeline.scan.plan import plan_scan
 
         plan_scan(store.path, MOTIFS, str(inputs / "hits"), pvalue=1e-3)
         return str(inputs / "hits")

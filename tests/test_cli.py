@@ -9,7 +9,8 @@ import argparse
 
 import pytest
 
-from pipeline.cli.command import build_parser, main
+from pipeline.cli.command import main
+from pipeline.cli.args import build_parser
 
 
 def _subparsers():
@@ -58,7 +59,8 @@ def test_scan_help_shows_the_pvalue_default(capsys):
 def test_every_subcommand_has_its_command():
     """The parser's table and the commands' table name the same subcommands (``bench`` is dispatched by ``main``
     before parsing), in the order ``motifgrid -h`` lists them."""
-    from pipeline.cli.command import COMMANDS, SUBCOMMANDS
+    from pipeline.cli.command import COMMANDS
+    from pipeline.cli.args import SUBCOMMANDS
 
     assert set(SUBCOMMANDS) == set(COMMANDS) | {"bench"}
     assert list(_subparsers()) == list(SUBCOMMANDS)
@@ -68,15 +70,15 @@ def test_thresholds_beside_the_planning_only_for_an_in_process_cluster(monkeypat
     """The thresholds take this machine's cores beside the planning where the cluster will be threads of this
     process; never beside worker processes starting (GPU, --processes) or for a remote scheduler."""
     import workers.backend
-    from pipeline.cli import command as cli
+    from pipeline.cli import local as cli
     from pipeline.engine.cluster import cpu_count
 
     kw = dict(scheduler=None, device="cpu", processes=False)
-    assert cli._threshold_threads(kw) == cpu_count() >= 1
-    assert cli._threshold_threads({**kw, "processes": True}) == 0
-    assert cli._threshold_threads({**kw, "scheduler": "tcp://10.0.0.1:8786"}) == 0
-    assert cli._threshold_threads({**kw, "device": "gpu"}) == 0
+    assert cli.threshold_threads_for(kw) == cpu_count() >= 1
+    assert cli.threshold_threads_for({**kw, "processes": True}) == 0
+    assert cli.threshold_threads_for({**kw, "scheduler": "tcp://10.0.0.1:8786"}) == 0
+    assert cli.threshold_threads_for({**kw, "device": "gpu"}) == 0
     monkeypatch.setattr(workers.backend, "gpu_available", lambda: False)
-    assert cli._threshold_threads({**kw, "device": None}) == cpu_count()
+    assert cli.threshold_threads_for({**kw, "device": None}) == cpu_count()
     monkeypatch.setattr(workers.backend, "gpu_available", lambda: True)
-    assert cli._threshold_threads({**kw, "device": None}) == 0
+    assert cli.threshold_threads_for({**kw, "device": None}) == 0

@@ -284,7 +284,7 @@ def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_s
 
     from pipeline.cli.command import main
     from pipeline.io.genome import ingest
-    from pipeline.scan.graph import read_hits
+    from pipeline.scan.read import read_hits
     from tests.conftest import DATA
     from tests.test_scan_pipeline import table_rows
 

@@ -25,7 +25,8 @@ from collections import Counter
 import pytest
 
 from pipeline.io.genome import ingest
-from pipeline.scan.graph import read_hits, run_scan
+from pipeline.scan.graph import run_scan
+from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")

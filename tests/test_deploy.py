@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from pipeline.io.genome import ingest
-from pipeline.scan.graph import read_hits
+from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT
 from tests.test_scan_pipeline import table_rows
 
@@ -275,7 +275,7 @@ def test_k8s_manifest_valid(name):
         job = specs["job"]["containers"][0]["args"]
         assert job[:2] == ["motifgrid", "scan"] and "$(DASK_SCHEDULER_ADDRESS)" in job
         # the scan's arguments parse with the real CLI parser
-        from pipeline.cli.command import build_parser
+        from pipeline.cli.args import build_parser
 
         a = build_parser().parse_args(job[1:])
         assert a.scheduler == "$(DASK_SCHEDULER_ADDRESS)" and a.out == "/data/hits"

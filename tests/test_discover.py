@@ -13,8 +13,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.discover.run import (DiscoverError, DiscoverSettings, compare_motifs, discover,
-                               read_sequences, run_discover)
+from pipeline.discover.run import discover, run_discover
+from pipeline.discover.outputs import compare_motifs
+from pipeline.discover.inputs import DiscoverError, DiscoverSettings, read_sequences
 from pipeline.io.genome import encode
 from pipeline.motifs import Motif, format_jaspar, format_meme, read_motifs
 from tests.conftest import DATA, ROOT, SHARED, needs_shared
@@ -241,7 +242,8 @@ def test_projection_left_out_where_its_trial_count_reaches_the_cap(client, tmp_p
     warning; given ``--trials`` PROJECTION runs as asked, without it."""
     import warnings
 
-    from pipeline.discover.run import DiscoverWarning, projection_parameters
+    from pipeline.discover.run import DiscoverWarning
+    from pipeline.discover.tasks import projection_parameters
 
     pi = planted_instance(20, 2, t=2, n=300, seed=5)
     seqs = read_sequences(pi.write(tmp_path / "two.fa"))

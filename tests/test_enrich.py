@@ -68,7 +68,7 @@ def test_counts_equal_an_independent_scorer(tmp_path, client):
     motif's threshold on either strand, by a plain float64 scorer; every sequence counts in the totals, also an
     empty one, one shorter than the motifs and one of N only; the shuffles keep each record's doublets."""
     from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement
-    from pipeline.scan.graph import MotifSet, row_thresholds
+    from pipeline.scan.motif_set import MotifSet, row_thresholds
 
     import dask.config
 
@@ -595,17 +595,17 @@ def test_cli_with_worker_processes_started_beside_the_inputs(tmp_path, client, c
     """``--device cpu --processes``: the cluster starts beside reading the inputs (as on a GPU node) and gives the
     in-process run's table; an input that is malformed inside still ends in one line, the early cluster closed;
     a missing input starts none."""
-    import pipeline.cli.command as cli
+    import pipeline.cli.local as cli
     from pipeline.cli.command import main
 
     started = []
 
-    class Early(cli._EarlyCluster):
+    class Early(cli.EarlyCluster):
         def __init__(self, **kw):
             started.append(kw)
             super().__init__(**kw)
 
-    monkeypatch.setattr(cli, "_EarlyCluster", Early)
+    monkeypatch.setattr(cli, "EarlyCluster", Early)
 
     fa = _write_fasta(tmp_path / "t.fa", _ctcf(60))
     run_enrich(fa, MOTIFS, str(tmp_path / "ref"), client, EnrichSettings(shuffles=1, seed=3, cluster=None, top=2))

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.discover.run import read_sequences
+from pipeline.discover.inputs import read_sequences
 from pipeline.enrich.controls import (ControlError, composition, gc_bins, genome_access, in_memory, read_regions,
                                       sample_genomic_controls, shuffled_controls, write_bed, write_fasta)
 from pipeline.io.genome import encode

@@ -27,7 +27,8 @@ import numpy as np
 import pytest
 
 from pipeline.io.genome import ingest
-from pipeline.scan.graph import read_hits, run_scan
+from pipeline.scan.graph import run_scan
+from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.test_scan_pipeline import table_rows
 
@@ -579,7 +580,8 @@ def test_a_folder_another_run_is_writing_is_refused(tmp_path, capfd, genome):
 def test_a_store_left_by_a_killed_fasta_scan_is_removed_by_the_next(tmp_path, chrx_slice):
     """SIGKILL during a FASTA scan's ingest leaves its temporary store beside the output (nothing can run then);
     the next FASTA scan there removes such stores of this host whose process is gone, and leaves a live one's."""
-    from pipeline.scan.graph import _STAGE_PREFIX, _host_tag, plan_scan
+    from pipeline.scan.plan import plan_scan
+    from pipeline.scan.source import _STAGE_PREFIX, _host_tag
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

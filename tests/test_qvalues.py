@@ -19,7 +19,9 @@ import pytest
 
 from pipeline.io.genome import ingest
 from pipeline.scan.qvalues import QvalueMap, bh_qvalues, steps
-from pipeline.scan.graph import ScanError, read_hits, run_scan
+from pipeline.scan.graph import run_scan
+from pipeline.scan.motif_set import ScanError
+from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")

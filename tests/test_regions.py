@@ -18,7 +18,9 @@ import pytest
 from pipeline.io.genome import ingest
 from pipeline.motifs import pwm_from_motif, read_motifs, reverse_complement
 from pipeline.io.regions import RegionError, read_bed
-from pipeline.scan.graph import ScanError, read_hits, run_scan
+from pipeline.scan.graph import run_scan
+from pipeline.scan.motif_set import ScanError
+from pipeline.scan.read import read_hits
 from tests.conftest import DATA
 from tests.reference import naive_scan
 

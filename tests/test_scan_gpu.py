@@ -102,7 +102,8 @@ def test_gpu_cluster_dataset_equals_cpu(tmp_path, chrx_2mb):
 
     from pipeline.engine.cluster import get_client
     from pipeline.io.genome import ingest
-    from pipeline.scan.graph import read_hits, run_scan
+    from pipeline.scan.graph import run_scan
+    from pipeline.scan.read import read_hits
 
     fa = tmp_path / "g.fa.gz"
     with gzip.open(fa, "wt") as f:

@@ -16,7 +16,9 @@ import pytest
 
 from pipeline.io.genome import ingest
 from pipeline.motifs import MotifError
-from pipeline.scan.graph import ScanError, read_hits, run_scan
+from pipeline.scan.graph import run_scan
+from pipeline.scan.motif_set import ScanError
+from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.reference import brute_force_pvalue, naive_scan
 
@@ -409,10 +411,10 @@ def test_compression_setting(genome, client, finished, tmp_path):
     f = next((tmp_path / "snappy").glob("*/**/part-*.parquet"))
     assert pq.ParquetFile(f).metadata.row_group(0).column(0).compression.upper() == "SNAPPY"
     assert table_rows(read_hits(str(tmp_path / "snappy"))) == table_rows(read_hits(str(out)))
-    from pipeline.scan.graph import _compression
+    from pipeline.scan.plan import hits_compression
 
     assert dask.config.get("motifgrid.scan.compression") == "auto"
-    assert (_compression("cpu"), _compression("gpu")) == ("zstd", "snappy")
+    assert (hits_compression("cpu"), hits_compression("gpu")) == ("zstd", "snappy")
     assert pq.ParquetFile(next(out.glob("*/**/part-*.parquet"))).metadata.row_group(0).column(0).compression == "ZSTD"
     with dask.config.set({"motifgrid.scan.compression": "rar"}), pytest.raises(ScanError, match="unknown Parquet codec"):
         run_scan(store.path, MOTIFS, str(tmp_path / "rar"), pvalue=1e-3, client=client, progress=False)
@@ -590,7 +592,8 @@ def test_thresholds_selected_motifs(tmp_path):
 def test_plan_scan_starts_the_thresholds_beside_the_planning(genome, tmp_path):
     """``threshold_threads``: the thresholds start as the motifs are read and equal those computed afterwards; with
     the genome's background (read from the store) they wait for the execution; a refused output still raises."""
-    from pipeline.scan.graph import plan_scan, row_thresholds, threshold_plan
+    from pipeline.scan.plan import plan_scan
+    from pipeline.scan.motif_set import row_thresholds, threshold_plan
 
     store, _ = genome
     job = plan_scan(store.path, MOTIFS, str(tmp_path / "h"), pvalue=1e-3, threshold_threads=2)
@@ -709,7 +712,7 @@ def test_interrupted_fasta_ingest_leaves_no_temporary_store(tmp_path, chrx_slice
     """Ctrl-C while a FASTA given to ``scan`` is ingested removes the temporary store beside the output (only a bad
     FASTA did; an interruption left an empty ``.motifgrid-scan-genome-*`` folder)."""
     import pipeline.io.genome
-    from pipeline.scan.graph import plan_scan
+    from pipeline.scan.plan import plan_scan
 
     fa = tmp_path / "p.fa"
     fa.write_text(f">p\n{chrx_slice[:5000]}\n")
@@ -815,7 +818,7 @@ def test_logodds_only_motifs_are_named_in_a_warning_and_reversed_on_the_minus_st
     (its scores are not bits; background and pseudocount do not change it), its - strand row is the matrix reversed
     and complemented whatever the background, and the probability motif beside it gets no warning of its own."""
     from pipeline.motifs import LogOddsWarning, motif_probabilities, read_motifs
-    from pipeline.scan.graph import MotifSet
+    from pipeline.scan.motif_set import MotifSet
 
     src = DATA / "motifs" / "formats" / "logodds_only.meme"
     bg = np.array([0.1, 0.2, 0.3, 0.4])

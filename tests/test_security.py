@@ -15,7 +15,7 @@ import distributed  # noqa: F401  (its config defaults exist before dask.config.
 import pytest
 
 from pipeline.io.genome import ingest
-from pipeline.scan.graph import read_hits
+from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.io.genome import ingest
-from pipeline.scan.graph import read_hits
+from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.test_scan_pipeline import table_rows
 

@@ -77,7 +77,9 @@ def test_scan_store_and_hits_on_s3(s3, fasta, tmp_path):
 
     from pipeline.scan.export import export
     from pipeline.io.genome import ingest
-    from pipeline.scan.graph import ScanError, read_hits, run_scan
+    from pipeline.scan.graph import run_scan
+    from pipeline.scan.motif_set import ScanError
+    from pipeline.scan.read import read_hits
     from tests.conftest import DATA
     from tests.test_scan_pipeline import table_rows
 

@@ -16,7 +16,8 @@ import pytest
 
 from pipeline.io.genome import ingest
 from pipeline.motifs import read_motifs
-from pipeline.scan.graph import read_hits, run_scan
+from pipeline.scan.graph import run_scan
+from pipeline.scan.read import read_hits
 from pipeline.cli.summary import SummaryError, kind_of, summarize, summary_lines
 from tests.conftest import DATA, ROOT, subprocess_env
 from tests.planted import planted_instance
@@ -267,7 +268,8 @@ def test_compare_summary(client, tmp_path):
 
 
 def test_discover_summary(client, tmp_path):
-    from pipeline.discover.run import DiscoverSettings, run_discover
+    from pipeline.discover.run import run_discover
+    from pipeline.discover.inputs import DiscoverSettings
 
     fa = planted_instance(10, 1, t=10, n=120, seed=2).write(tmp_path / "p.fa")
     out = tmp_path / "found"

@@ -40,7 +40,7 @@ def _emit(rec: dict, sink: list) -> None:
 
 
 def _plan(motifs: str, pvalue: float, background=None):
-    from pipeline.scan.graph import MotifSet, row_thresholds
+    from pipeline.scan.motif_set import MotifSet, row_thresholds
     from workers.scan import make_plan
 
     bg = np.full(4, 0.25) if background is None else background
@@ -65,7 +65,7 @@ def _sequence(fasta: str | None, n: int) -> np.ndarray:
         name = next(iter(fa.keys()))
         seq = fa[name][0:n]
     else:
-        with gzip.open(Path(__file__).parent / "data" / "hs37_chrX_20-22Mb.fa.gz", "rt") as f:
+        with gzip.open(Path(__file__).parents[1] / "data" / "hs37_chrX_20-22Mb.fa.gz", "rt") as f:
             f.readline()
             seq = "".join(line.strip() for line in f)
     codes = encode(seq)
@@ -236,7 +236,8 @@ def part_e2e(args, sink):
 
     from pipeline.engine.cluster import get_client
     from pipeline.io.genome import GenomeStore
-    from pipeline.scan.graph import execute_scan, plan_scan
+    from pipeline.scan.graph import execute_scan
+    from pipeline.scan.plan import plan_scan
 
     work = Path(args.work or tempfile.mkdtemp(prefix="motifgrid-e2e-"))
     work.mkdir(parents=True, exist_ok=True)

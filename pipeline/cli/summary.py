@@ -29,9 +29,9 @@ import os
 import numpy as np
 
 from pipeline import MotifgridError
+from pipeline.engine.dataset import iter_manifest
 from pipeline.io import storage
 from pipeline.io.arrow import by_descending
-from pipeline.engine.dataset import iter_manifest
 
 KINDS = ("scan", "composition", "compare", "discover", "enrich")
 _DISCOVER_FILES = ("summary.json", "summary.tsv", "sites.parquet", "motifs.meme", "motifs.jaspar")
@@ -44,7 +44,7 @@ class SummaryError(MotifgridError, ValueError):
 # ------------------------------------------------------------------------------------ scan motif summary
 def top_motifs(out: str, n: int = 10) -> list[dict]:
     """The ``n`` motifs with the most hits of a finished scan (rows of ``_motif_summary.parquet`` as dicts)."""
-    from pipeline.scan.graph import rank_motifs  # noqa: PLC0415
+    from pipeline.scan.read import rank_motifs  # noqa: PLC0415
 
     t = storage.read_parquet(storage.join(out, "_motif_summary.parquet"))
     return rank_motifs(t).slice(0, n).to_pylist()

@@ -34,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__
-from pipeline.io import arrow
 from pipeline.engine.dataset import TaskRun, atomic_write_bytes, table_tsv
+from pipeline.io import arrow
 from pipeline.io.storage import write_parquet
 
 
@@ -223,7 +223,7 @@ COMPARE_KEYED = "compare's tables name motifs by id, so the rows of matrices sha
 
 
 def _load_set(source: str, bg, pseudocount):
-    from pipeline.scan.graph import MotifSet  # noqa: PLC0415
+    from pipeline.scan.motif_set import MotifSet  # noqa: PLC0415
 
     return MotifSet.load(source, bg, pseudocount, keyed=COMPARE_KEYED)
 
@@ -388,7 +388,7 @@ def _thresholds_and_rows(set_a, set_b, out: str, client, pvalue: float, bg: np.n
                          threshold_method: str):
     """Thresholds of every (motif, strand) row of both collections (fanned out on ``client``; written to
     ``OUT/thresholds.parquet``), then their COMPARE lattices: ``(rows_a, rows_b)``, the same object when B is A."""
-    from pipeline.scan.graph import motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
+    from pipeline.scan.motif_set import motif_thresholds_table, row_thresholds_many  # noqa: PLC0415
     from workers.compare import prepare_rows  # noqa: PLC0415
 
     thr_tables = []

@@ -39,13 +39,13 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__
-from pipeline.io import arrow
 from pipeline.engine.dataset import (Progress, TaskRun, atomic_write_bytes, check_inputs_outside, check_output,
-                              check_writable, discard_replaced, lock_output, open_run, read_manifest, release_output,
-                              restore_replaced, write_manifest_entry, write_part)
+                                     check_writable, discard_replaced, lock_output, open_run, read_manifest,
+                                     release_output, restore_replaced, write_manifest_entry, write_part)
+from pipeline.io import arrow
 from pipeline.io.genome import GenomeError, GenomeStore, file_checksum
 from pipeline.io.schema import COMPOSITION_FORMAT_VERSION, COMPOSITION_SCHEMA, TEST_SUMMARY_SCHEMA
-from workers.composition import CompositionPlan, Segments, compare_block, make_plan, similarity, histograms
+from workers.composition import CompositionPlan, Segments, compare_block, histograms, make_plan, similarity
 
 REFERENCE_STORE = "_reference.zarr"
 _STRANDS = arrow.strings(["+", "-"])

@@ -24,9 +24,8 @@ import os
 
 import dask.config
 
-from workers.backend import cpu_count, gpu_available
-
 from pipeline import MotifgridError
+from workers.backend import cpu_count, gpu_available
 
 
 def gpu_processes(n_gpus: int = 1) -> int:

@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pipeline.io import arrow
 from pipeline.enrich.stats import EnrichError
+from pipeline.io import arrow
 
 #: Per motif (in motif order): CentriMo's best central window.  ``centrality_pvalue`` is the adjusted
 #: p-value (CentriMo's adj_p-value), ``centrality_width`` its window in positions (bin_width),

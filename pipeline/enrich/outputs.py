@@ -228,7 +228,7 @@ def _target_hits(job, columns: list, filter=None, hits: str | None = None) -> tu
     import pyarrow.compute as pc  # noqa: PLC0415
 
     from pipeline.enrich.inputs import record_names  # noqa: PLC0415
-    from pipeline.scan.graph import read_hits  # noqa: PLC0415
+    from pipeline.scan.read import read_hits  # noqa: PLC0415
 
     t = read_hits(hits or job.scan.out, columns=list(dict.fromkeys(["chrom"] + columns)), filter=filter)
     chrom = t.column("chrom").cast(pa.string()) if t.num_rows else pa.array([], pa.string())
@@ -281,7 +281,7 @@ def top_sites(job, ids: list) -> dict:
     and reading every motif's hits in the first scan half of the whole."""
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
-    from pipeline.scan.graph import threshold_plan  # noqa: PLC0415
+    from pipeline.scan.motif_set import threshold_plan  # noqa: PLC0415
     from workers.scan import scan_blocks  # noqa: PLC0415
 
     mset, tg = job.scan.mset, job.targets

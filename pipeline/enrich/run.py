@@ -53,8 +53,8 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import MotifgridError, __version__
-from pipeline.io import arrow, storage
 from pipeline.enrich.inputs import Sequences
+from pipeline.io import arrow, storage
 
 FORMAT = 1
 RUN_FILE, SUMMARY_FILE = "_run.json", "_summary.json"
@@ -273,7 +273,8 @@ def _prepare(out, st, motifs, targets, controls, info, motif_list, store, create
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     from pipeline.enrich.inputs import sequence_store, write_controls  # noqa: PLC0415
-    from pipeline.scan.graph import block_size_for, plan_scan  # noqa: PLC0415
+    from pipeline.scan.plan import plan_scan  # noqa: PLC0415
+    from pipeline.scan.source import block_size_for  # noqa: PLC0415
 
     params = run_parameters(st, motifs, targets, controls, info, command)
     storage.atomic_write_bytes(os.path.join(out, RUN_FILE), json.dumps(params, indent=1).encode())

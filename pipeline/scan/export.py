@@ -31,8 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline import MotifgridError
-from pipeline.io import arrow
-from pipeline.io import storage
+from pipeline.io import arrow, storage
 
 FORMATS = ("bed", "fimo", "gff3")
 
@@ -165,7 +164,7 @@ def export(hits: str, fmt: str, out: str, with_sequence: bool = True, max_qvalue
 
     if fmt not in FORMATS:
         raise ExportError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    from pipeline.scan.graph import genomic_convention  # noqa: PLC0415
+    from pipeline.scan.read import genomic_convention  # noqa: PLC0415
 
     qmap, limit = _qvalue_setting(hits, max_qvalue)
     convention = genomic_convention(hits)
@@ -431,7 +430,7 @@ def export_matrix(hits: str, out: str, value: str = "any") -> tuple[int, int, in
     t = storage.read_parquet(counts_file)
     motifs = storage.read_parquet(storage.join(hits, "_motif_summary.parquet"), columns=["motif_id", "motif_name"])
     col_of = {m: j for j, m in enumerate(motifs.column("motif_id").to_pylist())}
-    from pipeline.scan.graph import run_file  # noqa: PLC0415
+    from pipeline.scan.read import run_file  # noqa: PLC0415
 
     params = run_file(hits)
     rows = _matrix_rows(hits, t, params)

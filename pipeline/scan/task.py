@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from pipeline.io import arrow
 from pipeline.engine.dataset import write_manifest_entry, write_part
+from pipeline.io import arrow
 from pipeline.io.genome import GenomeStore
 from pipeline.io.regions import Piece, Regions
-from pipeline.scan.region_counts import block_counts, block_presence, split_keys, write_block_counts
 from pipeline.io.schema import HITS_SCHEMA, REGION_HITS_SCHEMA
+from pipeline.scan.region_counts import block_counts, block_presence, split_keys, write_block_counts
 from workers.scan import ScanPlan, scan_blocks, valid_windows
 
 
