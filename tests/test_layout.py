@@ -1,6 +1,7 @@
 """The shape of the code: no import cycles among the project's modules (function-local imports included, so
-none can hide a circle), workers/ never importing pipeline/ nor Dask at import time, and every module
-importable on a machine without CuPy."""
+none can hide a circle), each package importing only packages on floors below its own, no module over 800 lines and
+no function over 90, workers/ never importing pipeline/ nor Dask at import time, and every module importable on a
+machine without CuPy."""
 from __future__ import annotations
 
 import ast
@@ -89,6 +90,130 @@ def test_the_cycle_finder_sees_a_circle_held_by_a_function_local_import(tmp_path
 
 def test_no_import_cycles():
     assert import_cycles(project_modules(ROOT)) == []
+
+
+#: the packages of pipeline/ and workers/ by floor: a package imports only packages on lower floors (the top
+#: package's ``__init__``, floor 0, below all).  A new capability takes a floor here (tests/test_layout.py refuses a
+#: package without one): pipeline/variants/ and workers/variants/, say, beside the analyses built on the scan.
+FLOORS = {
+    "pipeline": {"cli": 7, "discover": 6, "enrich": 6, "compare": 5, "composition": 5, "scan": 4,
+                 "distribution": 3, "motifs": 2, "engine": 2, "io": 1},
+    "workers": {"preload": 4, "warmup": 3, "scan": 2, "compare": 2, "composition": 2, "discover": 2, "enrich": 2,
+                "distribution": 1, "backend": 0, "fasta_numba": 0},
+}
+
+
+def floor_of(module: str, floors=FLOORS):
+    """``(top package, package, floor)`` of a dotted module name; the top package's ``__init__`` is floor 0."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return parts[0], "", 0
+    return parts[0], parts[1], floors[parts[0]].get(parts[1])
+
+
+def floor_breaches(mods: dict, floors=FLOORS) -> list:
+    """``(importer, imported)`` of every import, function-local ones included, from one package of a top package
+    to another on the same floor or a higher one; a package without a floor is a breach of itself."""
+    found = []
+    for name, path in sorted(mods.items()):
+        top, pkg, floor = floor_of(name, floors)
+        if floor is None:
+            found.append((name, "no floor"))
+            continue
+        for other in sorted(imports_of(name, path, mods)):
+            otop, opkg, ofloor = floor_of(other, floors)
+            if otop == top and opkg != pkg and (ofloor is None or ofloor >= floor):
+                found.append((name, other))
+    return found
+
+
+def test_the_floor_check_sees_an_import_upwards_and_a_package_without_a_floor(tmp_path):
+    for pkg in ("low", "high", "new"):
+        (tmp_path / "workers" / pkg).mkdir(parents=True)
+        (tmp_path / "workers" / pkg / "__init__.py").write_text("")
+    (tmp_path / "workers" / "__init__.py").write_text("")
+    (tmp_path / "workers" / "high" / "a.py").write_text("from workers.low.b import B\n")
+    (tmp_path / "workers" / "low" / "b.py").write_text("def f():\n    from workers.high import a\n    return a\n\nB = 1\n")
+    floors = {"workers": {"high": 2, "low": 1}}
+    assert floor_breaches(project_modules(tmp_path, ("workers",)), floors) == [
+        ("workers.low.b", "workers.high.a"), ("workers.new", "no floor")]
+
+
+def test_each_package_imports_only_lower_floors():
+    """pipeline/: cli → discover, enrich → compare, composition → scan → distribution → motifs, engine → io; workers/:
+    preload → warmup → the capabilities → distribution → backend."""
+    assert floor_breaches(project_modules(ROOT)) == []
+
+
+def long_definitions(root: Path, packages=PACKAGES, module_lines: int = 800, function_lines: int = 90) -> list:
+    """Modules over ``module_lines`` lines and functions (methods and nested ones included) over ``function_lines``."""
+    found = []
+    for name, path in sorted(project_modules(root, packages).items()):
+        text = path.read_text()
+        if text.count("\n") > module_lines:
+            found.append((name, text.count("\n")))
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                span = node.end_lineno - min([node.lineno] + [d.lineno for d in node.decorator_list]) + 1
+                if span > function_lines:
+                    found.append((f"{name}.{node.name}", span))
+    return found
+
+
+def test_no_module_over_800_lines_and_no_function_over_90():
+    """A module a newcomer reads in one sitting, a function on a screen or so (cli.py had 1,184 lines and scan.py's
+    _execute_scan 118 before pipeline/ took the capabilities' packages)."""
+    assert long_definitions(ROOT) == []
+
+
+def test_the_length_check_counts_modules_and_functions(tmp_path):
+    (tmp_path / "workers").mkdir()
+    (tmp_path / "workers" / "__init__.py").write_text("")
+    body = "".join(f"    x{i} = {i}\n" for i in range(91))
+    (tmp_path / "workers" / "long.py").write_text(f"def f():\n{body}\n\ndef g():\n    return 1\n")
+    assert long_definitions(tmp_path, ("workers",)) == [("workers.long.f", 92)]
+    (tmp_path / "workers" / "long.py").write_text("x = 1\n" * 801)
+    assert long_definitions(tmp_path, ("workers",)) == [("workers.long", 801)]
+
+
+def hidden_modules(mods: dict) -> list:
+    """``(package, name)`` where a package's ``__init__`` binds a name of one of its modules to something else."""
+    found = []
+    for name, path in sorted(mods.items()):
+        if path.name != "__init__.py":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom):
+                found += [(name, a.asname or a.name) for a in node.names if f"{name}.{a.asname or a.name}" in mods
+                          and not (node.module == name and a.name == (a.asname or a.name))]
+    return found
+
+
+def test_no_package_face_hides_a_module(tmp_path):
+    """``from pipeline.scan.export import export`` in ``pipeline/scan/__init__.py`` would make ``import
+    pipeline.scan.export as m`` (and monkeypatch's dotted paths) find the function, not the module."""
+    assert hidden_modules(project_modules(ROOT)) == []
+    (tmp_path / "workers" / "scan").mkdir(parents=True)
+    (tmp_path / "workers" / "__init__.py").write_text("")
+    (tmp_path / "workers" / "scan" / "__init__.py").write_text(
+        "from workers.scan import plan\nfrom workers.scan.export import export\n")
+    (tmp_path / "workers" / "scan" / "export.py").write_text("def export():\n    pass\n")
+    (tmp_path / "workers" / "scan" / "plan.py").write_text("")
+    assert hidden_modules(project_modules(tmp_path, ("workers",))) == [("workers.scan", "export")]
+
+
+def test_each_package_face_names_its_api():
+    """Every package of pipeline/ has a docstring and ``__all__``, each name of which it binds."""
+    for name, path in project_modules(ROOT, ("pipeline",)).items():
+        if path.name != "__init__.py" or name == "pipeline":
+            continue
+        tree = ast.parse(path.read_text())
+        assert ast.get_docstring(tree), name
+        names = module_names(path)
+        assert "__all__" in names, name
+        listed = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id == "__all__" for t in n.targets))
+        assert set(listed) <= names, (name, set(listed) - names)
 
 
 def import_time_nodes(tree):
