@@ -18,7 +18,7 @@ if [ -f .devdata/composition/workload.tar.gz ] && [ ! -d "$WORK/reference.zarr" 
   tar xzf .devdata/composition/workload.tar.gz -C "$WORK"
 fi
 if [ "${TESTS:-1}" = 1 ]; then
-  timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_composition.py 2>&1 | tail -15 | tee "$OUT/composition-tests.txt"
+  timeout 300 python3 -m pytest -q -p no:cacheprovider tests/composition/test_composition.py 2>&1 | tail -15 | tee "$OUT/composition-tests.txt"
 fi
 timeout ${BENCH_TIMEOUT:-480} python3 benchmarks/composition.py --device gpu --work "$WORK" \
   --genomes .devdata/composition/genomes --parts ${PARTS:-counts,kernel,refusal,hits} --repeats ${REPEATS:-3} \

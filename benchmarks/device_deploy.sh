@@ -17,10 +17,10 @@ python3 -m pipeline.cli scan "$W/g.zarr" "$J" --out "$W/hits-cpu" --pvalue 1e-4 
 python3 - "$W" <<'PY' | tee "$OUT/compare.txt"
 import sys
 from pipeline.scan import read_hits
-from tests.test_scan_pipeline import table_rows
+from tests.scan.test_scan_pipeline import table_rows
 w = sys.argv[1]
 a, b = table_rows(read_hits(f"{w}/hits-node")), table_rows(read_hits(f"{w}/hits-cpu"))
 print(f"node (dask cuda worker) {len(a)} hits, local CPU {len(b)} hits, identical: {a == b}")
 PY
-timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_deploy.py tests/test_security.py tests/test_bad_inputs.py \
+timeout 300 python3 -m pytest -q -p no:cacheprovider tests/engine/test_deploy.py tests/engine/test_security.py tests/cli/test_bad_inputs.py \
   2>&1 | tail -15 | tee "$OUT/tests.txt"

@@ -14,8 +14,8 @@ python3 -c "import cupy, numba; print('cupy', cupy.__version__, 'cuda', cupy.cud
 T=${TESTS:-1}
 if [ "$T" != 0 ]; then
   M=""; [ "$T" = gpu ] && M="-m gpu"
-  timeout 300 python3 -m pytest -q -p no:cacheprovider -p no:logging $M tests/test_discover.py \
-    tests/test_discover_kernels.py 2>&1 | tail -25 | tee "$OUT/discover-tests.txt"
+  timeout 300 python3 -m pytest -q -p no:cacheprovider -p no:logging $M tests/discover/test_discover.py \
+    tests/discover/test_discover_kernels.py 2>&1 | tail -25 | tee "$OUT/discover-tests.txt"
 fi
 if [ "${PROFILE:-0}" = 1 ]; then
   timeout ${PROFILE_TIMEOUT:-240} python3 benchmarks/profile_discovery.py ${PROFILE_ARGS:-} --json "$OUT/profile.jsonl" \

@@ -7,7 +7,7 @@ source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
 nproc
 if [ "${TESTS:-1}" = 1 ]; then
-  timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu ${TEST_ARGS:-tests/test_bucket.py tests/test_compare.py tests/test_scan_gpu.py tests/test_scan_worker.py} 2>&1 \
+  timeout 300 python3 -m pytest -q -p no:cacheprovider -m gpu ${TEST_ARGS:-tests/distribution/test_bucket.py tests/compare/test_compare.py tests/scan/test_scan_gpu.py tests/scan/test_scan_worker.py} 2>&1 \
     | tail -30 | tee "$OUT/gpu-tests.txt"
 fi
 if [ "${BUCKET:-1}" = 1 ]; then

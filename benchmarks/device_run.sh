@@ -8,7 +8,7 @@ source "$(dirname "$0")/device_env.sh"
 J=.devdata/shared/motifs/JASPAR2024_CORE_vertebrates_non-redundant.jaspar
 python3 -c "import cupy, numba; print('cupy', cupy.__version__, 'cuda', cupy.cuda.runtime.runtimeGetVersion(), 'numba', numba.__version__)"
 if [ "${TESTS:-1}" = 1 ]; then
-  timeout 400 python3 -m pytest -q -s -p no:cacheprovider ${TEST_ARGS:-tests/test_scan_gpu.py tests/test_scan_worker.py} 2>&1 \
+  timeout 400 python3 -m pytest -q -s -p no:cacheprovider ${TEST_ARGS:-tests/scan/test_scan_gpu.py tests/scan/test_scan_worker.py} 2>&1 \
     | tail -40 | tee "$OUT/gpu-tests.txt"
 fi
 if [ "${KERNEL:-1}" = 1 ]; then

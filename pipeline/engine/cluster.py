@@ -403,7 +403,7 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
         client = connect_scheduler(scheduler_address(scheduler, scheduler_file), security)
         # quiet as a local cluster's silence_logs makes it: a failed scan cancels its futures and closes the client
         # with gathers in flight, which distributed logs ("Couldn't gather ...", a closed comm's traceback) around
-        # the caller's one-line error (seen once in tests/test_faults.py::test_disk_full)
+        # the caller's one-line error (seen once in tests/engine/test_faults.py::test_disk_full)
         # (distributed.client has a level of its own in dask's logging config: "Couldn't gather ... rescheduling"
         # when workers leave, which the run handles itself)
         dlogs = [logging.getLogger(n) for n in ("distributed", "distributed.client")]

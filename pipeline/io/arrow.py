@@ -5,7 +5,7 @@ checks every input for pandas objects; apache/arrow#34994).  Nothing here ever c
 a cold CPU scan that import was a noticeable share of the GIL-held time (docs/benchmarks.md, "No pandas
 import").  These helpers build the same arrays from buffers
 (``pa.Array.from_buffers``), which never look for pandas; numeric data is not copied.  Outputs are plain Arrow
-arrays: equal to ``pa.array`` of the same values and type (tests/test_arrow.py checks that).
+arrays: equal to ``pa.array`` of the same values and type (tests/io/test_arrow.py checks that).
 """
 from __future__ import annotations
 

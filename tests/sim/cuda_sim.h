@@ -1,5 +1,5 @@
 // Host emulation of the CUDA features the discovery kernels use, so that workers/discover/discover.cu is
-// tested without a GPU (tests/test_discover_kernels.py): every lane is a thread, a warp's lanes meet at a
+// tested without a GPU (tests/discover/test_discover_kernels.py): every lane is a thread, a warp's lanes meet at a
 // std::barrier for __syncwarp and the shuffles/ballots (exchange through a per-warp buffer), blocks run
 // one after another.  Only full-warp, warp-uniform use of the collectives is supported — which is what
 // the kernels do (a warp either runs a collective with all 32 lanes or has left as a whole).

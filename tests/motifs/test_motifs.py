@@ -24,7 +24,7 @@ from pipeline.motifs import (
     reverse_complement,
 )
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 DATA = HERE / "data"
 FORMATS_DIR = DATA / "motifs" / "formats"
 BAD_DIR = DATA / "motifs" / "bad"
@@ -606,7 +606,7 @@ def test_parsed_files_cached_by_their_bytes(tmp_path, monkeypatch):
 
     from pipeline.motifs import cache, sniff
 
-    shared = Path(__file__).parents[1] / ".." / "shared" / "data" / "motifs"
+    shared = Path(__file__).parents[2] / ".." / "shared" / "data" / "motifs"
     src = next((p for p in [shared / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"] if p.exists()), None)
     text = src.read_text() if src else ">MA0001.1 X\nA [ 1 2 3 ]\nC [ 4 5 6 ]\nG [ 7 8 9 ]\nT [ 1 1 1 ]\n"
     a, b = tmp_path / "a.jaspar", tmp_path / "b.jaspar"

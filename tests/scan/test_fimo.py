@@ -18,7 +18,7 @@ from pipeline.io.genome import ingest
 from pipeline.motifs import NRDB_DNA, pwm_from_motif, read_motifs, reverse_complement
 from pipeline.scan.read import read_hits
 from tests.conftest import DATA
-from tests.test_distribution import MITM
+from tests.distribution.test_distribution import MITM
 from workers.distribution.fimo_lattice import lattice_pvalues, lattice_thresholds, LatticeMatrix, scale_pssm
 
 REF = DATA / "fimo_reference"

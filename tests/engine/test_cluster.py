@@ -286,7 +286,7 @@ def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_s
     from pipeline.io.genome import ingest
     from pipeline.scan.read import read_hits
     from tests.conftest import DATA
-    from tests.test_scan_pipeline import table_rows
+    from tests.scan.test_scan_pipeline import table_rows
 
     fa = tmp_path / "g.fa.gz"
     with gzip.open(fa, "wt") as f:

@@ -81,7 +81,7 @@ def test_scan_store_and_hits_on_s3(s3, fasta, tmp_path):
     from pipeline.scan.motif_set import ScanError
     from pipeline.scan.read import read_hits
     from tests.conftest import DATA
-    from tests.test_scan_pipeline import table_rows
+    from tests.scan.test_scan_pipeline import table_rows
 
     fs, _ = s3
     motifs = str(DATA / "jaspar2024_subset.jaspar")

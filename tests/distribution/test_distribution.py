@@ -25,7 +25,7 @@ from workers.distribution import (
     score_to_pvalue,
 )
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 UNIFORM = np.full(4, 0.25)
 ATRICH = np.array([0.3, 0.2, 0.2, 0.3])
 REL = 1e-3
@@ -537,7 +537,7 @@ def test_exp_det_is_the_cuda_twins_sequence_of_roundings():
     t = np.concatenate([np.linspace(-750.0, 2.0, 300_001), rng.uniform(-30.0, 0.0, 200_000)])
     got = np.empty_like(t)
     exp_array(t, got)
-    src = (Path(__file__).parents[1] / "workers" / "scan" / "scan_mma.cu").read_text()
+    src = (Path(__file__).parents[2] / "workers" / "scan" / "scan_mma.cu").read_text()
     body = src[src.index("double exp_det("):src.index("// Score -> p-value of each hit")]
     consts = [float(x) for x in re.findall(r"\d+\.\d+(?:e-?\d+)?", body)]
     inv, hi, lo, c5, c4, c3, c2 = 92.33248261689366, 0.010830424696223417, 2.572804622327669e-14, \

@@ -14,7 +14,7 @@ from workers.enrich.shuffle import doublet_counts
 
 stats = pytest.importorskip("scipy.stats")
 
-SLICE = Path(__file__).resolve().parents[1] / "pipeline" / "data" / "hs37_chrX_20-22Mb.fa.gz"
+SLICE = Path(__file__).resolve().parents[2] / "pipeline" / "data" / "hs37_chrX_20-22Mb.fa.gz"
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import yaml
 from pipeline.io.genome import ingest
 from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT
-from tests.test_scan_pipeline import table_rows
+from tests.scan.test_scan_pipeline import table_rows
 
 DEPLOY = ROOT / "deploy"
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
@@ -68,7 +68,7 @@ def test_sbatch_template():
     """scan.sbatch runs unedited on CPU and GPU nodes: no GPUs, nodes, cores, memory or time asked for in it (they come
     from sbatch's command line; a GPU gres made SLURM refuse the job on a site without GPUs), every port chosen by the
     system, `dask cuda worker` or `dask worker` chosen on each node (it ran `dask cuda worker` only).  Run for real on
-    a one-node SLURM by tests/test_slurm.py."""
+    a one-node SLURM by tests/engine/test_slurm.py."""
     script = DEPLOY / "slurm" / "scan.sbatch"
     subprocess.run(["bash", "-n", str(script)], check=True)
     text = script.read_text().replace("\\\n", " ")         # continuation lines joined

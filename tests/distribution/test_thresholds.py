@@ -10,7 +10,7 @@ import pytest
 from pipeline.distribution.thresholds import compute_thresholds, thresholds_table
 from workers.distribution import pvalue_to_score
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 BG = np.array([0.3, 0.2, 0.2, 0.3])
 
 

@@ -255,7 +255,7 @@ def test_exports_round_trip(finished, tmp_path, fmt):
         assert names == {m: n for m, n in zip(*(read_hits(str(out), columns=["motif_id", "motif_name"]).column(c)
                                                 .to_pylist() for c in ("motif_id", "motif_name")))}
     chroms = [r[0] for r in back]
-    if fmt != "fimo":                            # FIMO's order (by p-value): tests/test_qvalues.py
+    if fmt != "fimo":                            # FIMO's order (by p-value): tests/scan/test_qvalues.py
         for ch in set(chroms):                   # by contig, then start (files are grouped by motif)
             starts = [r[1] for r in back if r[0] == ch]
             assert starts == sorted(starts)

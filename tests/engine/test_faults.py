@@ -30,7 +30,7 @@ from pipeline.io.genome import ingest
 from pipeline.scan.graph import run_scan
 from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
-from tests.test_scan_pipeline import table_rows
+from tests.scan.test_scan_pipeline import table_rows
 
 MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
 PVALUE = "1e-3"

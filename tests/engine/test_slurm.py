@@ -20,7 +20,7 @@ import pytest
 from pipeline.io.genome import ingest
 from pipeline.scan.read import read_hits
 from tests.conftest import DATA, ROOT, subprocess_env
-from tests.test_scan_pipeline import table_rows
+from tests.scan.test_scan_pipeline import table_rows
 
 pytestmark = pytest.mark.slurm
 SLURM = ROOT / "deploy" / "slurm"
