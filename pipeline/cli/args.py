@@ -109,7 +109,7 @@ class HelpFormatter(argparse.HelpFormatter):
 
 def _like_args(p: argparse.ArgumentParser) -> None:
     """``--like`` and ``--strand`` (scan, thresholds).  ``--background`` defaults to None here, resolved by
-    ``pipeline.scan.graph.default_background`` (FIMO's NRDB with --like fimo, else motifgrid.scan.background)."""
+    ``pipeline.scan.motif_set.default_background`` (FIMO's NRDB with --like fimo, else motifgrid.scan.background)."""
     p.add_argument("--like", choices=["fimo"], default=None,
                    help="fimo: FIMO 5.4.1's scores (its integer lattice), p-values and hits, NRDB background "
                         "by default (README, docs/formats.md)")

@@ -65,7 +65,7 @@ def prestart(client_kw: dict) -> None:
 
 
 def threshold_threads_for(client_kw: dict) -> int:
-    """Threads of this process for the thresholds beside the planning (``pipeline.scan.graph.plan_scan``): every core when
+    """Threads of this process for the thresholds beside the planning (``pipeline.scan.plan.plan_scan``): every core when
     the scan's cluster will be threads of this process (CPU, no ``--processes``), which would compute them on the
     same cores after its start anyway; else 0: worker processes start on those cores meanwhile (16 threshold threads
     beside the start of one H100's four GPU workers made the whole scan 0.4-0.5 s slower; docs/benchmarks.md)."""

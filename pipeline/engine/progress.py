@@ -129,7 +129,7 @@ class ScanProgress:
         self._publish(force=True)
 
     def task_done(self, res: dict) -> None:
-        """A task's statistics (``pipeline.scan.graph.scan_task``): count its blocks, publish when due."""
+        """A task's statistics (``pipeline.scan.task.scan_task``): count its blocks, publish when due."""
         hits_by_block = dict((b, h) for b, h in res.get("block_hits", []))
         for bid, h in hits_by_block.items():
             self._add_block(bid, h, [], this_run=True)

@@ -110,7 +110,7 @@ class EnrichJob:
     controls: Sequences
     control_info: dict
     motifs: list
-    scan: object                       # pipeline.scan.graph.ScanJob of DIR/_sequences.zarr into DIR/_hits
+    scan: object                       # pipeline.scan.plan.ScanJob of DIR/_sequences.zarr into DIR/_hits
     created: bool                      # the folder was made by this run (removed again if it fails)
     seconds: dict = field(default_factory=dict)
     t0: float = 0.0
@@ -225,7 +225,7 @@ def read_inputs(sequences: str, motifs: str, out: str, settings: EnrichSettings,
 def prepare_enrich(inputs: EnrichInputs, threshold_threads: int = 0) -> EnrichJob:
     """Make (or read) the controls, claim the output folder, write the controls made and the store of targets and
     controls, and plan its scan.  The CLI runs this while its cluster starts.  ``threshold_threads``: the scan's
-    thresholds start on that many threads of this process once it is planned (``pipeline.scan.graph.plan_scan``)."""
+    thresholds start on that many threads of this process once it is planned (``pipeline.scan.plan.plan_scan``)."""
     from pipeline.enrich.inputs import make_controls  # noqa: PLC0415
 
     st, seconds = inputs.settings, inputs.seconds

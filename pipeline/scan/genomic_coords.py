@@ -3,7 +3,7 @@
 Peak FASTA files made by ``bedtools getfasta`` (``chr1:1000-1200``, BED coordinates: 0-based start, end
 excluded; with ``-s``, ``chr1:1000-1200(-)`` for the reverse complement), HOMER, MACS or ``samtools faidx``
 (``chr1:1001-1200``, 1-based, end included) name each record by its region.  A scan with
-``--parse-genomic-coord`` records that; :func:`pipeline.scan.graph.read_hits` and every export then give each hit on the
+``--parse-genomic-coord`` records that; :func:`pipeline.scan.read.read_hits` and every export then give each hit on the
 genome: ``chrom`` the contig, ``start``/``end`` shifted (and, for a ``(-)`` record, mirrored, its strand flipped),
 the record's own name kept in ``record``.  Which convention a name follows is told by the record's length: ``end -
 start`` for BED's, ``end - start + 1`` for samtools'; a name that is neither, or no region, is an error naming the

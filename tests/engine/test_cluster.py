@@ -277,7 +277,7 @@ def test_start_method_setting_checked():
 
 
 def test_scan_with_worker_processes_started_beside_the_planning(tmp_path, chrx_slice):
-    """`scan --device cpu --processes` starts its cluster on a thread while it plans (pipeline.cli.command._EarlyCluster):
+    """`scan --device cpu --processes` starts its cluster on a thread while it plans (pipeline.cli.local.EarlyCluster):
     the hits equal the in-process run's; a planning error (a malformed motif file) is one clear line, and the early
     cluster is closed (the command returns); a plainly missing input starts no cluster."""
     import gzip
