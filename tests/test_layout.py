@@ -96,9 +96,10 @@ def test_no_import_cycles():
 #: package's ``__init__``, floor 0, below all).  A new capability takes a floor here (tests/test_layout.py refuses a
 #: package without one): pipeline/variants/ and workers/variants/, say, beside the analyses built on the scan.
 FLOORS = {
-    "pipeline": {"cli": 7, "discover": 6, "enrich": 6, "compare": 5, "composition": 5, "scan": 4,
+    "pipeline": {"cli": 7, "discover": 6, "enrich": 6, "variants": 6, "compare": 5, "composition": 5, "scan": 4,
                  "distribution": 3, "motifs": 2, "engine": 2, "io": 1},
     "workers": {"preload": 4, "warmup": 3, "scan": 2, "compare": 2, "composition": 2, "discover": 2, "enrich": 2,
+                "variants": 2,
                 "distribution": 1, "backend": 0, "fasta_numba": 0},
 }
 

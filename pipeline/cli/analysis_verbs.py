@@ -208,3 +208,32 @@ def _prepared(planned):
         return planned.result()
     except BaseException:
         return None
+
+
+def cmd_variants(a) -> int:
+    check_local_out(a)
+    from pipeline.engine.cluster import get_client  # noqa: PLC0415
+    from pipeline.variants.run import VariantsSettings, execute_variants, plan_variants  # noqa: PLC0415
+
+    console = make_console()
+    command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
+    kw = client_kwargs(a)
+    st = VariantsSettings(pvalue=a.pvalue, background=a.background or "uniform", pseudocount=a.pseudocount,
+                          select=a.motif_select, motif_format=a.motif_format, report_all=a.report == "all",
+                          max_ref_mismatch=a.max_ref_mismatch,
+                          chunk=int(dask.config.get("motifgrid.variants.chunk")))
+    job = plan_variants(a.vcf, a.genome, a.motifs, a.out, st, resume=a.resume, overwrite=a.overwrite,
+                        warn=lambda line: console.print(f"motifgrid variants: warning: {line}", markup=False,
+                                                        highlight=False, soft_wrap=True))
+    console.print(f"{job.staged.alleles:,} alleles × {len(job.mset.ids):,} motifs, p <= {st.pvalue:g}, "
+                  f"{len(job.staged.chunks)} chunk(s)")
+    with get_client(**kw, quiet=True) as (client, device):
+        console.print(f"[bold]motifgrid variants[/] on {runs_on(client, device)}")
+        s = execute_variants(job, client, device=device, progress=not a.no_progress, command=command,
+                             console=console)
+    c = s["calls"]
+    console.print(f"done: {s['rows']:,} rows (gain {c['gain']:,}, loss {c['loss']:,}, both {c['both']:,}"
+                  + (f", none {c['none']:,}" if c["none"] else "") + f") of {s['tests']:,} allele × motif tests in "
+                  f"{s['seconds']:.1f}s on {device}; {s['vcf_records_annotated']:,} VCF records annotated → "
+                  f"{a.out}/variants.tsv, variants.vcf", markup=False, highlight=False, soft_wrap=True)
+    return 0

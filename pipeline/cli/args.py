@@ -282,6 +282,38 @@ def _args_enrich(s: argparse.ArgumentParser, cfg: dict) -> None:
     _cluster_args(s)
 
 
+def _args_variants(s: argparse.ArgumentParser, cfg: dict) -> None:
+    """Arguments of ``motifgrid variants``."""
+    from pipeline.motifs import FORMATS  # noqa: PLC0415
+
+    s.add_argument("vcf", metavar="VCF", help="variants: a VCF, plain or bgzipped (SNVs, MNVs, indels; multi-allelic "
+                   "records split per ALT; symbolic and breakend ALTs skipped with a count)")
+    s.add_argument("--genome", required=True, metavar="STORE|FASTA", help="the genome the VCF is on: a genome store "
+                   "(motifgrid ingest) or a FASTA (ingested into DIR/_genome.zarr); REF is checked against it")
+    s.add_argument("--motifs", required=True, metavar="DB", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or "
+                   "a JASPAR release (JASPAR2024, JASPAR2024:CORE:vertebrates, ...)")
+    s.add_argument("--motif", action="append", metavar="ID_OR_NAME", dest="motif_select",
+                   help="only this motif of DB, by id or name; repeat for more (default: every motif)")
+    s.add_argument("--motif-format", choices=FORMATS, metavar="FORMAT", help="format of the motif file")
+    s.add_argument("--out", required=True, metavar="DIR", help="output folder (variants.tsv, variants.vcf, Parquet "
+                   "rows in chrom/<record>/, _qvalues.parquet, _summary.json)")
+    s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],
+                   help="a site: the allele's best window covering the variant has a p-value at most this (either "
+                        "strand); calls gain, loss, both")
+    s.add_argument("--report", choices=["sites", "all"], default="sites", help="sites: the rows where either allele "
+                   "has a site; all: every (allele, motif)")
+    s.add_argument("--max-ref-mismatch", type=_nonneg, default=cfg["variants"]["max-ref-mismatch"], metavar="F",
+                   help="refuse the VCF when REF differs from the genome at more than this fraction of its alleles "
+                        "(a wrong build); mismatching alleles are not scored")
+    s.add_argument("--background", help=f"uniform | genome | FILE | a,c,g,t | nrdb (default: "
+                   f"{cfg['scan']['background']})")
+    s.add_argument("--pseudocount", type=_nonneg, default=cfg["scan"]["pseudocount"],
+                   help="added to the counts (scaled by the background) before the log-odds")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _dataset_args(s, "variants run", "DIR")
+    _cluster_args(s)
+
+
 def _args_export(s: argparse.ArgumentParser, cfg: dict) -> None:
     """Arguments of ``motifgrid export``."""
     s.add_argument("hits", help="hits dataset (motifgrid scan --out)")
@@ -368,6 +400,8 @@ SUBCOMMANDS = {
                 "occurrence): the motifs of A against each other, or against B", _args_compare),
     "enrich": ("which known motifs are enriched in a set of sequences (peaks) against controls (shuffled, "
                "genomic or given)? SEA's Fisher test on the scan, clusters, CentriMo", _args_enrich),
+    "variants": ("which variants of a VCF make or break a motif's site: each allele's best window, exact p-values, "
+                 "gain / loss calls → TSV, Parquet, an annotated VCF", _args_variants),
     "export": ("hits dataset → BED, FIMO TSV or GFF3", _args_export),
     "discover": ("de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
                  "MEME/JASPAR motifs, sites Parquet, summary", _args_discover),

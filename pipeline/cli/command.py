@@ -9,7 +9,7 @@ import os
 import sys
 
 from pipeline import MotifgridError
-from pipeline.cli.analysis_verbs import cmd_compare, cmd_composition, cmd_discover, cmd_enrich
+from pipeline.cli.analysis_verbs import cmd_compare, cmd_composition, cmd_discover, cmd_enrich, cmd_variants
 from pipeline.cli.args import EXIT_USAGE, HelpFormatter, UserError, build_parser
 from pipeline.cli.demo import cmd_demo
 from pipeline.cli.scan_verbs import cmd_export, cmd_ingest, cmd_scan, cmd_summary, cmd_thresholds
@@ -59,7 +59,7 @@ def _after_interrupt(a) -> str:
 
 COMMANDS = {"ingest": cmd_ingest, "scan": cmd_scan, "thresholds": cmd_thresholds, "compare": cmd_compare,
             "discover": cmd_discover, "composition": cmd_composition, "export": cmd_export, "demo": cmd_demo,
-            "summary": cmd_summary, "enrich": cmd_enrich}
+            "summary": cmd_summary, "enrich": cmd_enrich, "variants": cmd_variants}
 
 
 def main(argv=None) -> int:

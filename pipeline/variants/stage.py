@@ -1,0 +1,179 @@
+"""The VCF staged for the tasks: its ALT alleles, checked against the genome, in chunks of one record each
+(``OUT/_alleles/part-<chunk>.parquet``, file order), streamed a batch at a time (bounded memory).
+
+REF is checked against the genome: a mismatching allele is not scored (the first few named, all counted), and the run
+is refused when more than ``max_ref_mismatch`` of the alleles mismatch — a VCF of another genome build is the common
+mistake.  A contig named with ``chr`` where the genome has none (or the reverse) is refused as such; alleles on other
+contigs the genome lacks are counted and skipped."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline import MotifgridError
+from pipeline.io import storage
+from pipeline.io.genome import GenomeStore
+from pipeline.variants.alleles import CODE
+from pipeline.variants.vcf import Skipped, read_vcf
+
+ALLELES_SCHEMA = pa.schema([("line", pa.int64()), ("chrom", pa.string()), ("pos", pa.int64()), ("id", pa.string()),
+                            ("ref", pa.string()), ("alt", pa.string())])
+SHOWN = 5                   # mismatching REFs named one by one
+
+
+class VariantsError(MotifgridError, RuntimeError):
+    """A variants run that cannot start or go on; ``str(e)`` is one line."""
+
+
+@dataclass
+class Staged:
+    """What staging found: the chunks ``[(chunk id, record)]`` and the counts."""
+    chunks: list = field(default_factory=list)
+    alleles: int = 0
+    records: int = 0
+    skipped: Skipped = field(default_factory=Skipped)
+    absent: dict = field(default_factory=dict)          # contig the genome lacks -> alleles
+    mismatched: int = 0
+    checked: int = 0
+    examples: list = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {"chunks": self.chunks, "alleles": self.alleles, "checked": self.checked,
+                "ref_mismatches": self.mismatched, "ref_mismatch_examples": self.examples,
+                "absent_contigs": self.absent, "skipped": self.skipped.__dict__}
+
+
+def stage(vcf: str, store: GenomeStore, out: str, chunk: int, max_ref_mismatch: float, warn=None) -> Staged:
+    """Stream ``vcf`` into ``out/_alleles/``; ``warn(line)`` says what is skipped.  Refuses a VCF whose contigs or
+    REF alleles say it is not on ``store``'s genome."""
+    st = Staged(skipped=Skipped())
+    folder = storage.join(out, "_alleles")
+    storage.makedirs(folder)
+    names = store.records.index
+    for batch in read_vcf(vcf, skipped=st.skipped):
+        keep = _on_genome(vcf, batch.chrom, names, st)
+        ok = _ref_matches(store, batch, keep, st)
+        _check_fraction(vcf, store, st, max_ref_mismatch, final=False)
+        _write_chunks(folder, batch, keep & ok, chunk, st)
+    _check_fraction(vcf, store, st, max_ref_mismatch, final=True)
+    if not st.alleles:
+        raise VariantsError(f"{vcf}: no allele to score on {store.path} ({_nothing_why(st)})")
+    if warn is not None:
+        for line in _warnings(st, max_ref_mismatch):
+            warn(line)
+    storage.atomic_write_bytes(storage.join(folder, "_staged.json"), json.dumps(st.as_dict()).encode())
+    return st
+
+
+def load_staged(out: str) -> Staged | None:
+    """The staging of an earlier run of ``out`` (``--resume``), or None where it did not finish."""
+    path = storage.join(out, "_alleles", "_staged.json")
+    if not storage.exists(path):
+        return None
+    d = json.loads(storage.read_bytes(path))
+    st = Staged(chunks=[tuple(c) for c in d["chunks"]], alleles=d["alleles"], checked=d["checked"],
+                mismatched=d["ref_mismatches"], examples=d["ref_mismatch_examples"], absent=d["absent_contigs"],
+                skipped=Skipped(**d["skipped"]))
+    return st
+
+
+def _on_genome(vcf: str, chroms: list, names: dict, st: Staged) -> np.ndarray:
+    keep = np.ones(len(chroms), bool)
+    for i, c in enumerate(chroms):
+        if c in names:
+            continue
+        other = c[3:] if c.startswith("chr") else f"chr{c}"
+        if other in names:
+            raise VariantsError(f"{vcf}: contig {c!r} is {other!r} in the genome: the VCF and the genome name "
+                                "chromosomes differently (a chr prefix); rename the VCF's contigs "
+                                "(bcftools annotate --rename-chrs) or give the matching genome")
+        st.absent[c] = st.absent.get(c, 0) + 1
+        keep[i] = False
+    return keep
+
+
+def _ref_matches(store: GenomeStore, batch, keep: np.ndarray, st: Staged) -> np.ndarray:
+    """Each allele's REF equals the genome there (N in either matches anything); mismatches counted and named."""
+    ok = np.ones(len(batch), bool)
+    rec = store.records
+    i = 0
+    while i < len(batch):
+        j = i
+        while j < len(batch) and batch.chrom[j] == batch.chrom[i] and batch.pos[j] - batch.pos[i] < (1 << 22):
+            j += 1
+        if keep[i]:
+            name = batch.chrom[i]
+            length = int(rec.lengths[rec.index[name]])
+            lo = batch.pos[i] - 1
+            hi = min(max(batch.pos[k] - 1 + len(batch.ref[k]) for k in range(i, j)), length)
+            seg = store.fetch(name, lo, hi)
+            for k in range(i, j):
+                p, r = batch.pos[k] - 1 - lo, batch.ref[k]
+                want = CODE[np.frombuffer(r.encode(), np.uint8)]
+                got = seg[p:p + len(r)]
+                good = got.size == want.size and bool(np.all((got == want) | (got > 3) | (want > 3)))
+                st.checked += 1
+                if not good:
+                    ok[k] = False
+                    st.mismatched += 1
+                    if len(st.examples) < SHOWN:
+                        seen = "".join("ACGTN"[c] for c in got) or "past the end"
+                        st.examples.append(f"line {batch.line[k]} {name}:{batch.pos[k]} REF {r}, genome {seen}")
+        i = j
+    return ok
+
+
+def _check_fraction(vcf, store, st: Staged, most: float, final: bool) -> None:
+    if st.checked and (final or st.checked >= 1000) and st.mismatched > most * st.checked:
+        raise VariantsError(f"{vcf}: REF differs from the genome {store.path} at {st.mismatched:,} of "
+                            f"{st.checked:,} alleles checked ({100 * st.mismatched / st.checked:.0f} %, above "
+                            f"--max-ref-mismatch {most:g}): is the VCF on another genome build? First: "
+                            + "; ".join(st.examples[:3]))
+
+
+def _write_chunks(folder: str, batch, keep: np.ndarray, size: int, st: Staged) -> None:
+    """The kept alleles in chunks of at most ``size``, one record each."""
+    idx = np.flatnonzero(keep)
+    cols = {k: getattr(batch, k) for k in ("line", "chrom", "pos", "id", "ref", "alt")}
+    start = 0
+    while start < idx.size:
+        chrom = batch.chrom[idx[start]]
+        end = start
+        while end < idx.size and end - start < size and batch.chrom[idx[end]] == chrom:
+            end += 1
+        take = idx[start:end]
+        table = pa.table({k: pa.array([v[t] for t in take], ALLELES_SCHEMA.field(k).type) for k, v in cols.items()},
+                         schema=ALLELES_SCHEMA)
+        cid = f"{len(st.chunks):06d}"
+        storage.write_parquet(table, storage.join(folder, f"part-{cid}.parquet"))
+        st.chunks.append((cid, chrom))
+        st.alleles += int(take.size)
+        start = end
+
+
+def _nothing_why(st: Staged) -> str:
+    parts = []
+    if st.absent:
+        parts.append(f"contigs absent from the genome: {', '.join(sorted(st.absent)[:5])}")
+    if st.skipped.total():
+        parts.append(f"ALTs skipped: {st.skipped.line()}")
+    if st.mismatched:
+        parts.append(f"{st.mismatched:,} REF mismatches")
+    return "; ".join(parts) or "the VCF has no record"
+
+
+def _warnings(st: Staged, most: float) -> list:
+    out = []
+    if st.skipped.total():
+        out.append(f"{st.skipped.total():,} ALT alleles not scored: {st.skipped.line()}")
+    if st.absent:
+        n = sum(st.absent.values())
+        out.append(f"{n:,} alleles on {len(st.absent)} contig(s) the genome lacks, skipped: "
+                   + ", ".join(sorted(st.absent)[:5]) + (" …" if len(st.absent) > 5 else ""))
+    if st.mismatched:
+        out.append(f"REF differs from the genome at {st.mismatched:,} of {st.checked:,} alleles (at most "
+                   f"{most:g} allowed), not scored: " + "; ".join(st.examples))
+    return out

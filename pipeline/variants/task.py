@@ -1,0 +1,152 @@
+"""What one variants task does on a worker: its chunk of alleles (one record, sorted) read from the staged
+``_alleles/`` part, the genome around them read once, both alleles' contexts scored by every motif row
+(``workers.variants``), the best window of each motif on each allele with its exact p-value, the rows where either
+allele reaches ``--pvalue`` (or every row), one Parquet file, a manifest entry."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.engine.dataset import write_manifest_entry, write_part
+from pipeline.io import arrow, storage
+from pipeline.io.genome import GenomeStore
+from pipeline.variants.alleles import contexts, genome_starts
+from workers.distribution import PvalueTable
+
+#: the columns of the variants dataset, in this order (``DIR/variants.tsv`` adds ``qvalue``)
+COLUMNS = ("chrom", "pos", "id", "ref", "alt", "motif_id", "motif_name", "ref_score", "alt_score", "score_diff",
+           "ref_pvalue", "alt_pvalue", "log10_ratio", "call", "ref_start", "ref_strand", "alt_start", "alt_strand",
+           "vcf_line")
+CALLS = ("none", "gain", "loss", "both")
+
+
+@dataclass
+class VariantsContext:
+    """What every task needs; scattered to each worker once."""
+    store: GenomeStore
+    out: str
+    pwms: list              # (m, 4) float64 per row: motif i's + then - strand (rows 2i, 2i + 1; one row per strand
+    row_motif: np.ndarray   # scanned)
+    row_strand: np.ndarray
+    alpha: np.ndarray       # (R,) each row's score threshold at --pvalue (+inf: it cannot reach it)
+    pvalues: PvalueTable    # each row's tail table, down to motifgrid.variants.table-pvalue
+    background: np.ndarray
+    motif_ids: list
+    motif_names: list
+    flank: int              # the longest motif's length - 1
+    report_all: bool
+    metadata: dict
+
+
+def variants_task(ctx: VariantsContext, chunk: str, record: str) -> dict:
+    """Score the alleles of the staged part ``chunk`` (on ``record``), write their rows and the manifest entry."""
+    t0 = time.perf_counter()
+    al = storage.read_parquet(storage.join(ctx.out, "_alleles", f"part-{chunk}.parquet"))
+    pos = al.column("pos").to_pylist()
+    ref, alt = al.column("ref").to_pylist(), al.column("alt").to_pylist()
+    rec = ctx.store.records
+    length = int(rec.lengths[rec.index[record]])
+    lo = max(min(pos) - 1 - ctx.flank, 0)
+    hi = min(max(q - 1 + len(r) for q, r in zip(pos, ref)) + ctx.flank, length)
+    segment = ctx.store.fetch(record, lo, hi)
+    cx = contexts(segment, lo, length, pos, ref, alt, ctx.flank)
+    t1 = time.perf_counter()
+    from workers.variants import best_windows  # noqa: PLC0415
+
+    score, where = best_windows(cx.codes, cx.starts, cx.e0, cx.e1, ctx.pwms)
+    t2 = time.perf_counter()
+    n = len(pos)
+    table, n_exact = _rows(ctx, al, cx, score[:n], where[:n], score[n:], where[n:])
+    files = []
+    if table.num_rows:
+        files.append(write_part(ctx.out, record, chunk, table, ctx.metadata, ["chrom", "motif_id", "motif_name",
+                                                                            "call", "ref_strand", "alt_strand"],
+                                ["pos", "ref_pvalue", "alt_pvalue"]))
+    entry = {"chunk": chunk, "record": record, "alleles": n, "rows": table.num_rows, "files": files,
+             "tests": n * len(ctx.motif_ids), "exact_fallbacks": n_exact}
+    write_manifest_entry(ctx.out, chunk, entry)
+    t3 = time.perf_counter()
+    return {**entry, "seconds_score": t2 - t1, "seconds_io": (t1 - t0) + (t3 - t2)}
+
+
+def motif_rows(row_motif: np.ndarray, row_strand: np.ndarray, n_motifs: int) -> np.ndarray:
+    """``(n_motifs, 2)``: each motif's + and - strand row (the one strand scanned in both columns where only one is)."""
+    by = np.full((n_motifs, 2), -1, np.int64)
+    by[row_motif, row_strand.astype(np.int64)] = np.arange(row_motif.size)
+    by[by[:, 0] < 0, 0] = by[by[:, 0] < 0, 1]
+    by[by[:, 1] < 0, 1] = by[by[:, 1] < 0, 0]
+    return by
+
+
+def _side(ctx: VariantsContext, score, where, a_idx, rows, starts) -> tuple[dict, int]:
+    """One allele side of the reported (allele, motif) pairs: the better strand by p-value (+ on a tie), its score,
+    p-value, genome start and strand; and how many p-values needed the exact computation."""
+    s2 = score[a_idx[:, None], rows]                       # (k, 2) the two strands' best scores
+    pv, n_exact = _pvalues(ctx, s2, rows)
+    pick = (pv[:, 1] < pv[:, 0]).astype(np.int64)
+    k = np.arange(a_idx.size)
+    row = rows[k, pick]
+    start = starts[a_idx, row]
+    best = s2[k, pick]
+    return {"score": np.where(np.isfinite(best), best, np.nan), "pvalue": pv[k, pick], "start": start,
+            "strand": np.where(start < 0, "", np.where(ctx.row_strand[row] == 1, "-", "+"))}, n_exact
+
+
+def _pvalues(ctx: VariantsContext, scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """P-values of the ``(k, 2)`` best scores of each pair's two strand rows ``rows``: the tail tables; below them
+    (an allele whose best window has a p-value above the table's) the exact computation
+    (``workers.distribution.pvalue_of_score``), only where neither strand is in its table (else that strand is the
+    better); 1 where no window was scored."""
+    from workers.distribution import pvalue_of_score  # noqa: PLC0415
+
+    flat, r = scores.ravel(), rows.ravel().astype(np.int32)
+    ok = np.isfinite(flat)
+    got = np.ones(flat.size)
+    got[ok] = ctx.pvalues.lookup(r[ok], flat[ok])
+    pair = got.reshape(scores.shape)
+    below = np.isnan(pair)
+    need = np.flatnonzero((below.all(axis=1)[:, None] & below).ravel())
+    for i in need:
+        got[i] = pvalue_of_score(ctx.pwms[r[i]], ctx.background, float(flat[i]))[0]
+    got[np.isnan(got)] = 1.0            # a strand below its table beside one in it: the other is the better
+    return got.reshape(scores.shape), int(need.size)
+
+
+def _rows(ctx: VariantsContext, al: pa.Table, cx, s_ref, w_ref, s_alt, w_alt):
+    """The table of the reported (allele, motif) rows and how many p-values needed the exact computation."""
+    n_m = len(ctx.motif_ids)
+    by = motif_rows(ctx.row_motif, ctx.row_strand, n_m)
+    reach_ref = (s_ref >= ctx.alpha)[:, by].any(axis=2)      # (n, M)
+    reach_alt = (s_alt >= ctx.alpha)[:, by].any(axis=2)
+    keep = np.ones_like(reach_ref) if ctx.report_all else (reach_ref | reach_alt)
+    a_idx, m_idx = np.nonzero(keep)
+    rows = by[m_idx]
+    ref, n1 = _side(ctx, s_ref, w_ref, a_idx, rows, genome_starts(cx, w_ref, ctx.flank, alt=False))
+    alt, n2 = _side(ctx, s_alt, w_alt, a_idx, rows, genome_starts(cx, w_alt, ctx.flank, alt=True))
+    call = reach_ref[a_idx, m_idx].astype(np.int64) * 2 + reach_alt[a_idx, m_idx].astype(np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.log10(ref["pvalue"]) - np.log10(alt["pvalue"])
+    take = pa.array(a_idx.astype(np.int64))
+
+    def start(side):
+        return pa.array(side["start"], pa.int64(), mask=side["start"] < 0)
+
+    def strand(side):
+        return pa.array(side["strand"].tolist(), pa.string(), mask=side["start"] < 0)
+
+    cols = {
+        "chrom": al.column("chrom").take(take), "pos": al.column("pos").take(take), "id": al.column("id").take(take),
+        "ref": al.column("ref").take(take), "alt": al.column("alt").take(take),
+        "motif_id": arrow.strings([ctx.motif_ids[m] for m in m_idx]),
+        "motif_name": arrow.strings([ctx.motif_names[m] for m in m_idx]),
+        "ref_score": pa.array(ref["score"]), "alt_score": pa.array(alt["score"]),
+        "score_diff": pa.array(alt["score"] - ref["score"]),
+        "ref_pvalue": pa.array(ref["pvalue"]), "alt_pvalue": pa.array(alt["pvalue"]), "log10_ratio": pa.array(ratio),
+        "call": arrow.strings([CALLS[c] for c in call]),
+        "ref_start": start(ref), "ref_strand": strand(ref), "alt_start": start(alt), "alt_strand": strand(alt),
+        "vcf_line": al.column("line").take(take),
+    }
+    return pa.table(cols), n1 + n2
