@@ -99,7 +99,8 @@ def plan_variants(vcf: str, genome: str, motifs: str, out: str, settings: Varian
         staged = (load_staged(out) if resume else None) or stage(vcf, store, out, settings.chunk,
                                                                  settings.max_ref_mismatch, warn)
     except BaseException:
-        release_output(out)
+        if not resume:                          # a staging that failed: nothing of it left (the claim taken back)
+            remove_tree(os.path.join(out, "_alleles"))
         restore_replaced(out)
         raise
     return VariantsJob(vcf, out, settings, store, mset, staged, done, t0)

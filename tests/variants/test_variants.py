@@ -1,0 +1,196 @@
+"""motifgrid variants against an independent float64 scorer of the extracted ref and alt haplotypes: every reported
+(allele, motif) row — and only those — with its best windows, strands, exact p-values and call, on real human chrX
+sequence with SNVs, MNVs, insertions, deletions at window edges, variants beside record ends, N nearby and
+multi-allelic records; p-values of short motifs against enumeration of every word."""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from pipeline.motifs import pwm_from_motif, read_motifs
+from tests.conftest import DATA
+
+MOTIFS = str(DATA / "jaspar2024_subset.jaspar")
+PVALUE = 1e-3
+BG = np.full(4, 0.25)
+IDX = {c: i for i, c in enumerate("ACGT")}
+
+
+@pytest.fixture(scope="module")
+def client():
+    from pipeline.engine.cluster import get_client
+
+    with get_client(n_workers=2, device="cpu", quiet=True) as (c, _):
+        yield c
+
+
+@pytest.fixture(scope="module")
+def genome(tmp_path_factory, chrx_2mb):
+    """Two records of real chrX: 4 kb, and 2 kb with a run of N planted (a known place for N beside a variant)."""
+    a = chrx_2mb[100_000:104_000]
+    b = chrx_2mb[200_000:202_000]
+    b = b[:900] + "N" * 6 + b[906:]
+    path = tmp_path_factory.mktemp("variants") / "genome.fa"
+    path.write_text(f">r1\n{a}\n>r2\n{b}\n")
+    return path, {"r1": a, "r2": b}
+
+
+def _alleles(seqs: dict, seed: int = 7) -> list:
+    """(chrom, pos, ref, alts) with the genome's REF: random SNVs, MNVs, insertions and deletions (VCF style, an anchor
+    base), multi-allelic records, and the edge cases named in the module docstring."""
+    rng = np.random.default_rng(seed)
+    rec = []
+    for chrom, s in seqs.items():
+        n = len(s)
+        picks = [1, 2, n, n - 1, n - 3, 896, 899, 903, 908] if chrom == "r2" else [1, 5, n, n - 2]
+        picks += sorted(rng.choice(np.arange(10, n - 10), 150, replace=False).tolist())
+        for k, pos in enumerate(sorted(set(picks))):
+            ref1 = s[pos - 1]
+            kind = k % 5
+            other = [b for b in "ACGT" if b != ref1]
+            if kind == 0 or pos > n - 3:
+                rec.append((chrom, pos, ref1, [other[k % 3]]))
+            elif kind == 1:                                     # MNV
+                ref = s[pos - 1:pos + 1]
+                rec.append((chrom, pos, ref, ["".join(rng.choice(list("ACGT"), 2))]))
+            elif kind == 2:                                     # insertion
+                rec.append((chrom, pos, ref1, [ref1 + "".join(rng.choice(list("ACGT"), 1 + k % 4))]))
+            elif kind == 3:                                     # deletion of 1-3 bases
+                d = 1 + k % 3
+                rec.append((chrom, pos, s[pos - 1:pos + d], [ref1]))
+            else:                                               # multi-allelic: SNVs and a deletion
+                rec.append((chrom, pos, s[pos - 1:pos + 1], [other[0] + s[pos], other[1] + s[pos], ref1]))
+    rec = [r for r in rec if "N" not in r[2] and all(set(a) <= set("ACGT") for a in r[3]) and r[3][0] != r[2]]
+    return sorted(rec, key=lambda r: (r[0], r[1]))
+
+
+def _write_vcf(path, records) -> None:
+    lines = ["##fileformat=VCFv4.2", "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO"]
+    lines += [f"{c}\t{p}\tv{i}\t{r}\t{','.join(a)}\t.\t.\t." for i, (c, p, r, a) in enumerate(records)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _rows_of(motif_file: str):
+    """Each motif's + and - matrices (the scan's), independent of pipeline.variants."""
+    from pipeline.motifs import minus_strand_pwm
+
+    out = []
+    for m in read_motifs(motif_file):
+        w = pwm_from_motif(m, BG, 0.1)
+        out.append((m.id, w, minus_strand_pwm(w, BG)))
+    return out
+
+
+def _best(h: str, lo: int, hi: int, w: np.ndarray):
+    """(score, start) of the best window of ``w`` over haplotype ``h`` covering ``[lo, hi)`` (an empty edit: both
+    bases beside ``lo``); float64 in column order; windows with N or outside ``h`` skipped; the leftmost on ties."""
+    m = w.shape[0]
+    best, at = -math.inf, -1
+    for s in range(lo - m + 1, max(hi, lo + 1) if hi > lo else lo):
+        if s < 0 or s + m > len(h) or "N" in h[s:s + m]:
+            continue
+        acc = 0.0
+        for j in range(m):
+            acc += w[j, IDX[h[s + j]]]
+        if acc > best:
+            best, at = acc, s
+    return best, at
+
+
+def _naive(seqs, chrom, pos, ref, alt, rows):
+    """Per motif: ((ref +, ref -), (alt +, alt -)) best (score, genome start) on each strand."""
+    k = 0
+    while k < min(len(ref), len(alt)) and ref[k] == alt[k]:
+        k += 1
+    r, a = ref[k:], alt[k:]
+    j = 0
+    while j < min(len(r), len(a)) and r[-1 - j] == a[-1 - j]:
+        j += 1
+    r, a = r[:len(r) - j], a[:len(a) - j]
+    p = pos - 1 + k
+    g = seqs[chrom]
+    alt_h = g[:p] + a + g[p + len(r):]
+    out = []
+    for _, plus, minus in rows:
+        ref_s = [_best(g, p, p + len(r), w) for w in (plus, minus)]
+        alt_s = [_best(alt_h, p, p + len(a), w) for w in (plus, minus)]
+        alt_s = [(s, -1 if st < 0 else st if st <= p else p + min(st - p, len(r))) for s, st in alt_s]
+        out.append((ref_s, alt_s))
+    return out
+
+
+def test_rows_equal_a_float64_scorer_of_both_haplotypes(genome, client, tmp_path):
+    from pipeline.variants import VariantsSettings, read_variants, run_variants
+    from workers.distribution import pvalue_of_score, pvalue_to_score
+
+    fasta, seqs = genome
+    records = _alleles(seqs)
+    vcf = tmp_path / "v.vcf"
+    _write_vcf(vcf, records)
+    s = run_variants(str(vcf), str(fasta), MOTIFS, str(tmp_path / "out"), client,
+                     VariantsSettings(pvalue=PVALUE, chunk=25))
+    rows = _rows_of(MOTIFS)
+    alpha = [[pvalue_to_score(w, BG, PVALUE).threshold for w in (pl, mi)] for _, pl, mi in rows]
+    got = {(r["pos"], r["alt"], r["motif_id"]): r for r in read_variants(str(tmp_path / "out")).to_pylist()}
+    expected = set()
+    n_alleles = 0
+    for chrom, pos, ref, alts in records:
+        for alt in alts:
+            n_alleles += 1
+            for (mid, pl, mi), (ref_s, alt_s), al in zip(rows, _naive(seqs, chrom, pos, ref, alt, rows), alpha):
+                reach_ref = any(sc >= t for (sc, _), t in zip(ref_s, al))
+                reach_alt = any(sc >= t for (sc, _), t in zip(alt_s, al))
+                if not (reach_ref or reach_alt):
+                    continue
+                expected.add((pos, alt, mid))
+                r = got[(pos, alt, mid)]
+                assert r["call"] == {(True, False): "loss", (False, True): "gain", (True, True): "both"}[
+                    (reach_ref, reach_alt)]
+                for side, best in (("ref", ref_s), ("alt", alt_s)):
+                    strand = 0 if r[f"{side}_strand"] == "+" else 1
+                    score, start = best[strand]
+                    assert r[f"{side}_score"] == score and r[f"{side}_start"] == start, (chrom, pos, alt, mid, side)
+                    w = (pl, mi)[strand]
+                    exact = pvalue_of_score(w, BG, score)[0]
+                    assert exact <= r[f"{side}_pvalue"] * (1 + 1e-9) <= exact * (1 + 2e-3)
+                    other = best[1 - strand]
+                    if math.isfinite(other[0]):         # the reported strand is the better one (by p-value)
+                        assert pvalue_of_score((pl, mi)[1 - strand], BG, other[0])[0] * (1 + 2e-3) >= exact
+                assert r["log10_ratio"] == pytest.approx(math.log10(r["ref_pvalue"] / r["alt_pvalue"]))
+    assert set(got) == expected and len(expected) > 50
+    assert s["alleles"] == n_alleles and s["tests"] == n_alleles * len(rows)
+    calls = {r["call"] for r in got.values()}
+    assert {"gain", "loss", "both"} <= calls
+
+
+def test_pvalues_of_a_short_motif_equal_enumeration(genome, client, tmp_path):
+    """A 6-column motif: every reported p-value against the mass of all 4^6 words scoring at least as well."""
+    from pipeline.variants import VariantsSettings, read_variants, run_variants
+
+    fasta, seqs = genome
+    motif = tmp_path / "short.jaspar"
+    motif.write_text(">M1 short\nA [ 8 1 0 9 1 2 ]\nC [ 1 8 1 0 1 3 ]\nG [ 0 1 9 0 7 3 ]\nT [ 1 0 0 1 1 2 ]\n")
+    vcf = tmp_path / "v.vcf"
+    _write_vcf(vcf, _alleles(seqs, seed=3))
+    run_variants(str(vcf), str(fasta), str(motif), str(tmp_path / "out"), client,
+                 VariantsSettings(pvalue=0.02, report_all=True))
+    w = pwm_from_motif(read_motifs(str(motif))[0], BG, 0.1)
+    words = np.array(list(itertools.product(range(4), repeat=6)))
+    scores = np.zeros(len(words))
+    for j in range(6):
+        scores += w[j, words[:, j]]
+    t = read_variants(str(tmp_path / "out")).to_pylist()
+    assert len(t) > 100
+    checked = 0
+    for r in t:
+        for side in ("ref", "alt"):
+            sc = r[f"{side}_score"]
+            if sc is None or math.isnan(sc):
+                continue
+            exact = float(np.count_nonzero(scores >= sc - 1e-9)) / len(words)
+            assert exact <= r[f"{side}_pvalue"] * (1 + 1e-9) <= exact * (1 + 2e-3), (r, side)
+            checked += 1
+    assert checked > 200
