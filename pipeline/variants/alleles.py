@@ -76,12 +76,14 @@ def contexts(segment: np.ndarray, seg_start: int, record_length: int, pos: list,
     return Contexts(codes, starts, e0, e1, p, ref_len)
 
 
-def genome_starts(ctx: Contexts, where: np.ndarray, flank: int, alt: bool) -> np.ndarray:
-    """0-based genome coordinates of the windows starting at ``where`` (``(n, k)`` context offsets, -1 for none) of
-    the ref (``alt`` False) or alt contexts: a window starting in the left flank at its genome base; one starting
-    inside an alt core at ``p`` plus its offset there, at most the REF core's length."""
-    p = ctx.p[:, None]
+def genome_starts(ctx: Contexts, allele: np.ndarray, where: np.ndarray, flank: int, alt: bool) -> np.ndarray:
+    """0-based genome coordinates of windows starting at ``where`` (context offsets, -1 for none; any shape whose
+    first axis follows ``allele``) of the alleles' ref (``alt`` False) or alt contexts: a window starting in the left
+    flank at its genome base; one starting inside an alt core at ``p`` plus its offset there, at most the REF core's
+    length."""
+    shape = (-1,) + (1,) * (where.ndim - 1)
+    p = ctx.p[allele].reshape(shape)
     off = where - flank
-    inside = np.minimum(np.maximum(off, 0), ctx.ref_len[:, None]) if alt else off
+    inside = np.minimum(np.maximum(off, 0), ctx.ref_len[allele].reshape(shape)) if alt else off
     out = p + np.where(off < 0, off, inside)
     return np.where(where < 0, -1, out)

@@ -41,7 +41,7 @@ class VariantsSettings:
     select: list | None = None
     motif_format: str | None = None
     report_all: bool = False
-    chunk: int = 20_000                 # alleles per task
+    chunk: int = 2_000                  # alleles per task
     max_ref_mismatch: float = 0.05
 
     def check(self) -> None:
@@ -118,7 +118,7 @@ def table_pvalue(pvalue: float) -> float:
     ``pvalue``): an allele's best window scoring below it has its p-value computed exactly, one by one."""
     import dask.config  # noqa: PLC0415
 
-    return max(float(dask.config.get("motifgrid.variants.table-pvalue", default=0.01)), pvalue)
+    return max(float(dask.config.get("motifgrid.variants.table-pvalue", default=0.5)), pvalue)
 
 
 def execute_variants(job: VariantsJob, client, device: str = "cpu", progress: bool = True, command: str | None = None,
@@ -127,6 +127,7 @@ def execute_variants(job: VariantsJob, client, device: str = "cpu", progress: bo
     from pipeline.scan.motif_set import row_thresholds_many  # noqa: PLC0415
     from pipeline.variants.outputs import finish  # noqa: PLC0415
     from workers.distribution import PvalueTable  # noqa: PLC0415
+    from workers.variants import Rows  # noqa: PLC0415
 
     command = command or " ".join(shlex.quote(a) for a in sys.argv)
     discard_replaced(job.out)
@@ -135,9 +136,10 @@ def execute_variants(job: VariantsJob, client, device: str = "cpu", progress: bo
         t_thr = time.perf_counter()
         at_p, at_table = row_thresholds_many(mset, [st.pvalue, table_pvalue(st.pvalue)], client)
         pwms, row_motif, row_strand = mset.rows()
+        alpha = np.array([t.threshold if t.reachable else np.inf for t in at_p])
         ctx = VariantsContext(
-            store=job.store, out=abspath(job.out), pwms=pwms, row_motif=row_motif, row_strand=row_strand,
-            alpha=np.array([t.threshold if t.reachable else np.inf for t in at_p]),
+            store=job.store, out=abspath(job.out), pwms=pwms, rows=Rows(pwms, alpha), row_motif=row_motif,
+            row_strand=row_strand, alpha=alpha,
             pvalues=PvalueTable.from_thresholds(at_table), background=mset.background, motif_ids=mset.ids,
             motif_names=mset.names, flank=mset.max_length - 1, report_all=st.report_all,
             metadata={"motifgrid.version": __version__, "motifgrid.command": command})

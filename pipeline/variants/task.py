@@ -28,8 +28,9 @@ class VariantsContext:
     """What every task needs; scattered to each worker once."""
     store: GenomeStore
     out: str
-    pwms: list              # (m, 4) float64 per row: motif i's + then - strand (rows 2i, 2i + 1; one row per strand
-    row_motif: np.ndarray   # scanned)
+    pwms: list              # (m, 4) float64 per row: each motif's + then - strand (one row where one strand is scanned)
+    rows: object            # workers.variants.Rows of the pwms, with alpha
+    row_motif: np.ndarray
     row_strand: np.ndarray
     alpha: np.ndarray       # (R,) each row's score threshold at --pvalue (+inf: it cannot reach it)
     pvalues: PvalueTable    # each row's tail table, down to motifgrid.variants.table-pvalue
@@ -54,12 +55,9 @@ def variants_task(ctx: VariantsContext, chunk: str, record: str) -> dict:
     segment = ctx.store.fetch(record, lo, hi)
     cx = contexts(segment, lo, length, pos, ref, alt, ctx.flank)
     t1 = time.perf_counter()
-    from workers.variants import best_windows  # noqa: PLC0415
-
-    score, where = best_windows(cx.codes, cx.starts, cx.e0, cx.e1, ctx.pwms)
-    t2 = time.perf_counter()
     n = len(pos)
-    table, n_exact = _rows(ctx, al, cx, score[:n], where[:n], score[n:], where[n:])
+    table, n_exact = _rows(ctx, al, cx, n)
+    t2 = time.perf_counter()
     files = []
     if table.num_rows:
         files.append(write_part(ctx.out, record, chunk, table, ctx.metadata, ["chrom", "motif_id", "motif_name",
@@ -72,6 +70,17 @@ def variants_task(ctx: VariantsContext, chunk: str, record: str) -> dict:
     return {**entry, "seconds_score": t2 - t1, "seconds_io": (t1 - t0) + (t3 - t2)}
 
 
+def _candidates(ctx: VariantsContext, cx, n: int, by: np.ndarray):
+    """``(allele, motif)`` pairs to score exactly: every pair (``--report all``), else those where a window of either
+    allele may reach the threshold on either strand."""
+    from workers.variants import reaching  # noqa: PLC0415
+
+    if ctx.report_all:
+        return np.nonzero(np.ones((n, by.shape[0]), bool))
+    reach = reaching(cx.codes, cx.starts, cx.e0, cx.e1, ctx.rows)            # (2n, R)
+    return np.nonzero(reach[:n][:, by].any(axis=2) | reach[n:][:, by].any(axis=2))
+
+
 def motif_rows(row_motif: np.ndarray, row_strand: np.ndarray, n_motifs: int) -> np.ndarray:
     """``(n_motifs, 2)``: each motif's + and - strand row (the one strand scanned in both columns where only one is)."""
     by = np.full((n_motifs, 2), -1, np.int64)
@@ -81,15 +90,15 @@ def motif_rows(row_motif: np.ndarray, row_strand: np.ndarray, n_motifs: int) -> 
     return by
 
 
-def _side(ctx: VariantsContext, score, where, a_idx, rows, starts) -> tuple[dict, int]:
-    """One allele side of the reported (allele, motif) pairs: the better strand by p-value (+ on a tie), its score,
-    p-value, genome start and strand; and how many p-values needed the exact computation."""
-    s2 = score[a_idx[:, None], rows]                       # (k, 2) the two strands' best scores
+def _side(ctx: VariantsContext, s2, w2, rows, starts) -> tuple[dict, int]:
+    """One allele side of the reported pairs, given both strands' best ``(k, 2)`` scores and starts: the better strand
+    by p-value (+ on a tie), its score, p-value, genome start and strand; and how many p-values needed the exact
+    computation."""
     pv, n_exact = _pvalues(ctx, s2, rows)
     pick = (pv[:, 1] < pv[:, 0]).astype(np.int64)
-    k = np.arange(a_idx.size)
+    k = np.arange(s2.shape[0])
     row = rows[k, pick]
-    start = starts[a_idx, row]
+    start = starts[k, pick]
     best = s2[k, pick]
     return {"score": np.where(np.isfinite(best), best, np.nan), "pvalue": pv[k, pick], "start": start,
             "strand": np.where(start < 0, "", np.where(ctx.row_strand[row] == 1, "-", "+"))}, n_exact
@@ -115,18 +124,25 @@ def _pvalues(ctx: VariantsContext, scores: np.ndarray, rows: np.ndarray) -> tupl
     return got.reshape(scores.shape), int(need.size)
 
 
-def _rows(ctx: VariantsContext, al: pa.Table, cx, s_ref, w_ref, s_alt, w_alt):
+def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
     """The table of the reported (allele, motif) rows and how many p-values needed the exact computation."""
-    n_m = len(ctx.motif_ids)
-    by = motif_rows(ctx.row_motif, ctx.row_strand, n_m)
-    reach_ref = (s_ref >= ctx.alpha)[:, by].any(axis=2)      # (n, M)
-    reach_alt = (s_alt >= ctx.alpha)[:, by].any(axis=2)
-    keep = np.ones_like(reach_ref) if ctx.report_all else (reach_ref | reach_alt)
-    a_idx, m_idx = np.nonzero(keep)
-    rows = by[m_idx]
-    ref, n1 = _side(ctx, s_ref, w_ref, a_idx, rows, genome_starts(cx, w_ref, ctx.flank, alt=False))
-    alt, n2 = _side(ctx, s_alt, w_alt, a_idx, rows, genome_starts(cx, w_alt, ctx.flank, alt=True))
-    call = reach_ref[a_idx, m_idx].astype(np.int64) * 2 + reach_alt[a_idx, m_idx].astype(np.int64)
+    from workers.variants import best_of  # noqa: PLC0415
+
+    by = motif_rows(ctx.row_motif, ctx.row_strand, len(ctx.motif_ids))
+    a_idx, m_idx = _candidates(ctx, cx, n, by)
+    rows = by[m_idx]                                                          # (k, 2)
+    contexts_ = np.concatenate([a_idx, a_idx, n + a_idx, n + a_idx])         # ref +, ref -, alt +, alt -
+    best, where = best_of(cx.codes, cx.starts, cx.e0, cx.e1, ctx.rows, contexts_, np.tile(rows.T.ravel(), 2))
+    k = a_idx.size
+    s_ref, s_alt = best[:2 * k].reshape(2, k).T, best[2 * k:].reshape(2, k).T
+    w_ref, w_alt = where[:2 * k].reshape(2, k).T, where[2 * k:].reshape(2, k).T
+    reach_ref = (s_ref >= ctx.alpha[rows]).any(axis=1)
+    reach_alt = (s_alt >= ctx.alpha[rows]).any(axis=1)
+    keep = np.flatnonzero(reach_ref | reach_alt | ctx.report_all)
+    a_idx, m_idx, rows, reach_ref, reach_alt = a_idx[keep], m_idx[keep], rows[keep], reach_ref[keep], reach_alt[keep]
+    ref, n1 = _side(ctx, s_ref[keep], w_ref[keep], rows, genome_starts(cx, a_idx, w_ref[keep], ctx.flank, alt=False))
+    alt, n2 = _side(ctx, s_alt[keep], w_alt[keep], rows, genome_starts(cx, a_idx, w_alt[keep], ctx.flank, alt=True))
+    call = reach_ref.astype(np.int64) * 2 + reach_alt.astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.log10(ref["pvalue"]) - np.log10(alt["pvalue"])
     take = pa.array(a_idx.astype(np.int64))
