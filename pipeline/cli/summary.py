@@ -61,7 +61,8 @@ def _json(path: str) -> dict | None:
 
 
 def kind_of(path: str) -> str:
-    """``scan``, ``composition``, ``compare``, ``enrich`` or ``discover``; a :class:`SummaryError` for anything else."""
+    """``scan``, ``composition``, ``compare``, ``enrich``, ``variants`` or ``discover``; a :class:`SummaryError` for
+    anything else."""
     if not storage.exists(path):
         raise SummaryError(f"{path}: no such file or directory")
     if not storage.isdir(path):
@@ -69,10 +70,10 @@ def kind_of(path: str) -> str:
     run = _json(storage.join(path, "_run.json"))
     if run is not None:
         for key, kind in (("hits_format", "scan"), ("composition_format", "composition"), ("motifs_a", "compare"),
-                          ("enrich_format", "enrich")):
+                          ("enrich_format", "enrich"), ("vcf_checksum", "variants")):
             if key in run:
                 return kind
-        raise SummaryError(f"{path}/_run.json: not a motifgrid scan, composition, compare or enrich run")
+        raise SummaryError(f"{path}/_run.json: not a motifgrid scan, composition, compare, enrich or variants run")
     names = set(storage.listdir(path))
     if names & set(_DISCOVER_FILES):
         return "discover"
@@ -354,6 +355,36 @@ def _enrich(path: str, top: int) -> dict:
     return out
 
 
+def _variants(path: str, top: int) -> dict:
+    """A ``motifgrid variants`` folder: chunks done from the manifest; the strongest changes once finished."""
+    from pipeline.engine.dataset import iter_manifest  # noqa: PLC0415
+
+    run = _json(storage.join(path, "_run.json"))
+    done = _json(storage.join(path, "_summary.json"))
+    staged = _json(storage.join(path, "_alleles", "_staged.json")) or {}
+    entries = list(iter_manifest(path, "chunk"))
+    out = {
+        "parameters": {"vcf": run.get("vcf"), "motifs": run.get("motifs_source"), "pvalue": run.get("pvalue"),
+                       "report": "all" if run.get("report_all") else "sites", "device": (done or {}).get("device")},
+        "command": _provenance(path).get("motifgrid.command"),
+        "progress": {"unit": "chunks", "done": len(entries), "total": len(staged.get("chunks", [])) or None},
+        "totals": ({"alleles": done["alleles"], "rows": done["rows"], **{f"{k}": v for k, v in done["calls"].items()
+                                                                         if k != "none" or v}}
+                   if done else {"alleles scored": sum(e["alleles"] for e in entries),
+                                 "rows": sum(e["rows"] for e in entries)}),
+        "seconds": (done or {}).get("seconds"),
+        "top_changes": [],
+    }
+    if done and top:
+        from pipeline.variants.outputs import read_variants  # noqa: PLC0415
+
+        t = read_variants(path, columns=["chrom", "pos", "id", "ref", "alt", "motif_id", "motif_name", "call",
+                                         "log10_ratio", "qvalue"]).to_pylist()
+        t = [r for r in t if r["call"] in ("gain", "loss")]
+        out["top_changes"] = sorted(t, key=lambda r: -abs(r["log10_ratio"]))[:top]
+    return out
+
+
 # ------------------------------------------------------------------------------------ entry point
 def summarize(path: str, top: int = 10, contigs: int = 5) -> dict:
     """The summary of the motifgrid output at ``path`` (see the module docstring for the keys).
@@ -369,12 +400,15 @@ def summarize(path: str, top: int = 10, contigs: int = 5) -> dict:
         s = _compare(path, top)
     elif kind == "enrich":
         s = _enrich(path, top)
+    elif kind == "variants":
+        s = _variants(path, top)
     else:
         s = _discover(path, top)
     finished = storage.exists(storage.join(path, "summary.json" if kind == "discover" else "_summary.json"))
     nxt = None
     if not finished:
-        nxt = (f"unfinished; complete it with: {_resume_hint(s['command'], kind)}" if kind in ("scan", "composition")
+        nxt = (f"unfinished; complete it with: {_resume_hint(s['command'], kind)}"
+               if kind in ("scan", "composition", "variants")
                else f"unfinished (interrupted); motifgrid {kind} does not resume: rerun it into a new folder")
     return {"kind": kind, "path": path, "finished": finished, "next": nxt} | s
 
@@ -450,6 +484,9 @@ def _summary_rows(s: dict) -> list:
         lines.append(f"  {r['rank']}. {r['motif_name']} ({r['motif_id']}): {r['pos_seqs']:,}/{r['pos_total']:,} targets, "
                      f"{r['neg_seqs']:,}/{r['neg_total']:,} controls, p={sci(r['log10_pvalue'])} "
                      f"E={_logged(r, 'evalue', sci)} q={_logged(r, 'qvalue', sci)}{cl}")
+    for r in s.get("top_changes", []):
+        lines.append(f"  {r['chrom']}:{r['pos']} {r['id']} {r['ref']}>{r['alt']} {r['call']} of {r['motif_name']} "
+                     f"({r['motif_id']}): log10(p_ref/p_alt) {r['log10_ratio']:.2f}, q={r['qvalue']:.3g}")
     for m in s.get("motifs", []):
         bm = m.get("best_match")
         how = (f"E={bm['evalue']:.2g}" if "evalue" in bm else f"similarity {bm.get('score', 0):.2f}") if bm else ""

@@ -124,7 +124,10 @@ def remove_temporaries(out: str) -> None:
 
 
 #: the ``_run.json`` key that marks each kind of dataset (``--overwrite`` replaces only a dataset of its kind)
-_FORMAT_KEYS = {"hits dataset": "hits_format", "composition dataset": "composition_format"}
+_FORMAT_KEYS = {"hits dataset": "hits_format", "composition dataset": "composition_format",
+                "variants dataset": "vcf_checksum"}
+#: files of a dataset beside its underscored ones and partition folders (--overwrite removes them with it)
+_OWN_FILES = {"variants dataset": {"variants.tsv", "variants.vcf"}}
 
 
 def _run_params_of(out: str) -> dict | None:
@@ -151,7 +154,8 @@ def check_output(out: str, resume: bool, kind: str, error=RuntimeError, dataset:
             what = "an unreadable _run.json" if params is None else "a motifgrid dataset of another kind"
             raise error(f"{out}: holds {what}, not a {dataset}; choose another output{only}")
         if overwrite:
-            other = [n for n in storage.listdir(out) if not n.startswith(("_", ".", "chrom")) and n != "packed"]
+            other = [n for n in storage.listdir(out) if not n.startswith(("_", ".", "chrom")) and n != "packed"
+                     and n not in _OWN_FILES.get(dataset, ())]
             if other:
                 raise error(f"{out}: --overwrite would remove files that are not part of the {dataset} "
                             f"({', '.join(other[:3])}{' ...' if len(other) > 3 else ''}); move them out first")

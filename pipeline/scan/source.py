@@ -20,11 +20,13 @@ def is_fasta(source) -> bool:
     return not storage.is_url(source) and os.path.isfile(source)
 
 
-def open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int | None = None):
+def open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int | None = None, *,
+                kind: str = "scan", dataset: str = "hits dataset", error=ScanError):
     """(store, staged): a genome store as given; a FASTA ingested into a temporary store beside ``out`` (moved into
     ``out`` by :func:`place_store` once the output is claimed), or on ``--resume`` the one ``out`` already holds.
     ``halo``: the longest motif's length - 1 where the motifs are known, for a FASTA's store to hold it (its halo is
-    the larger of it and the default)."""
+    the larger of it and the default).  ``kind``, ``dataset``, ``error``: the command's (``motifgrid variants``
+    reads its genome so too)."""
     if not is_fasta(source):
         return GenomeStore(source), None
     from pipeline.engine.dataset import check_output  # noqa: PLC0415
@@ -35,7 +37,7 @@ def open_source(source: str, out: str, resume: bool, overwrite: bool, halo: int 
         sniff_fasta(source, error=ScanError)
     except ScanError as e:
         raise ScanError(f"{source}: neither a genome store nor a FASTA file ({str(e).split(': ', 1)[-1]})") from None
-    check_output(out, resume, "scan", ScanError, overwrite=overwrite)          # refused before any ingest
+    check_output(out, resume, kind, error, dataset, overwrite=overwrite)       # refused before any ingest
     kept = storage.join(out, GENOME_IN_HITS)
     if resume and storage.exists(storage.join(kept, "zarr.json")):
         store = GenomeStore(kept)

@@ -80,7 +80,8 @@ def plan_variants(vcf: str, genome: str, motifs: str, out: str, settings: Varian
     try:
         bg = None if settings.background == "genome" else read_background(settings.background)
         mset = None if bg is None else _motif_set(motifs, bg, settings)
-        store, staged_store = open_source(genome, out, resume, overwrite, None if mset is None else mset.max_length - 1)
+        store, staged_store = open_source(genome, out, resume, overwrite, None if mset is None else mset.max_length - 1,
+                                          kind="variants run", dataset="variants dataset", error=VariantsError)
         try:
             if mset is None:
                 mset = _motif_set(motifs, read_background("genome", genome_background=store.background), settings)

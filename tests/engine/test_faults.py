@@ -614,3 +614,55 @@ def test_composition_into_an_unwritable_folder_starts_no_cluster(genome, tmp_pat
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith(f"motifgrid composition: error: {d / 'c'}: cannot create the output folder ("), r.stderr
     assert "worker(s)" not in r.stdout + r.stderr and not (d / "c").exists()
+
+
+# ------------------------------------------------------------------------------------ variants on a standalone cluster
+@pytest.fixture(scope="module")
+def variants_reference(genome, chrx_2mb, tmp_path_factory):
+    """SNVs and indels on both contigs (the genome's REF), 40 alleles a chunk, and a local run's rows."""
+    from pipeline.engine.cluster import get_client
+    from pipeline.variants import VariantsSettings, read_variants, run_variants
+
+    d = tmp_path_factory.mktemp("variants-ref")
+    rng = np.random.default_rng(5)
+    lines = ["##fileformat=VCFv4.2", "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO"]
+    for name, s in (("chrX_a", chrx_2mb[:900_000]), ("chrX_b", chrx_2mb[1_000_000:1_300_000])):
+        for i, p in enumerate(sorted(rng.choice(np.arange(100, len(s) - 100), 300, replace=False).tolist())):
+            r = s[p - 1]
+            alt = (r + "A") if i % 7 == 0 else "ACGT"[("ACGT".index(r) + 1) % 4] if r in "ACGT" else None
+            if alt:
+                lines.append(f"{name}\t{p}\t.\t{r}\t{alt}\t.\t.\t.")
+    vcf = d / "v.vcf"
+    vcf.write_text("\n".join(lines) + "\n")
+    with get_client(n_workers=2, device="cpu", quiet=True) as (c, _):
+        run_variants(str(vcf), genome.path, MOTIFS, str(d / "ref"), c, VariantsSettings(pvalue=1e-3, chunk=40))
+    return vcf, read_variants(str(d / "ref"))
+
+
+@pytest.mark.parametrize("stage", ["thresholds", "first-chunk", "last-chunk"])
+def test_variants_go_on_when_every_worker_is_killed(stage, standalone, genome, variants_reference, tmp_path):
+    """Both workers SIGKILLed at one stage of ``motifgrid variants`` (the nannies start them again): the run finishes
+    by itself with the local run's rows."""
+    from pipeline.variants import read_variants
+    from tests.cluster_faults import KillWorkersAt, killed
+
+    sched_file, client = standalone
+    prefix, finish, last = {"thresholds": ("_threshold_batch-", "processing", False),
+                            "first-chunk": ("variants-", "memory", False),
+                            "last-chunk": ("variants-", "memory", True)}[stage]
+    vcf, reference = variants_reference
+    client.wait_for_workers(2, timeout=60)
+    client.register_plugin(KillWorkersAt(prefix, finish, last), name=KillWorkersAt.name)
+    try:
+        out = tmp_path / "v"
+        args = [sys.executable, "-m", "pipeline.cli", "variants", str(vcf), "--genome", genome.path, "--motifs",
+                MOTIFS, "--pvalue", "1e-3", "--out", str(out), "--no-progress", "--scheduler-file", str(sched_file)]
+        r = subprocess.run(args, env={**ENV, "DASK_MOTIFGRID__VARIANTS__CHUNK": "40",
+                                      "DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR": str(tmp_path / "cache")},
+                           capture_output=True, text=True, timeout=240, cwd=ROOT)
+        victims = client.run_on_scheduler(killed)
+    finally:
+        client.unregister_scheduler_plugin(KillWorkersAt.name)
+    assert len(victims) == 2 and all(k.startswith(prefix) for _, _, k in victims), victims
+    assert r.returncode == 0, r.stderr
+    assert read_variants(str(out)).equals(reference)

@@ -194,3 +194,99 @@ def test_pvalues_of_a_short_motif_equal_enumeration(genome, client, tmp_path):
             assert exact <= r[f"{side}_pvalue"] * (1 + 1e-9) <= exact * (1 + 2e-3), (r, side)
             checked += 1
     assert checked > 200
+
+
+def test_resume_redoes_only_the_missing_chunks_and_the_outputs_follow(genome, client, tmp_path):
+    """Chunks removed from a finished run (their manifest entries and files) are redone by --resume: the rows, the
+    TSV and the annotated VCF equal the first run's; ``motifgrid summary`` reads the folder."""
+    import json
+    import shutil
+
+    from pipeline.cli.summary import summarize, summary_lines
+    from pipeline.variants import VariantsSettings, plan_variants, read_variants, run_variants
+    from pipeline.variants.run import execute_variants
+
+    fasta, seqs = genome
+    vcf = tmp_path / "v.vcf"
+    _write_vcf(vcf, _alleles(seqs, seed=11))
+    out = tmp_path / "out"
+    settings = VariantsSettings(pvalue=PVALUE, chunk=30)
+    first = run_variants(str(vcf), str(fasta), MOTIFS, str(out), client, settings)
+    rows, tsv, annotated = read_variants(str(out)), (out / "variants.tsv").read_text(), (out / "variants.vcf").read_text()
+    gone = sorted((out / "_manifest").glob("*.json"))[1::3]
+    for entry in gone:
+        for f in json.loads(entry.read_text())["files"]:
+            (out / f).unlink()
+        entry.unlink()
+    for name in ("_summary.json", "variants.tsv", "variants.vcf"):
+        (out / name).unlink()
+    assert summarize(str(out))["next"].startswith("unfinished")
+    job = plan_variants(str(vcf), str(fasta), MOTIFS, str(out), settings, resume=True)
+    assert len(job.done) == len(job.staged.chunks) - len(gone) and len(gone) >= 2
+    again = execute_variants(job, client)
+    assert read_variants(str(out)).equals(rows) and again["rows"] == first["rows"]
+    assert (out / "variants.tsv").read_text() == tsv and (out / "variants.vcf").read_text() == annotated
+    s = summarize(str(out))
+    assert (s["kind"], s["finished"], s["totals"]["rows"]) == ("variants", True, first["rows"])
+    assert any(" of " in line and "log10(p_ref/p_alt)" in line for line in summary_lines(s))
+    shutil.rmtree(out / "_genome.zarr")       # (the FASTA's store, kept for --resume)
+
+
+def test_annotated_vcf_and_tsv_say_what_the_rows_say(genome, client, tmp_path):
+    """variants.tsv: the header the issue names and a line per row with its q-value (BH over every allele × motif
+    test); variants.vcf: the input's lines, the INFO header once, MOTIFGRID on exactly the records with a call."""
+    from pipeline.scan.qvalues import bh_qvalues
+    from pipeline.variants import VariantsSettings, read_variants, run_variants
+
+    fasta, seqs = genome
+    vcf = tmp_path / "v.vcf"
+    _write_vcf(vcf, _alleles(seqs, seed=2))
+    out = tmp_path / "out"
+    s = run_variants(str(vcf), str(fasta), MOTIFS, str(out), client, VariantsSettings(pvalue=PVALUE))
+    t = read_variants(str(out)).to_pylist()
+    lines = (out / "variants.tsv").read_text().splitlines()
+    assert lines[0].split("\t") == ["chrom", "pos", "id", "ref", "alt", "motif_id", "motif_name", "ref_score",
+                                    "alt_score", "score_diff", "ref_pvalue", "alt_pvalue", "log10_ratio", "call",
+                                    "ref_start", "ref_strand", "alt_start", "alt_strand", "qvalue"]
+    assert len(lines) == len(t) + 1
+    p = np.array([min(r["ref_pvalue"], r["alt_pvalue"]) for r in t])
+    order = np.argsort(p, kind="stable")
+    values, counts = np.unique(p, return_counts=True)
+    q = bh_qvalues(values, counts, s["tests"])[np.searchsorted(values, p)]
+    assert np.allclose([r["qvalue"] for r in t], q, rtol=1e-12) and order.size
+    src = vcf.read_text().splitlines()
+    ann = (out / "variants.vcf").read_text().splitlines()
+    assert sum(x.startswith("##INFO=<ID=MOTIFGRID") for x in ann) == 1 and len(ann) == len(src) + 1
+    called = {r["vcf_line"] for r in t}
+    body = [x for x in ann if not x.startswith("#")]
+    src_body = [(n, x) for n, x in enumerate(src, 1) if not x.startswith("#")]
+    for (n, before), after in zip(src_body, body):
+        assert ("MOTIFGRID=" in after) == (n in called)
+        assert after.split("\t")[:7] == before.split("\t")[:7]
+
+
+def test_the_command_refuses_a_finished_folder_and_overwrites_it(genome, tmp_path):
+    """``motifgrid variants`` through the console entry: one line for a finished folder, --overwrite replaces it
+    (variants.tsv and variants.vcf are the dataset's own files)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, subprocess_env
+
+    fasta, seqs = genome
+    vcf = tmp_path / "v.vcf"
+    _write_vcf(vcf, _alleles(seqs, seed=4)[:30])
+    args = [sys.executable, "-m", "pipeline.cli", "variants", str(vcf), "--genome", str(fasta), "--motifs", MOTIFS,
+            "--out", str(tmp_path / "out"), "--device", "cpu", "--no-progress", "--pvalue", "1e-3"]
+
+    def run(*extra):
+        return subprocess.run(args + list(extra), capture_output=True, text=True, env=subprocess_env(), cwd=ROOT)
+
+    first = run()
+    assert first.returncode == 0 and "rows (gain" in first.stderr, first.stderr
+    again = run()
+    assert again.returncode == 2 and again.stderr.strip().splitlines()[-1].endswith(
+        "holds a finished variants run; pass --overwrite to replace it with a new one, or choose another output")
+    over = run("--overwrite")
+    assert over.returncode == 0, over.stderr
+    assert (tmp_path / "out" / "variants.tsv").read_text().count("\n") > 1
