@@ -77,8 +77,8 @@ def _candidates(ctx: VariantsContext, cx, n: int, by: np.ndarray):
 
     if ctx.report_all:
         return np.nonzero(np.ones((n, by.shape[0]), bool))
-    reach = reaching(cx.codes, cx.starts, cx.e0, cx.e1, ctx.rows)            # (2n, R)
-    return np.nonzero(reach[:n][:, by].any(axis=2) | reach[n:][:, by].any(axis=2))
+    reach = reaching(cx.codes, cx.starts, cx.e0, cx.e1, ctx.rows)            # (n, R): either allele
+    return np.nonzero(reach[:, by].any(axis=2))
 
 
 def motif_rows(row_motif: np.ndarray, row_strand: np.ndarray, n_motifs: int) -> np.ndarray:
