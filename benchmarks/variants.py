@@ -59,23 +59,28 @@ def write_vcf(path: Path, variants: list) -> None:
         f.writelines(f"{c}\t{p}\tv{i}\t{r}\t{a}\t.\t.\t.\n" for i, (c, p, r, a) in enumerate(variants))
 
 
-def run_motifgrid(vcf: Path, store: Path, motifs: str, pvalue: float, workers: int, work: Path, env: dict) -> dict:
-    from cpu_scan import PeakRSS
+def run_motifgrid(vcf: Path, store: Path, motifs: str, pvalue: float, workers, device: str, work: Path,
+                  env: dict) -> dict:
+    try:
+        from cpu_scan import PeakRSS
+    except ImportError:                 # (no psutil: the GPU machine)
+        PeakRSS = None
+    import contextlib
 
     res = {}
     for label in ("cold", "warm"):
         out = work / f"out-{label}"
         cmd = [sys.executable, "-m", "pipeline.cli", "variants", str(vcf), "--genome", str(store), "--motifs", motifs,
-               "--out", str(out), "--pvalue", str(pvalue), "--device", "cpu", "--workers", str(workers),
-               "--no-progress"]
-        with PeakRSS() as rss:
+               "--out", str(out), "--pvalue", str(pvalue), "--device", device, "--no-progress"]
+        cmd += ["--workers", str(workers)] if workers else []
+        with PeakRSS() if PeakRSS else contextlib.nullcontext() as rss:
             t0 = time.perf_counter()
             r = subprocess.run(cmd, env=env, capture_output=True, text=True)
             secs = time.perf_counter() - t0
         if r.returncode:
             raise SystemExit(r.stderr)
         s = json.loads((out / "_summary.json").read_text())
-        res[label] = {"seconds": secs, "peak_rss_mb": rss.peak / 2**20, "rows": s["rows"], "calls": s["calls"],
+        res[label] = {"seconds": secs, "peak_rss_mb": rss.peak / 2**20 if rss else float("nan"), "rows": s["rows"], "calls": s["calls"],
                       "tests": s["tests"], "steps": s["seconds_steps"], "exact_pvalues": s["exact_pvalues"]}
     return res
 
@@ -119,7 +124,8 @@ def main() -> None:
     ap.add_argument("--motifs", default=str(SHARED / "motifs" / "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"))
     ap.add_argument("--variants", type=int, default=1_000_000)
     ap.add_argument("--pvalue", type=float, default=1e-4)
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--workers", type=int, help="local cluster workers (default: one per core, or every GPU)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--peers", default="moods")
     ap.add_argument("--out", help="work folder (default: a temporary one)")
     ap.add_argument("--keep", action="store_true")
@@ -140,7 +146,7 @@ def main() -> None:
     if not store.exists():
         subprocess.run([sys.executable, "-m", "pipeline.cli", "ingest", a.genome, str(store)], check=True, env=env,
                        capture_output=True)
-    res = {"motifgrid": run_motifgrid(vcf, store, a.motifs, a.pvalue, a.workers, work, env)}
+    res = {"motifgrid": run_motifgrid(vcf, store, a.motifs, a.pvalue, a.workers, a.device, work, env)}
     print(json.dumps({"tool": "motifgrid", **res["motifgrid"]}))
     if "moods" in a.peers.split(","):
         res["moods"] = run_moods(variants, seq, a.motifs, a.pvalue, work)
@@ -148,7 +154,7 @@ def main() -> None:
     m = res["motifgrid"]["warm"]
     peer = res.get("moods")
     print(f"\n| motifgrid variants | {len(variants):,} variants on {Path(a.genome).name} × {Path(a.motifs).name}, "
-          f"p={a.pvalue:g}, {a.workers} workers | {m['seconds']:.1f} s warm ({res['motifgrid']['cold']['seconds']:.1f} "
+          f"p={a.pvalue:g}, {a.device} ({a.workers or 'all'} workers) | {m['seconds']:.1f} s warm ({res['motifgrid']['cold']['seconds']:.1f} "
           f"s cold), {m['peak_rss_mb']:.0f} MB, {m['rows']:,} rows | "
           + (f"MOODS DIY {peer['seconds']:.1f} s (FASTA {peer['seconds_fasta']:.1f} s, scan {peer['seconds_scan']:.1f}"
              f" s) → {peer['seconds'] / m['seconds']:.2f}×" if peer else "-") + " |")

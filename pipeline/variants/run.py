@@ -143,7 +143,7 @@ def execute_variants(job: VariantsJob, client, device: str = "cpu", progress: bo
             row_strand=row_strand, alpha=alpha,
             pvalues=PvalueTable.from_thresholds(at_table), background=mset.background, motif_ids=mset.ids,
             motif_names=mset.names, flank=mset.max_length - 1, report_all=st.report_all,
-            metadata={"motifgrid.version": __version__, "motifgrid.command": command})
+            metadata={"motifgrid.version": __version__, "motifgrid.command": command}, device=device)
         t_tasks = time.perf_counter()
         todo = [c for c in job.staged.chunks if c[0] not in job.done]
         run = TaskRun(client, variants_task, ctx, todo, name="variants", key=lambda c, r: c)

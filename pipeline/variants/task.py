@@ -40,6 +40,7 @@ class VariantsContext:
     flank: int              # the longest motif's length - 1
     report_all: bool
     metadata: dict
+    device: str = "cpu"
 
 
 def variants_task(ctx: VariantsContext, chunk: str, record: str) -> dict:
@@ -77,7 +78,7 @@ def _candidates(ctx: VariantsContext, cx, n: int, by: np.ndarray):
 
     if ctx.report_all:
         return np.nonzero(np.ones((n, by.shape[0]), bool))
-    reach = reaching(cx.codes, cx.starts, cx.e0, cx.e1, ctx.rows)            # (n, R): either allele
+    reach = reaching(cx.codes, cx.starts, cx.e0, cx.e1, ctx.rows, ctx.device)   # (n, R): either allele
     return np.nonzero(reach[:, by].any(axis=2))
 
 
@@ -132,7 +133,8 @@ def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
     a_idx, m_idx = _candidates(ctx, cx, n, by)
     rows = by[m_idx]                                                          # (k, 2)
     contexts_ = np.concatenate([a_idx, a_idx, n + a_idx, n + a_idx])         # ref +, ref -, alt +, alt -
-    best, where = best_of(cx.codes, cx.starts, cx.e0, cx.e1, ctx.rows, contexts_, np.tile(rows.T.ravel(), 2))
+    best, where = best_of(cx.codes, cx.starts, cx.e0, cx.e1, ctx.rows, contexts_, np.tile(rows.T.ravel(), 2),
+                          ctx.device)
     k = a_idx.size
     s_ref, s_alt = best[:2 * k].reshape(2, k).T, best[2 * k:].reshape(2, k).T
     w_ref, w_alt = where[:2 * k].reshape(2, k).T, where[2 * k:].reshape(2, k).T

@@ -290,3 +290,52 @@ def test_the_command_refuses_a_finished_folder_and_overwrites_it(genome, tmp_pat
     over = run("--overwrite")
     assert over.returncode == 0, over.stderr
     assert (tmp_path / "out" / "variants.tsv").read_text().count("\n") > 1
+
+
+@pytest.mark.gpu
+def test_gpu_kernels_equal_the_cpu_ones(genome):
+    """The filter's marks and the exact best windows (scores to the bit, starts) of every (context, row) pair, on
+    alleles of every kind."""
+    from pipeline.scan.motif_set import MotifSet
+    from pipeline.variants.alleles import contexts
+    from workers.distribution import pvalue_to_score
+    from workers.variants import Rows, best_of, reaching
+
+    _, seqs = genome
+    recs = [r for r in _alleles(seqs, seed=9) if r[0] == "r1"]
+    pos = [p for _, p, _, alts in recs for _ in alts]
+    ref = [r for _, _, r, alts in recs for _ in alts]
+    alt = [a for _, _, _, alts in recs for a in alts]
+    mset = MotifSet.load(MOTIFS, BG, 0.1)
+    pwms, _, _ = mset.rows()
+    rows = Rows(pwms, np.array([pvalue_to_score(w, BG, 1e-3).threshold for w in pwms]))
+    g = np.frombuffer(seqs["r1"].encode(), np.uint8)
+    code = np.full(256, 4, np.uint8)
+    code[list(b"ACGT")] = range(4)
+    cx = contexts(code[g], 0, len(g), pos, ref, alt, mset.max_length - 1)
+    assert (reaching(cx.codes, cx.starts, cx.e0, cx.e1, rows, "gpu")
+            == reaching(cx.codes, cx.starts, cx.e0, cx.e1, rows, "cpu")).all()
+    n, R = 2 * len(pos), len(pwms)
+    ctx, row = np.repeat(np.arange(n), R), np.tile(np.arange(R), n)
+    for a, b in zip(best_of(cx.codes, cx.starts, cx.e0, cx.e1, rows, ctx, row, "gpu"),
+                    best_of(cx.codes, cx.starts, cx.e0, cx.e1, rows, ctx, row, "cpu")):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.gpu
+def test_gpu_run_equals_cpu_run(genome, tmp_path):
+    """The same VCF on a GPU worker and on CPU workers: identical rows."""
+    from pipeline.engine.cluster import get_client
+    from pipeline.variants import VariantsSettings, read_variants, run_variants
+
+    fasta, seqs = genome
+    vcf = tmp_path / "v.vcf"
+    _write_vcf(vcf, _alleles(seqs, seed=13))
+    out = {}
+    for device in ("cpu", "gpu"):
+        with get_client(device=device, quiet=True) as (c, dev):
+            assert dev == device
+            run_variants(str(vcf), str(fasta), MOTIFS, str(tmp_path / device), c, VariantsSettings(pvalue=PVALUE),
+                         device=dev)
+        out[device] = read_variants(str(tmp_path / device))
+    assert out["gpu"].num_rows > 50 and out["gpu"].equals(out["cpu"])

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from workers.backend import resolve_device
+
 MARGIN = 1e-3           # the filter sums float32 in another order than the exact float64 sums: it keeps what is this
                         # close (a sum of <= 64 columns of |score| < 100 errs by < 4e-4 in float32)
 
@@ -134,7 +136,7 @@ def _contig(codes, starts, e0, e1):
             np.ascontiguousarray(e0, np.int64), np.ascontiguousarray(e1, np.int64))
 
 
-def reaching(codes, starts, e0, e1, rows: Rows) -> np.ndarray:
+def reaching(codes, starts, e0, e1, rows: Rows, device: str = "cpu") -> np.ndarray:
     """``(n, n_rows)`` bool for the ``n`` alleles whose ref contexts are ``0..n-1`` and alt contexts ``n..2n-1``: a
     covering window of the row on either allele may reach its threshold (every pair where one does is marked; a few
     within ``MARGIN`` below it may be too).  An SNV's two alleles are tested in one pass over its ref context."""
@@ -145,15 +147,23 @@ def reaching(codes, starts, e0, e1, rows: Rows) -> np.ndarray:
     one &= (codes[at_ref] < 4) & (codes[at_alt] < 4)
     merged = codes.copy()
     merged[at_ref[one]] = PAIR_CODE[codes[at_ref[one]], codes[at_alt[one]]]
+    if resolve_device(device) == "gpu":
+        from workers.variants.gpu import reaching_gpu  # noqa: PLC0415
+
+        return reaching_gpu(merged, starts, e0, e1, one, rows, MARGIN)
     out = np.zeros((n, rows.lengths.size), np.bool_)
     alpha = np.where(np.isfinite(rows.alpha), rows.alpha, np.inf).astype(np.float32)
     _reaching(merged, starts, e0, e1, one, rows.stack32, rows.lengths, rows.order, rows.rest32, alpha, out)
     return out
 
 
-def best_of(codes, starts, e0, e1, rows: Rows, ctx: np.ndarray, row: np.ndarray):
+def best_of(codes, starts, e0, e1, rows: Rows, ctx: np.ndarray, row: np.ndarray, device: str = "cpu"):
     """``(score, start)`` of the best covering window of each (context ``ctx[i]``, row ``row[i]``) pair (``-inf`` and
     ``-1`` where none is scored: an edit beside a record's end, or Ns)."""
+    if resolve_device(device) == "gpu":
+        from workers.variants.gpu import best_of_gpu  # noqa: PLC0415
+
+        return best_of_gpu(codes, starts, e0, e1, rows, ctx, row)
     best = np.empty(ctx.size, np.float64)
     where = np.empty(ctx.size, np.int64)
     _best_of(*_contig(codes, starts, e0, e1), rows.stack, rows.lengths, np.ascontiguousarray(ctx, np.int64),
@@ -161,10 +171,10 @@ def best_of(codes, starts, e0, e1, rows: Rows, ctx: np.ndarray, row: np.ndarray)
     return best, where
 
 
-def best_windows(codes, starts, e0, e1, pwms: list):
+def best_windows(codes, starts, e0, e1, pwms: list, device: str = "cpu"):
     """``(score, start)``, each ``(n_contexts, n_rows)``: every row's best covering window on every context."""
     rows = Rows(pwms)
     n, R = starts.size - 1, len(pwms)
     ctx, row = np.repeat(np.arange(n), R), np.tile(np.arange(R), n)
-    best, where = best_of(codes, starts, e0, e1, rows, ctx, row)
+    best, where = best_of(codes, starts, e0, e1, rows, ctx, row, device)
     return best.reshape(n, R), where.reshape(n, R)
