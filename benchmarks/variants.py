@@ -135,7 +135,8 @@ def main() -> None:
 
     work = Path(a.out or tempfile.mkdtemp(prefix="motifgrid-variants-"))
     work.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR=str(work / "cache"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]),
+               DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR=str(work / "cache"))
     with gzip.open(a.genome, "rt") if a.genome.endswith(".gz") else open(a.genome) as f:
         name = f.readline()[1:].split()[0]
         seq = "".join(line.strip() for line in f).upper()

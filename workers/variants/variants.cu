@@ -1,13 +1,13 @@
 // Variant effects on the GPU: the twins of workers/variants/score.py's numba kernels (same sums, same order).
-#include <cstdint>
+// (NVRTC: no standard headers; long long and unsigned char as the other kernels of the project)
 
 #define NCODES 11   // A C G T, N, the six pairs of an SNV's two bases
 
 // One thread per (allele, row): blockIdx.y the row, its matrix in shared memory; threads along the alleles.
-extern "C" __global__ void var_reaching(const uint8_t* codes, const int64_t* starts, const int64_t* e0,
-                                        const int64_t* e1, const uint8_t* snv, int n, const float* pwms,
+extern "C" __global__ void var_reaching(const unsigned char* codes, const long long* starts, const long long* e0,
+                                        const long long* e1, const unsigned char* snv, int n, const float* pwms,
                                         const int* lengths, const int* order, const float* rest,
-                                        const float* alpha, int width, float margin, uint8_t* out, int n_rows) {
+                                        const float* alpha, int width, float margin, unsigned char* out, int n_rows) {
     extern __shared__ float sh[];
     float* w = sh;                               // width * NCODES
     float* rs = sh + width * NCODES;             // width
@@ -26,14 +26,14 @@ extern "C" __global__ void var_reaching(const uint8_t* codes, const int64_t* sta
     bool hit = false;
     for (int side = 0; side < 2 && !hit; ++side) {
         if (side == 1 && snv[i]) break;         // an SNV: both alleles were tested in the ref context's pass
-        const int64_t a = i + (int64_t)side * n;
-        const int64_t lo = starts[a], size = starts[a + 1] - lo;
-        int64_t s0 = e0[a] - m + 1;
+        const long long a = i + (long long)side * n;
+        const long long lo = starts[a], size = starts[a + 1] - lo;
+        long long s0 = e0[a] - m + 1;
         if (s0 < 0) s0 = 0;
-        int64_t s1 = e1[a] - 1;
+        long long s1 = e1[a] - 1;
         if (s1 > size - m) s1 = size - m;
-        for (int64_t s = s0; s <= s1 && !hit; ++s) {
-            const uint8_t* c = codes + lo + s;
+        for (long long s = s0; s <= s1 && !hit; ++s) {
+            const unsigned char* c = codes + lo + s;
             float acc = 0.0f;
             bool ok = true;
             for (int jj = 0; jj < m; ++jj) {
@@ -48,26 +48,26 @@ extern "C" __global__ void var_reaching(const uint8_t* codes, const int64_t* sta
 }
 
 // One thread per (context, row) pair: the best covering window, float64 in column order (-inf / -1 for none).
-extern "C" __global__ void var_best(const uint8_t* codes, const int64_t* starts, const int64_t* e0, const int64_t* e1,
-                                    const double* pwms, const int* lengths, int width, const int64_t* ctx,
-                                    const int64_t* rows, int64_t k, double* best, int64_t* where) {
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+extern "C" __global__ void var_best(const unsigned char* codes, const long long* starts, const long long* e0, const long long* e1,
+                                    const double* pwms, const int* lengths, int width, const long long* ctx,
+                                    const long long* rows, long long k, double* best, long long* where) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= k) return;
-    const int64_t a = ctx[t], r = rows[t];
+    const long long a = ctx[t], r = rows[t];
     const int m = lengths[r];
     const double* w = pwms + (size_t)r * width * 4;
-    const int64_t lo = starts[a], size = starts[a + 1] - lo;
-    int64_t s0 = e0[a] - m + 1;
+    const long long lo = starts[a], size = starts[a + 1] - lo;
+    long long s0 = e0[a] - m + 1;
     if (s0 < 0) s0 = 0;
-    int64_t s1 = e1[a] - 1;
+    long long s1 = e1[a] - 1;
     if (s1 > size - m) s1 = size - m;
-    double top = -INFINITY;
-    int64_t at = -1;
-    for (int64_t s = s0; s <= s1; ++s) {
+    double top = __longlong_as_double(0xfff0000000000000LL);
+    long long at = -1;
+    for (long long s = s0; s <= s1; ++s) {
         double acc = 0.0;
         for (int j = 0; j < m; ++j) {
-            const uint8_t c = codes[lo + s + j];
-            if (c > 3) { acc = -INFINITY; break; }
+            const unsigned char c = codes[lo + s + j];
+            if (c > 3) { acc = __longlong_as_double(0xfff0000000000000LL); break; }
             acc += w[j * 4 + c];
         }
         if (acc > top) { top = acc; at = s; }
