@@ -55,27 +55,47 @@ def read_variants(out: str, columns=None) -> pa.Table:
     return t.select(columns) if columns else t
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "."
-    if isinstance(v, float):
-        return "." if v != v else f"{v:.6g}"
-    return str(v)
+def rounded(x: np.ndarray, digits: int = 6) -> np.ndarray:
+    """``x`` to ``digits`` significant digits, as the double nearest that decimal (an integer divided by an exact
+    power of ten), so that its shortest text is the decimal; values whose power is beyond 10^22 are left as they are."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        k = (digits - 1 - np.floor(np.log10(np.abs(x)))).astype(np.float64)
+        ok = np.isfinite(x) & (x != 0) & (np.abs(k) <= 22)
+        k = np.where(ok, k, 0.0)
+        scale = 10.0 ** np.abs(k)
+        up = np.where(k >= 0, np.round(x * scale) / scale, np.round(x / scale) * scale)
+    return np.where(ok, up, x)
+
+
+def _text(column: pa.Array) -> pa.Array:
+    """A column as TSV text: numbers to 6 significant digits in Arrow's own formatting (the shortest text that reads
+    back as the same value), ``.`` for a missing value or NaN."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    if pa.types.is_floating(column.type):
+        x = rounded(arrow.to_numpy(column.fill_null(np.nan)))
+        column = pa.array(x, mask=np.isnan(x))
+    return pc.fill_null(column.cast(pa.string()), ".")
 
 
 def write_tsv(out: str, sp, sq) -> int:
-    """``variants.tsv``: a header line, then every row (file order) with its q-value; the rows written."""
+    """``variants.tsv``: a header line, then every row (file order) with its q-value; the rows written.  Formatted
+    column by column by Arrow and written by its CSV writer (a Python line per row took 12 µs: 22 s of a GPU run's
+    1.8 M rows)."""
+    import pyarrow.csv as csv  # noqa: PLC0415
+
     cols = [c for c in COLUMNS if c != "vcf_line"] + ["qvalue"]
     n = 0
     _, files = _parts(out)
-    with storage.open_output(storage.join(out, "variants.tsv"), "w") as f:
-        f.write("\t".join(cols) + "\n")
+    options = csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
+    with storage.open_output(storage.join(out, "variants.tsv"), "wb") as f:
+        f.write(("\t".join(cols) + "\n").encode())
         for path in files:
             t = storage.read_parquet(path)
             p = np.minimum(arrow.to_numpy(t.column("ref_pvalue")), arrow.to_numpy(t.column("alt_pvalue")))
-            q = _qvalues(p, sp, sq).tolist()
-            values = [t.column(c).to_pylist() for c in cols[:-1]] + [q]
-            f.writelines("\t".join(_fmt(v) for v in row) + "\n" for row in zip(*values))
+            t = t.append_column("qvalue", pa.array(_qvalues(p, sp, sq)))
+            csv.write_csv(pa.table({c: _text(t.column(c).combine_chunks()) for c in cols}), f, options)
             n += t.num_rows
     return n
 
@@ -85,11 +105,13 @@ def write_vcf(out: str, vcf: str) -> int:
     annotated."""
     _, files = _parts(out)
     notes: dict = {}
+    clean: dict = {}
     for path in files:
         t = storage.read_parquet(path, columns=["vcf_line", "motif_id", "call", "log10_ratio", "alt"])
         for line, motif, call, ratio, alt in zip(*(t.column(c).to_pylist() for c in t.column_names)):
             if call != "none":
-                notes.setdefault(line, []).append(f"{_clean(motif)}|{call}|{ratio:.3g}|{alt}")
+                name = clean.get(motif) or clean.setdefault(motif, _clean(motif))
+                notes.setdefault(line, []).append(f"{name}|{call}|{ratio:.3g}|{alt}")
     n = 0
     with open_text(vcf) as src, storage.open_output(storage.join(out, "variants.vcf"), "w") as dst:
         for i, text in enumerate(src, 1):
@@ -121,10 +143,12 @@ def finish(job, ctx, seconds: dict, device: str) -> dict:
                           storage.join(job.out, "_qvalues.parquet"))
     rows = write_tsv(job.out, sp, sq)
     annotated = write_vcf(job.out, job.vcf)
+    import pyarrow.compute as pc  # noqa: PLC0415
+
     calls = dict.fromkeys(CALLS, 0)
     for path in _parts(job.out)[1]:
-        for c in storage.read_parquet(path, columns=["call"]).column("call").to_pylist():
-            calls[c] += 1
+        for vc in pc.value_counts(storage.read_parquet(path, columns=["call"]).column("call")).to_pylist():
+            calls[vc["values"]] += vc["counts"]
     st = job.staged
     summary = {"alleles": st.alleles, "motifs": len(ctx.motif_ids), "tests": tests, "rows": rows, "calls": calls,
                "vcf_records_annotated": annotated, "pvalue": job.settings.pvalue, "device": device,
