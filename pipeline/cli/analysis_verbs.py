@@ -220,8 +220,7 @@ def cmd_variants(a) -> int:
     kw = client_kwargs(a)
     st = VariantsSettings(pvalue=a.pvalue, background=a.background or "uniform", pseudocount=a.pseudocount,
                           select=a.motif_select, motif_format=a.motif_format, report_all=a.report == "all",
-                          max_ref_mismatch=a.max_ref_mismatch,
-                          chunk=int(dask.config.get("motifgrid.variants.chunk")))
+                          max_ref_mismatch=a.max_ref_mismatch)
     job = plan_variants(a.vcf, a.genome, a.motifs, a.out, st, resume=a.resume, overwrite=a.overwrite,
                         warn=lambda line: console.print(f"motifgrid variants: warning: {line}", markup=False,
                                                         highlight=False, soft_wrap=True))

@@ -85,6 +85,18 @@ def _motif_args(p: argparse.ArgumentParser) -> None:
                         "else its content)")
 
 
+def _motif_db_args(p: argparse.ArgumentParser) -> None:
+    """The motif database of a command whose positional argument is its sequences (enrich, variants): ``--motifs``,
+    a selection, the file's format."""
+    from pipeline.motifs import FORMATS  # noqa: PLC0415
+
+    p.add_argument("--motifs", required=True, metavar="DB", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or "
+                   "a JASPAR release (JASPAR2024, JASPAR2024:CORE:vertebrates, ...)")
+    p.add_argument("--motif", action="append", metavar="ID_OR_NAME", dest="motif_select",
+                   help="only this motif of DB, by id or name; repeat for more (default: every motif)")
+    p.add_argument("--motif-format", choices=FORMATS, metavar="FORMAT", help="format of the motif file")
+
+
 def _dataset_args(p: argparse.ArgumentParser, kind: str, metavar: str) -> None:
     """--resume / --overwrite of a command that writes a dataset folder."""
     g = p.add_mutually_exclusive_group()
@@ -244,15 +256,9 @@ def _args_compare(s: argparse.ArgumentParser, cfg: dict) -> None:
 
 def _args_enrich(s: argparse.ArgumentParser, cfg: dict) -> None:
     """Arguments of ``motifgrid enrich``."""
-    from pipeline.motifs import FORMATS  # noqa: PLC0415
-
     s.add_argument("sequences", metavar="SEQUENCES", help="the targets: a FASTA (peaks, promoters), or a BED of "
                    "regions of --genome")
-    s.add_argument("--motifs", required=True, metavar="DB", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or "
-                   "a JASPAR release (JASPAR2024, JASPAR2024:CORE:vertebrates, ...)")
-    s.add_argument("--motif", action="append", metavar="ID_OR_NAME", dest="motif_select",
-                   help="only this motif of DB, by id or name; repeat for more (default: every motif)")
-    s.add_argument("--motif-format", choices=FORMATS, metavar="FORMAT", help="format of the motif file")
+    _motif_db_args(s)
     s.add_argument("--out", required=True, metavar="DIR", help="output folder (enrichment.tsv/.parquet, "
                    "enrichment_clusters.tsv, sites.parquet, control.fa|.bed, enrichment.png/.html)")
     s.add_argument("--control", default="shuffled", metavar="shuffled|genomic|FASTA|BED",
@@ -284,17 +290,11 @@ def _args_enrich(s: argparse.ArgumentParser, cfg: dict) -> None:
 
 def _args_variants(s: argparse.ArgumentParser, cfg: dict) -> None:
     """Arguments of ``motifgrid variants``."""
-    from pipeline.motifs import FORMATS  # noqa: PLC0415
-
     s.add_argument("vcf", metavar="VCF", help="variants: a VCF, plain or bgzipped (SNVs, MNVs, indels; multi-allelic "
                    "records split per ALT; symbolic and breakend ALTs skipped with a count)")
     s.add_argument("--genome", required=True, metavar="STORE|FASTA", help="the genome the VCF is on: a genome store "
                    "(motifgrid ingest) or a FASTA (ingested into DIR/_genome.zarr); REF is checked against it")
-    s.add_argument("--motifs", required=True, metavar="DB", help="motif file (JASPAR, MEME, TRANSFAC, HOMER, PFM) or "
-                   "a JASPAR release (JASPAR2024, JASPAR2024:CORE:vertebrates, ...)")
-    s.add_argument("--motif", action="append", metavar="ID_OR_NAME", dest="motif_select",
-                   help="only this motif of DB, by id or name; repeat for more (default: every motif)")
-    s.add_argument("--motif-format", choices=FORMATS, metavar="FORMAT", help="format of the motif file")
+    _motif_db_args(s)
     s.add_argument("--out", required=True, metavar="DIR", help="output folder (variants.tsv, variants.vcf, Parquet "
                    "rows in chrom/<record>/, _qvalues.parquet, _summary.json)")
     s.add_argument("--pvalue", type=_pvalue, default=cfg["scan"]["pvalue"],

@@ -368,8 +368,8 @@ def _variants(path: str, top: int) -> dict:
                        "report": "all" if run.get("report_all") else "sites", "device": (done or {}).get("device")},
         "command": _provenance(path).get("motifgrid.command"),
         "progress": {"unit": "chunks", "done": len(entries), "total": len(staged.get("chunks", [])) or None},
-        "totals": ({"alleles": done["alleles"], "rows": done["rows"], **{f"{k}": v for k, v in done["calls"].items()
-                                                                         if k != "none" or v}}
+        "totals": ({"alleles": done["alleles"], "rows": done["rows"], **{k: v for k, v in done["calls"].items()
+                                                                       if k != "none" or v}}
                    if done else {"alleles scored": sum(e["alleles"] for e in entries),
                                  "rows": sum(e["rows"] for e in entries)}),
         "seconds": (done or {}).get("seconds"),

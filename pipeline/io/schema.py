@@ -208,3 +208,18 @@ TEST_SUMMARY_SCHEMA = pa.schema([
     pa.field("matches_minus", pa.int64()),     # 0 unless the reverse complement was compared
     pa.field("matches", pa.int64()),
 ])
+
+
+#: motifgrid variants: the VCF's alleles as staged (``DIR/_alleles/part-<chunk>.parquet``), one per (record, ALT)
+ALLELES_SCHEMA = pa.schema([("line", pa.int64()), ("chrom", pa.string()), ("pos", pa.int64()), ("id", pa.string()),
+                            ("ref", pa.string()), ("alt", pa.string())])
+
+#: motifgrid variants: its rows (``DIR/chrom/<record>/part-<chunk>.parquet``; ``variants.tsv``: these but ``vcf_line``,
+#: then ``qvalue``); docs/formats.md, "Variants folder"
+VARIANTS_SCHEMA = pa.schema([("chrom", pa.string()), ("pos", pa.int64()), ("id", pa.string()), ("ref", pa.string()),
+                             ("alt", pa.string()), ("motif_id", pa.string()), ("motif_name", pa.string()),
+                             ("ref_score", pa.float64()), ("alt_score", pa.float64()), ("score_diff", pa.float64()),
+                             ("ref_pvalue", pa.float64()), ("alt_pvalue", pa.float64()),
+                             ("log10_ratio", pa.float64()), ("call", pa.string()), ("ref_start", pa.int64()),
+                             ("ref_strand", pa.string()), ("alt_start", pa.int64()), ("alt_strand", pa.string()),
+                             ("vcf_line", pa.int64())])

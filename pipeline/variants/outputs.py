@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from pipeline.engine.dataset import iter_manifest
 from pipeline.io import arrow, storage
+from pipeline.io.schema import VARIANTS_SCHEMA
 from pipeline.variants.task import CALLS, COLUMNS
 from pipeline.variants.vcf import open_text
 
@@ -24,11 +25,11 @@ def _parts(out: str):
     return entries, [storage.join(out, f) for e in entries for f in e["files"]]
 
 
-def qvalue_steps(out: str, tests: int):
-    """``(p, q)`` ascending: the q-value of a row of smaller p-value ``x`` is ``q[searchsorted(p, x)]``."""
+def qvalue_steps(files: list, tests: int):
+    """``(p, q)`` ascending over the rows of ``files``: the q-value of a row of smaller p-value ``x`` is
+    ``q[searchsorted(p, x)]``."""
     from pipeline.scan.qvalues import steps  # noqa: PLC0415
 
-    _, files = _parts(out)
     ps = [np.minimum(arrow.to_numpy(t.column("ref_pvalue")), arrow.to_numpy(t.column("alt_pvalue")))
           for t in (storage.read_parquet(f, columns=["ref_pvalue", "alt_pvalue"]) for f in files)]
     p = np.concatenate(ps) if ps else np.zeros(0)
@@ -48,10 +49,9 @@ def read_variants(out: str, columns=None) -> pa.Table:
     sp, sq = arrow.to_numpy(q.column("pvalue")), arrow.to_numpy(q.column("qvalue"))
     _, files = _parts(out)
     tables = [storage.read_parquet(f) for f in files]
-    t = pa.concat_tables(tables) if tables else pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
-    if t.num_rows:
-        p = np.minimum(arrow.to_numpy(t.column("ref_pvalue")), arrow.to_numpy(t.column("alt_pvalue")))
-        t = t.append_column("qvalue", pa.array(_qvalues(p, sp, sq)))
+    t = pa.concat_tables(tables) if tables else VARIANTS_SCHEMA.empty_table()
+    p = np.minimum(arrow.to_numpy(t.column("ref_pvalue")), arrow.to_numpy(t.column("alt_pvalue")))
+    t = t.append_column("qvalue", pa.array(_qvalues(p, sp, sq), pa.float64()))
     return t.select(columns) if columns else t
 
 
@@ -79,7 +79,7 @@ def _text(column: pa.Array) -> pa.Array:
     return pc.fill_null(column.cast(pa.string()), ".")
 
 
-def write_tsv(out: str, sp, sq) -> int:
+def write_tsv(out: str, files: list, sp, sq) -> int:
     """``variants.tsv``: a header line, then every row (file order) with its q-value; the rows written.  Formatted
     column by column by Arrow and written by its CSV writer (a Python line per row took 12 µs: 22 s of a GPU run's
     1.8 M rows)."""
@@ -87,7 +87,6 @@ def write_tsv(out: str, sp, sq) -> int:
 
     cols = [c for c in COLUMNS if c != "vcf_line"] + ["qvalue"]
     n = 0
-    _, files = _parts(out)
     options = csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
     with storage.open_output(storage.join(out, "variants.tsv"), "wb") as f:
         f.write(("\t".join(cols) + "\n").encode())
@@ -100,10 +99,9 @@ def write_tsv(out: str, sp, sq) -> int:
     return n
 
 
-def write_vcf(out: str, vcf: str) -> int:
-    """``variants.vcf``: the input with the MOTIFGRID INFO field on the records a motif's call concerns; records
-    annotated."""
-    _, files = _parts(out)
+def write_vcf(out: str, files: list, vcf: str) -> int:
+    """``variants.vcf``: the input with the MOTIFGRID INFO field on the records a motif's call concerns (the rows of
+    ``files``); records annotated."""
     notes: dict = {}
     clean: dict = {}
     for path in files:
@@ -136,19 +134,14 @@ def _clean(name: str) -> str:
 def finish(job, ctx, seconds: dict, device: str) -> dict:
     """q-values, ``variants.tsv``, ``variants.vcf`` and ``_summary.json`` (written last); the summary."""
     t0 = time.perf_counter()
-    entries, _ = _parts(job.out)
+    entries, files = _parts(job.out)
     tests = sum(e["tests"] for e in entries)
-    sp, sq = qvalue_steps(job.out, tests)
+    sp, sq = qvalue_steps(files, tests)
     storage.write_parquet(pa.table({"pvalue": pa.array(sp, pa.float64()), "qvalue": pa.array(sq, pa.float64())}),
                           storage.join(job.out, "_qvalues.parquet"))
-    rows = write_tsv(job.out, sp, sq)
-    annotated = write_vcf(job.out, job.vcf)
-    import pyarrow.compute as pc  # noqa: PLC0415
-
-    calls = dict.fromkeys(CALLS, 0)
-    for path in _parts(job.out)[1]:
-        for vc in pc.value_counts(storage.read_parquet(path, columns=["call"]).column("call")).to_pylist():
-            calls[vc["values"]] += vc["counts"]
+    rows = write_tsv(job.out, files, sp, sq)
+    annotated = write_vcf(job.out, files, job.vcf)
+    calls = {c: sum(e["calls"][c] for e in entries) for c in CALLS}
     st = job.staged
     summary = {"alleles": st.alleles, "motifs": len(ctx.motif_ids), "tests": tests, "rows": rows, "calls": calls,
                "vcf_records_annotated": annotated, "pvalue": job.settings.pvalue, "device": device,

@@ -21,7 +21,7 @@ import os
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -33,6 +33,12 @@ from pipeline.variants.stage import VariantsError, load_staged, stage
 from pipeline.variants.task import VariantsContext, variants_task
 
 
+def _config(key: str):
+    import dask.config  # noqa: PLC0415
+
+    return dask.config.get(f"motifgrid.variants.{key}")
+
+
 @dataclass
 class VariantsSettings:
     pvalue: float = 1e-4
@@ -41,8 +47,9 @@ class VariantsSettings:
     select: list | None = None
     motif_format: str | None = None
     report_all: bool = False
-    chunk: int = 2_000                  # alleles per task
-    max_ref_mismatch: float = 0.05
+    # motifgrid.yaml's (motifgrid.variants) unless given: alleles per task, REF mismatches allowed
+    chunk: int = field(default_factory=lambda: int(_config("chunk")))
+    max_ref_mismatch: float = field(default_factory=lambda: float(_config("max-ref-mismatch")))
 
     def check(self) -> None:
         if not 0 < self.pvalue < 1:
@@ -69,7 +76,6 @@ def plan_variants(vcf: str, genome: str, motifs: str, out: str, settings: Varian
                   overwrite: bool = False, warn=None) -> VariantsJob:
     """Every input read and checked, the output claimed and the VCF staged, before any cluster starts."""
     from pipeline.motifs import read_background  # noqa: PLC0415
-    from pipeline.scan.motif_set import MotifSet  # noqa: PLC0415
     from pipeline.scan.source import open_source, place_store, remove_tree  # noqa: PLC0415
 
     t0 = time.perf_counter()
@@ -117,9 +123,7 @@ def _motif_set(motifs, bg, settings: VariantsSettings):
 def table_pvalue(pvalue: float) -> float:
     """The p-value down to which each row's tail table reaches (``motifgrid.variants.table-pvalue``, at least
     ``pvalue``): an allele's best window scoring below it has its p-value computed exactly, one by one."""
-    import dask.config  # noqa: PLC0415
-
-    return max(float(dask.config.get("motifgrid.variants.table-pvalue", default=0.5)), pvalue)
+    return max(float(_config("table-pvalue")), pvalue)
 
 
 def execute_variants(job: VariantsJob, client, device: str = "cpu", progress: bool = True, command: str | None = None,
@@ -140,7 +144,7 @@ def execute_variants(job: VariantsJob, client, device: str = "cpu", progress: bo
         alpha = np.array([t.threshold if t.reachable else np.inf for t in at_p])
         ctx = VariantsContext(
             store=job.store, out=abspath(job.out), pwms=pwms, rows=Rows(pwms, alpha), row_motif=row_motif,
-            row_strand=row_strand, alpha=alpha,
+            row_strand=row_strand,
             pvalues=PvalueTable.from_thresholds(at_table), background=mset.background, motif_ids=mset.ids,
             motif_names=mset.names, flank=mset.max_length - 1, report_all=st.report_all,
             metadata={"motifgrid.version": __version__, "motifgrid.command": command}, device=device)

@@ -16,11 +16,10 @@ import pyarrow as pa
 from pipeline import MotifgridError
 from pipeline.io import storage
 from pipeline.io.genome import GenomeStore
+from pipeline.io.schema import ALLELES_SCHEMA
 from pipeline.variants.alleles import CODE
 from pipeline.variants.vcf import Skipped, read_vcf
 
-ALLELES_SCHEMA = pa.schema([("line", pa.int64()), ("chrom", pa.string()), ("pos", pa.int64()), ("id", pa.string()),
-                            ("ref", pa.string()), ("alt", pa.string())])
 SHOWN = 5                   # mismatching REFs named one by one
 
 

@@ -13,13 +13,11 @@ import pyarrow as pa
 from pipeline.engine.dataset import write_manifest_entry, write_part
 from pipeline.io import arrow, storage
 from pipeline.io.genome import GenomeStore
+from pipeline.io.schema import VARIANTS_SCHEMA
 from pipeline.variants.alleles import contexts, genome_starts
 from workers.distribution import PvalueTable
 
-#: the columns of the variants dataset, in this order (``DIR/variants.tsv`` adds ``qvalue``)
-COLUMNS = ("chrom", "pos", "id", "ref", "alt", "motif_id", "motif_name", "ref_score", "alt_score", "score_diff",
-           "ref_pvalue", "alt_pvalue", "log10_ratio", "call", "ref_start", "ref_strand", "alt_start", "alt_strand",
-           "vcf_line")
+COLUMNS = tuple(VARIANTS_SCHEMA.names)
 CALLS = ("none", "gain", "loss", "both")
 
 
@@ -29,10 +27,9 @@ class VariantsContext:
     store: GenomeStore
     out: str
     pwms: list              # (m, 4) float64 per row: each motif's + then - strand (one row where one strand is scanned)
-    rows: object            # workers.variants.Rows of the pwms, with alpha
-    row_motif: np.ndarray
+    rows: object            # workers.variants.Rows of the pwms, with each row's threshold at --pvalue (alpha;
+    row_motif: np.ndarray   # +inf: it cannot reach it)
     row_strand: np.ndarray
-    alpha: np.ndarray       # (R,) each row's score threshold at --pvalue (+inf: it cannot reach it)
     pvalues: PvalueTable    # each row's tail table, down to motifgrid.variants.table-pvalue
     background: np.ndarray
     motif_ids: list
@@ -57,7 +54,7 @@ def variants_task(ctx: VariantsContext, chunk: str, record: str) -> dict:
     cx = contexts(segment, lo, length, pos, ref, alt, ctx.flank)
     t1 = time.perf_counter()
     n = len(pos)
-    table, n_exact = _rows(ctx, al, cx, n)
+    table, n_exact, calls = _rows(ctx, al, cx, n)
     t2 = time.perf_counter()
     files = []
     if table.num_rows:
@@ -65,7 +62,7 @@ def variants_task(ctx: VariantsContext, chunk: str, record: str) -> dict:
                                                                             "call", "ref_strand", "alt_strand"],
                                 ["pos", "ref_pvalue", "alt_pvalue"]))
     entry = {"chunk": chunk, "record": record, "alleles": n, "rows": table.num_rows, "files": files,
-             "tests": n * len(ctx.motif_ids), "exact_fallbacks": n_exact}
+             "tests": n * len(ctx.motif_ids), "exact_fallbacks": n_exact, "calls": calls}
     write_manifest_entry(ctx.out, chunk, entry)
     t3 = time.perf_counter()
     return {**entry, "seconds_score": t2 - t1, "seconds_io": (t1 - t0) + (t3 - t2)}
@@ -91,7 +88,7 @@ def motif_rows(row_motif: np.ndarray, row_strand: np.ndarray, n_motifs: int) -> 
     return by
 
 
-def _side(ctx: VariantsContext, s2, w2, rows, starts) -> tuple[dict, int]:
+def _side(ctx: VariantsContext, s2, rows, starts) -> tuple[dict, int]:
     """One allele side of the reported pairs, given both strands' best ``(k, 2)`` scores and starts: the better strand
     by p-value (+ on a tie), its score, p-value, genome start and strand; and how many p-values needed the exact
     computation."""
@@ -126,7 +123,8 @@ def _pvalues(ctx: VariantsContext, scores: np.ndarray, rows: np.ndarray) -> tupl
 
 
 def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
-    """The table of the reported (allele, motif) rows and how many p-values needed the exact computation."""
+    """The table of the reported (allele, motif) rows, how many p-values needed the exact computation, and the rows
+    by call."""
     from workers.variants import best_of  # noqa: PLC0415
 
     by = motif_rows(ctx.row_motif, ctx.row_strand, len(ctx.motif_ids))
@@ -138,12 +136,12 @@ def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
     k = a_idx.size
     s_ref, s_alt = best[:2 * k].reshape(2, k).T, best[2 * k:].reshape(2, k).T
     w_ref, w_alt = where[:2 * k].reshape(2, k).T, where[2 * k:].reshape(2, k).T
-    reach_ref = (s_ref >= ctx.alpha[rows]).any(axis=1)
-    reach_alt = (s_alt >= ctx.alpha[rows]).any(axis=1)
+    alpha = ctx.rows.alpha[rows]
+    reach_ref, reach_alt = (s_ref >= alpha).any(axis=1), (s_alt >= alpha).any(axis=1)
     keep = np.flatnonzero(reach_ref | reach_alt | ctx.report_all)
     a_idx, m_idx, rows, reach_ref, reach_alt = a_idx[keep], m_idx[keep], rows[keep], reach_ref[keep], reach_alt[keep]
-    ref, n1 = _side(ctx, s_ref[keep], w_ref[keep], rows, genome_starts(cx, a_idx, w_ref[keep], ctx.flank, alt=False))
-    alt, n2 = _side(ctx, s_alt[keep], w_alt[keep], rows, genome_starts(cx, a_idx, w_alt[keep], ctx.flank, alt=True))
+    ref, n1 = _side(ctx, s_ref[keep], rows, genome_starts(cx, a_idx, w_ref[keep], ctx.flank, alt=False))
+    alt, n2 = _side(ctx, s_alt[keep], rows, genome_starts(cx, a_idx, w_alt[keep], ctx.flank, alt=True))
     call = reach_ref.astype(np.int64) * 2 + reach_alt.astype(np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.log10(ref["pvalue"]) - np.log10(alt["pvalue"])
@@ -167,4 +165,5 @@ def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
         "ref_start": start(ref), "ref_strand": strand(ref), "alt_start": start(alt), "alt_strand": strand(alt),
         "vcf_line": al.column("line").take(take),
     }
-    return pa.table(cols), n1 + n2
+    counts = np.bincount(call, minlength=len(CALLS))
+    return pa.table(cols, schema=VARIANTS_SCHEMA), n1 + n2, {c: int(counts[i]) for i, c in enumerate(CALLS)}

@@ -169,12 +169,3 @@ def best_of(codes, starts, e0, e1, rows: Rows, ctx: np.ndarray, row: np.ndarray,
     _best_of(*_contig(codes, starts, e0, e1), rows.stack, rows.lengths, np.ascontiguousarray(ctx, np.int64),
              np.ascontiguousarray(row, np.int64), best, where)
     return best, where
-
-
-def best_windows(codes, starts, e0, e1, pwms: list, device: str = "cpu"):
-    """``(score, start)``, each ``(n_contexts, n_rows)``: every row's best covering window on every context."""
-    rows = Rows(pwms)
-    n, R = starts.size - 1, len(pwms)
-    ctx, row = np.repeat(np.arange(n), R), np.tile(np.arange(R), n)
-    best, where = best_of(codes, starts, e0, e1, rows, ctx, row, device)
-    return best.reshape(n, R), where.reshape(n, R)
