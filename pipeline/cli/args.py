@@ -50,6 +50,15 @@ _similarity = _number(float, lambda v: 0.0 < v <= 1.0, "a similarity must be in 
 _qvalue = _number(float, lambda v: 0.0 < v <= 1.0, "a q-value must be in (0, 1]")
 
 
+def _calls(s: str) -> list:
+    """``--calls gain,loss``: a variants run's calls (pipeline.variants.task.CALLS)."""
+    got = [c.strip() for c in s.split(",") if c.strip()]
+    bad = [c for c in got if c not in ("gain", "loss", "both", "none")]
+    if bad or not got:
+        raise argparse.ArgumentTypeError(f"calls are among gain, loss, both, none (comma-separated), got {s!r}")
+    return got
+
+
 def _cluster_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--scheduler", metavar="ADDRESS", help="use a running Dask scheduler (tcp://host:port)")
@@ -302,6 +311,13 @@ def _args_variants(s: argparse.ArgumentParser, cfg: dict) -> None:
                         "strand); calls gain, loss, both")
     s.add_argument("--report", choices=["sites", "all"], default="sites", help="sites: the rows where either allele "
                    "has a site; all: every (allele, motif)")
+    s.add_argument("--samples", type=lambda t: [x for x in t.split(",") if x], metavar="S1,S2",
+                   help="only the alleles these samples carry (GT); with --haplotypes, only their haplotypes")
+    s.add_argument("--region", metavar="CHR:START-END", help="only the records overlapping this region (1-based, "
+                   "inclusive, as tabix): a bgzipped VCF with its .tbi or .csi index beside it")
+    s.add_argument("--haplotypes", action="store_true", help="also score nearby variants of one phased haplotype "
+                   "together (within the longest motif's width): one row per distinct combination, its carriers in "
+                   "the haplotype column")
     s.add_argument("--max-ref-mismatch", type=_nonneg, default=cfg["variants"]["max-ref-mismatch"], metavar="F",
                    help="refuse the VCF when REF differs from the genome at more than this fraction of its alleles "
                         "(a wrong build); mismatching alleles are not scored")
@@ -316,10 +332,12 @@ def _args_variants(s: argparse.ArgumentParser, cfg: dict) -> None:
 
 def _args_export(s: argparse.ArgumentParser, cfg: dict) -> None:
     """Arguments of ``motifgrid export``."""
-    s.add_argument("hits", help="hits dataset (motifgrid scan --out)")
-    s.add_argument("--format", choices=["bed", "fimo", "gff3", "matrix"], required=True,
+    s.add_argument("hits", help="hits dataset (motifgrid scan --out), or a variants folder (motifgrid variants "
+                   "--out)")
+    s.add_argument("--format", choices=["bed", "fimo", "gff3", "matrix", "tsv"], required=True,
                    help="BED6+3 (0-based), FIMO TSV or GFF3 (1-based); matrix: the peaks x motifs matrix (Matrix "
-                        "Market, rows.tsv, cols.tsv) into the folder -o")
+                        "Market, rows.tsv, cols.tsv) into the folder -o; a variants folder: bed (BED6+4, a line per "
+                        "row and allele with a window) or tsv (variants.tsv's columns)")
     s.add_argument("-o", "--out", required=True, metavar="FILE",
                    help="output file, or - for standard output (a symbolic link keeps pointing at its target); "
                         "a folder for --format matrix")
@@ -330,7 +348,11 @@ def _args_export(s: argparse.ArgumentParser, cfg: dict) -> None:
                    help="--format matrix: 1 where a record or region has a hit of the motif (default), its hits, "
                         "or its best hit's score")
     s.add_argument("--max-qvalue", type=_qvalue, metavar="Q",
-                   help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit)")
+                   help="only hits with q <= Q (default: the scan's --max-qvalue, else every hit); a variants "
+                        "folder: only rows with q <= Q")
+    s.add_argument("--calls", type=_calls, metavar="CALLS",
+                   help="a variants folder: only rows with these calls, comma-separated among gain, loss, both, none "
+                        "(default: every row)")
     s.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
 
 
@@ -402,7 +424,7 @@ SUBCOMMANDS = {
                "genomic or given)? SEA's Fisher test on the scan, clusters, CentriMo", _args_enrich),
     "variants": ("which variants of a VCF make or break a motif's site: each allele's best window, exact p-values, "
                  "gain / loss calls → TSV, Parquet, an annotated VCF", _args_variants),
-    "export": ("hits dataset → BED, FIMO TSV or GFF3", _args_export),
+    "export": ("hits dataset → BED, FIMO TSV or GFF3; variants folder → BED or TSV", _args_export),
     "discover": ("de novo motif discovery: Gibbs chains and PROJECTION trials on Dask, EM, "
                  "MEME/JASPAR motifs, sites Parquet, summary", _args_discover),
     "summary": ("what a motifgrid output folder holds (scan, composition, compare, discover or enrich): "

@@ -178,19 +178,48 @@ def cmd_export(a) -> int:
 
     from pipeline.io.storage import output_target  # noqa: PLC0415
 
+    variants = _export_kind(a)
     if a.format == "matrix":
         return _export_matrix(a)
     check_out_file(a.out, overwrite=a.overwrite)
-    warn_unfinished(a.hits)
+    if not variants:
+        warn_unfinished(a.hits)
     to_stdout = output_target(a.out)[0] == "stdout"
     try:
-        n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue, sort=a.sort)
+        if variants:
+            from pipeline.variants.export import export_variants  # noqa: PLC0415
+
+            n = export_variants(a.hits, a.format, a.out, max_qvalue=a.max_qvalue, calls=a.calls)
+        else:
+            n = export(a.hits, a.format, a.out, max_qvalue=a.max_qvalue, sort=a.sort)
     except BrokenPipeError:          # `motifgrid export H -o - | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    print(f"wrote {n:,} hits to {'standard output' if to_stdout else a.out} ({a.format})",
+    what = ("BED lines" if a.format == "bed" else "rows") if variants else "hits"
+    print(f"wrote {n:,} {what} to {'standard output' if to_stdout else a.out} ({a.format})",
           file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def _export_kind(a) -> bool:
+    """Whether ``a.hits`` is a variants folder (its ``_run.json`` has ``vcf_checksum``: ``motifgrid summary``'s
+    test), once the format and options asked of it are ones it has: a variants folder exports as bed or tsv, a
+    scan's hits as bed, fimo, gff3 or matrix."""
+    from pipeline.cli.summary import SummaryError, kind_of  # noqa: PLC0415
+
+    try:
+        variants = kind_of(a.hits) == "variants"
+    except SummaryError:
+        variants = False
+    if variants and a.format not in ("bed", "tsv"):
+        raise UserError(f"{a.hits}: a variants folder exports as --format bed or tsv; --format {a.format} is a "
+                        "scan's (hits datasets)")
+    if not variants and a.format == "tsv":
+        raise UserError(f"{a.hits}: not a variants folder; --format tsv exports one (motifgrid variants --out), a "
+                        "scan's hits export as bed, fimo, gff3 or matrix")
+    if not variants and a.calls is not None:
+        raise UserError(f"{a.hits}: not a variants folder; --calls keeps a variants run's rows by their call")
+    return variants
 
 
 def _export_matrix(a) -> int:

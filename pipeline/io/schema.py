@@ -212,7 +212,7 @@ TEST_SUMMARY_SCHEMA = pa.schema([
 
 #: motifgrid variants: the VCF's alleles as staged (``DIR/_alleles/part-<chunk>.parquet``), one per (record, ALT)
 ALLELES_SCHEMA = pa.schema([("line", pa.int64()), ("chrom", pa.string()), ("pos", pa.int64()), ("id", pa.string()),
-                            ("ref", pa.string()), ("alt", pa.string())])
+                            ("ref", pa.string()), ("alt", pa.string()), ("haplotype", pa.string())])
 
 #: motifgrid variants: its rows (``DIR/chrom/<record>/part-<chunk>.parquet``; ``variants.tsv``: these but ``vcf_line``,
 #: then ``qvalue``); docs/formats.md, "Variants folder"
@@ -222,4 +222,4 @@ VARIANTS_SCHEMA = pa.schema([("chrom", pa.string()), ("pos", pa.int64()), ("id",
                              ("ref_pvalue", pa.float64()), ("alt_pvalue", pa.float64()),
                              ("log10_ratio", pa.float64()), ("call", pa.string()), ("ref_start", pa.int64()),
                              ("ref_strand", pa.string()), ("alt_start", pa.int64()), ("alt_strand", pa.string()),
-                             ("vcf_line", pa.int64())])
+                             ("vcf_line", pa.int64()), ("haplotype", pa.string())])

@@ -13,7 +13,7 @@ from pipeline.engine.dataset import iter_manifest
 from pipeline.io import arrow, storage
 from pipeline.io.schema import VARIANTS_SCHEMA
 from pipeline.variants.task import CALLS, COLUMNS
-from pipeline.variants.vcf import open_text
+from pipeline.variants.vcf import open_lines
 
 INFO_HEADER = ('##INFO=<ID=MOTIFGRID,Number=.,Type=String,Description="Motifs whose best site the ALT makes or '
                'breaks (motifgrid variants): motif|call|log10(p_ref/p_alt)|ALT, call gain, loss or both">')
@@ -79,13 +79,19 @@ def _text(column: pa.Array) -> pa.Array:
     return pc.fill_null(column.cast(pa.string()), ".")
 
 
-def write_tsv(out: str, files: list, sp, sq) -> int:
+def tsv_columns(haplotypes: bool = False) -> list:
+    """``variants.tsv``'s columns: the rows' but ``vcf_line`` (and ``haplotype`` unless ``--haplotypes``), then
+    ``qvalue``."""
+    return [c for c in COLUMNS if c != "vcf_line" and (haplotypes or c != "haplotype")] + ["qvalue"]
+
+
+def write_tsv(out: str, files: list, sp, sq, haplotypes: bool = False) -> int:
     """``variants.tsv``: a header line, then every row (file order) with its q-value; the rows written.  Formatted
     column by column by Arrow and written by its CSV writer (a Python line per row took 12 µs: 22 s of a GPU run's
     1.8 M rows)."""
     import pyarrow.csv as csv  # noqa: PLC0415
 
-    cols = [c for c in COLUMNS if c != "vcf_line"] + ["qvalue"]
+    cols = tsv_columns(haplotypes)
     n = 0
     options = csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
     with storage.open_output(storage.join(out, "variants.tsv"), "wb") as f:
@@ -99,19 +105,35 @@ def write_tsv(out: str, files: list, sp, sq) -> int:
     return n
 
 
-def write_vcf(out: str, files: list, vcf: str) -> int:
+def write_tsv_rows(f, t: pa.Table | None, header: bool = False, haplotypes: bool = False) -> int:
+    """``variants.tsv``'s lines of the rows ``t`` (with their ``qvalue``; None: no row) to the binary file ``f``, its
+    header line first with ``header``: :func:`write_tsv`'s format, one table at a time (``motifgrid export``); the rows
+    written."""
+    import pyarrow.csv as csv  # noqa: PLC0415
+
+    cols = tsv_columns(haplotypes)
+    if header:
+        f.write(("\t".join(cols) + "\n").encode())
+    if t is None or t.num_rows == 0:
+        return 0
+    options = csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
+    csv.write_csv(pa.table({c: _text(t.column(c).combine_chunks()) for c in cols}), f, options)
+    return t.num_rows
+
+
+def write_vcf(out: str, files: list, vcf: str, region: str | None = None) -> int:
     """``variants.vcf``: the input with the MOTIFGRID INFO field on the records a motif's call concerns (the rows of
-    ``files``); records annotated."""
+    ``files``; a haplotype's combined allele concerns several records and is left to the TSV); records annotated."""
     notes: dict = {}
     clean: dict = {}
     for path in files:
-        t = storage.read_parquet(path, columns=["vcf_line", "motif_id", "call", "log10_ratio", "alt"])
-        for line, motif, call, ratio, alt in zip(*(t.column(c).to_pylist() for c in t.column_names)):
-            if call != "none":
+        t = storage.read_parquet(path, columns=["vcf_line", "motif_id", "call", "log10_ratio", "alt", "haplotype"])
+        for line, motif, call, ratio, alt, hap in zip(*(t.column(c).to_pylist() for c in t.column_names)):
+            if call != "none" and hap is None:
                 name = clean.get(motif) or clean.setdefault(motif, _clean(motif))
                 notes.setdefault(line, []).append(f"{name}|{call}|{ratio:.3g}|{alt}")
     n = 0
-    with open_text(vcf) as src, storage.open_output(storage.join(out, "variants.vcf"), "w") as dst:
+    with open_lines(vcf, region) as src, storage.open_output(storage.join(out, "variants.vcf"), "w") as dst:
         for i, text in enumerate(src, 1):
             if text.startswith("#CHROM"):
                 dst.write(INFO_HEADER + "\n")
@@ -139,8 +161,8 @@ def finish(job, ctx, seconds: dict, device: str) -> dict:
     sp, sq = qvalue_steps(files, tests)
     storage.write_parquet(pa.table({"pvalue": pa.array(sp, pa.float64()), "qvalue": pa.array(sq, pa.float64())}),
                           storage.join(job.out, "_qvalues.parquet"))
-    rows = write_tsv(job.out, files, sp, sq)
-    annotated = write_vcf(job.out, files, job.vcf)
+    rows = write_tsv(job.out, files, sp, sq, job.settings.haplotypes)
+    annotated = write_vcf(job.out, files, job.vcf, job.settings.region)
     calls = {c: sum(e["calls"][c] for e in entries) for c in CALLS}
     st = job.staged
     summary = {"alleles": st.alleles, "motifs": len(ctx.motif_ids), "tests": tests, "rows": rows, "calls": calls,

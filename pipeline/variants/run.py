@@ -47,6 +47,9 @@ class VariantsSettings:
     select: list | None = None
     motif_format: str | None = None
     report_all: bool = False
+    samples: list | None = None         # only the alleles these samples carry (their haplotypes with `haplotypes`)
+    haplotypes: bool = False            # also nearby variants of one phased haplotype together
+    region: str | None = None           # only the records overlapping chr:start-end (a bgzipped, indexed VCF)
     # motifgrid.yaml's (motifgrid.variants) unless given: alleles per task, REF mismatches allowed
     chunk: int = field(default_factory=lambda: int(_config("chunk")))
     max_ref_mismatch: float = field(default_factory=lambda: float(_config("max-ref-mismatch")))
@@ -95,6 +98,7 @@ def plan_variants(vcf: str, genome: str, motifs: str, out: str, settings: Varian
                       "motifs_source": mset.source, "motifs_checksum": mset.checksum, "motifs_select": mset.select,
                       "pvalue": settings.pvalue, "background": [float(x) for x in mset.background],
                       "pseudocount": settings.pseudocount, "report_all": settings.report_all,
+                      "samples": settings.samples, "haplotypes": settings.haplotypes, "region": settings.region,
                       "chunk": settings.chunk, "max_ref_mismatch": settings.max_ref_mismatch}
             done = open_run(out, params, resume, kind="variants run", error=VariantsError, key="chunk",
                             dataset="variants dataset", overwrite=overwrite)
@@ -103,8 +107,9 @@ def plan_variants(vcf: str, genome: str, motifs: str, out: str, settings: Varian
         finally:
             if staged_store is not None:
                 remove_tree(staged_store.parent)
-        staged = (load_staged(out) if resume else None) or stage(vcf, store, out, settings.chunk,
-                                                                 settings.max_ref_mismatch, warn)
+        staged = (load_staged(out) if resume else None) or stage(
+            vcf, store, out, settings.chunk, settings.max_ref_mismatch, warn, samples=settings.samples,
+            haplotypes=settings.haplotypes, flank=mset.max_length - 1, region=settings.region)
     except BaseException:
         if not resume:                          # a staging that failed: nothing of it left (the claim taken back)
             remove_tree(os.path.join(out, "_alleles"))

@@ -4,7 +4,10 @@
 REF is checked against the genome: a mismatching allele is not scored (the first few named, all counted), and the run
 is refused when more than ``max_ref_mismatch`` of the alleles mismatch — a VCF of another genome build is the common
 mistake.  A contig named with ``chr`` where the genome has none (or the reverse) is refused as such; alleles on other
-contigs the genome lacks are counted and skipped."""
+contigs the genome lacks are counted and skipped.
+
+With ``samples`` only the alleles they carry are staged; with ``haplotypes`` the combined alleles of nearby variants
+on one phased haplotype (``haplotypes.py``) are staged too, in chunks of their own when their record ends."""
 from __future__ import annotations
 
 import json
@@ -18,7 +21,8 @@ from pipeline.io import storage
 from pipeline.io.genome import GenomeStore
 from pipeline.io.schema import ALLELES_SCHEMA
 from pipeline.variants.alleles import CODE
-from pipeline.variants.vcf import Skipped, read_vcf
+from pipeline.variants.haplotypes import Grouper
+from pipeline.variants.vcf import Alleles, Skipped, read_vcf
 
 SHOWN = 5                   # mismatching REFs named one by one
 
@@ -38,25 +42,47 @@ class Staged:
     mismatched: int = 0
     checked: int = 0
     examples: list = field(default_factory=list)
+    not_carried: int = 0                                # alleles none of --samples carries
+    combined: int = 0                                   # haplotype combinations staged
+    conflicts: int = 0                                  # edits overlapping another of their haplotype
 
     def as_dict(self) -> dict:
         return {"chunks": self.chunks, "alleles": self.alleles, "checked": self.checked,
+                "not_carried": self.not_carried, "combined": self.combined, "haplotype_conflicts": self.conflicts,
                 "ref_mismatches": self.mismatched, "ref_mismatch_examples": self.examples,
                 "absent_contigs": self.absent, "skipped": self.skipped.__dict__}
 
 
-def stage(vcf: str, store: GenomeStore, out: str, chunk: int, max_ref_mismatch: float, warn=None) -> Staged:
+def stage(vcf: str, store: GenomeStore, out: str, chunk: int, max_ref_mismatch: float, warn=None,
+          samples: list | None = None, haplotypes: bool = False, flank: int = 0, region: str | None = None) -> Staged:
     """Stream ``vcf`` into ``out/_alleles/``; ``warn(line)`` says what is skipped.  Refuses a VCF whose contigs or
-    REF alleles say it is not on ``store``'s genome."""
+    REF alleles say it is not on ``store``'s genome.  ``samples``: only the alleles they carry; ``haplotypes``: the
+    combined alleles of nearby variants of each phased haplotype (of ``samples``, else every sample) too; ``region``:
+    only the records overlapping it (through the VCF's tabix index)."""
     st = Staged(skipped=Skipped())
     folder = storage.join(out, "_alleles")
     storage.makedirs(folder)
     names = store.records.index
-    for batch in read_vcf(vcf, skipped=st.skipped):
+    grouper = [None]
+
+    def on_header(chosen):
+        if haplotypes:
+            grouper[0] = Grouper(chosen.names, flank)
+
+    for batch in read_vcf(vcf, skipped=st.skipped, samples=samples or ("all" if haplotypes else None),
+                          on_header=on_header, region=region):
         keep = _on_genome(vcf, batch.chrom, names, st)
         ok = _ref_matches(store, batch, keep, st)
         _check_fraction(vcf, store, st, max_ref_mismatch, final=False)
+        if samples:
+            carried = np.array(batch.carried, bool)
+            st.not_carried += int((keep & ok & ~carried).sum())
+            keep &= carried
         _write_chunks(folder, batch, keep & ok, chunk, st)
+        if grouper[0] is not None:
+            _group(grouper[0], batch, keep & ok, store, folder, chunk, st)
+    if grouper[0] is not None:
+        _flush(grouper[0], store, folder, chunk, st)
     _check_fraction(vcf, store, st, max_ref_mismatch, final=True)
     if not st.alleles:
         raise VariantsError(f"{vcf}: no allele to score on {store.path} ({_nothing_why(st)})")
@@ -75,7 +101,8 @@ def load_staged(out: str) -> Staged | None:
     d = json.loads(storage.read_bytes(path))
     st = Staged(chunks=[tuple(c) for c in d["chunks"]], alleles=d["alleles"], checked=d["checked"],
                 mismatched=d["ref_mismatches"], examples=d["ref_mismatch_examples"], absent=d["absent_contigs"],
-                skipped=Skipped(**d["skipped"]))
+                skipped=Skipped(**d["skipped"]), not_carried=d["not_carried"], combined=d["combined"],
+                conflicts=d["haplotype_conflicts"])
     return st
 
 
@@ -142,10 +169,53 @@ def _check_fraction(vcf, store, st: Staged, most: float, final: bool) -> None:
                             + "; ".join(st.examples[:3]))
 
 
+def _group(grouper: Grouper, batch: Alleles, keep: np.ndarray, store: GenomeStore, folder: str, size: int,
+           st: Staged) -> None:
+    """Feed the kept alleles to the haplotype runs; a record's combinations staged when it ends."""
+    for i in np.flatnonzero(keep):
+        if grouper.chrom is not None and batch.chrom[i] != grouper.chrom:
+            _flush(grouper, store, folder, size, st)
+        grouper.add(batch.chrom[i], batch.line[i], batch.pos[i], batch.id[i], batch.ref[i], batch.alt[i],
+                    batch.slots[i])
+
+
+def _flush(grouper: Grouper, store: GenomeStore, folder: str, size: int, st: Staged) -> None:
+    chrom = grouper.chrom
+    if chrom is None:
+        return
+    combos = grouper.flush(_text_of(store, chrom))
+    st.conflicts = grouper.conflicts
+    if not combos:
+        return
+    batch = Alleles(line=[c.line for c in combos], chrom=[chrom] * len(combos), pos=[c.pos for c in combos],
+                    id=[c.id for c in combos], ref=[c.ref for c in combos], alt=[c.alt for c in combos])
+    batch.haplotype = [c.haplotype for c in combos]
+    st.combined += len(combos)
+    _write_chunks(folder, batch, np.ones(len(combos), bool), size, st)
+
+
+def _text_of(store: GenomeStore, chrom: str):
+    """``fetch(lo, hi)``: the record's bases as text, read a megabase window at a time (the last one kept: a record's
+    combinations come by position)."""
+    letters = np.frombuffer(b"ACGTN", np.uint8)
+    held = {}
+
+    def fetch(lo: int, hi: int) -> str:
+        w0 = lo >> 20
+        if (hi - 1) >> 20 != w0:
+            return letters[store.fetch(chrom, lo, hi)].tobytes().decode()
+        if w0 not in held:
+            held.clear()
+            held[w0] = letters[store.fetch(chrom, w0 << 20, (w0 + 1) << 20)].tobytes().decode()
+        return held[w0][lo - (w0 << 20):hi - (w0 << 20)]
+    return fetch
+
+
 def _write_chunks(folder: str, batch, keep: np.ndarray, size: int, st: Staged) -> None:
     """The kept alleles in chunks of at most ``size``, one record each."""
     idx = np.flatnonzero(keep)
     cols = {k: getattr(batch, k) for k in ("line", "chrom", "pos", "id", "ref", "alt")}
+    cols["haplotype"] = getattr(batch, "haplotype", None) or [None] * len(batch)
     start = 0
     while start < idx.size:
         chrom = batch.chrom[idx[start]]
@@ -181,6 +251,12 @@ def _warnings(st: Staged, most: float) -> list:
         n = sum(st.absent.values())
         out.append(f"{n:,} alleles on {len(st.absent)} contig(s) the genome lacks, skipped: "
                    + ", ".join(sorted(st.absent)[:5]) + (" …" if len(st.absent) > 5 else ""))
+    if st.skipped.unphased:
+        out.append(f"{st.skipped.unphased:,} unphased heterozygous genotypes: their ALT is on no known haplotype "
+                   "(not combined with nearby variants)")
+    if st.conflicts:
+        out.append(f"{st.conflicts:,} edits overlap an earlier edit of their haplotype (inconsistent phasing?): "
+                   "left out of that haplotype's combination")
     if st.mismatched:
         out.append(f"REF differs from the genome at {st.mismatched:,} of {st.checked:,} alleles (at most "
                    f"{most:g} allowed), not scored: " + "; ".join(st.examples))

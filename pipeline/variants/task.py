@@ -163,7 +163,7 @@ def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
         "ref_pvalue": pa.array(ref["pvalue"]), "alt_pvalue": pa.array(alt["pvalue"]), "log10_ratio": pa.array(ratio),
         "call": arrow.strings([CALLS[c] for c in call]),
         "ref_start": start(ref), "ref_strand": strand(ref), "alt_start": start(alt), "alt_strand": strand(alt),
-        "vcf_line": al.column("line").take(take),
+        "vcf_line": al.column("line").take(take), "haplotype": al.column("haplotype").take(take),
     }
     counts = np.bincount(call, minlength=len(CALLS))
     return pa.table(cols, schema=VARIANTS_SCHEMA), n1 + n2, {c: int(counts[i]) for i, c in enumerate(CALLS)}
