@@ -221,7 +221,7 @@ def cmd_variants(a) -> int:
     st = VariantsSettings(pvalue=a.pvalue, background=a.background or "uniform", pseudocount=a.pseudocount,
                           select=a.motif_select, motif_format=a.motif_format, report_all=a.report == "all",
                           max_ref_mismatch=a.max_ref_mismatch, samples=a.samples, haplotypes=a.haplotypes,
-                          region=a.region)
+                          region=a.region, atsnp=a.atsnp, markov=a.markov)
     job = plan_variants(a.vcf, a.genome, a.motifs, a.out, st, resume=a.resume, overwrite=a.overwrite,
                         warn=lambda line: console.print(f"motifgrid variants: warning: {line}", markup=False,
                                                         highlight=False, soft_wrap=True))

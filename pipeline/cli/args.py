@@ -315,6 +315,11 @@ def _args_variants(s: argparse.ArgumentParser, cfg: dict) -> None:
                    help="only the alleles these samples carry (GT); with --haplotypes, only their haplotypes")
     s.add_argument("--region", metavar="CHR:START-END", help="only the records overlapping this region (1-based, "
                    "inclusive, as tabix): a bgzipped VCF with its .tbi or .csi index beside it")
+    s.add_argument("--atsnp", action="store_true", help="also atSNP's p-values of each SNV allele's best match among "
+                   "the windows over it and of the change (rank test), under a first-order Markov background, by "
+                   "importance sampling (columns atsnp_*: p-values and their relative standard errors)")
+    s.add_argument("--markov", metavar="FILE", help="--atsnp's background: a TSV with a header line, then rows prior, "
+                   "A, C, G, T of four probabilities (default: the genome's dinucleotides, written to DIR/_markov.tsv)")
     s.add_argument("--haplotypes", action="store_true", help="also score nearby variants of one phased haplotype "
                    "together (within the longest motif's width): one row per distinct combination, its carriers in "
                    "the haplotype column")

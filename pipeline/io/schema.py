@@ -222,4 +222,7 @@ VARIANTS_SCHEMA = pa.schema([("chrom", pa.string()), ("pos", pa.int64()), ("id",
                              ("ref_pvalue", pa.float64()), ("alt_pvalue", pa.float64()),
                              ("log10_ratio", pa.float64()), ("call", pa.string()), ("ref_start", pa.int64()),
                              ("ref_strand", pa.string()), ("alt_start", pa.int64()), ("alt_strand", pa.string()),
-                             ("vcf_line", pa.int64()), ("haplotype", pa.string())])
+                             ("vcf_line", pa.int64()), ("haplotype", pa.string()),
+                             ("atsnp_ref_pvalue", pa.float64()), ("atsnp_alt_pvalue", pa.float64()),
+                             ("atsnp_change_pvalue", pa.float64()), ("atsnp_ref_rse", pa.float64()),
+                             ("atsnp_alt_rse", pa.float64()), ("atsnp_change_rse", pa.float64())])

@@ -22,7 +22,7 @@ most the REF core's length) and its end that start + the motif's length, its len
 on the reference where an indel lies inside it.
 
 TSV is ``variants.tsv``'s format (its header and columns: the rows' but ``vcf_line``, ``haplotype`` only from a run
-with ``--haplotypes``, then ``qvalue``), of the rows kept."""
+with ``--haplotypes``, the atSNP columns from one with ``--atsnp``, then ``qvalue``), of the rows kept."""
 from __future__ import annotations
 
 import io
@@ -76,14 +76,14 @@ def export_variants(folder: str, format: str, out: str, max_qvalue: float | None
         raise ExportError(f"a q-value limit must be in (0, 1], got {max_qvalue}")
     keep = parse_calls(calls)
     run = _finished_run(folder)
-    hap = bool(run.get("haplotypes"))
+    hap, at = bool(run.get("haplotypes")), bool(run.get("atsnp"))
     q = storage.read_parquet(storage.join(folder, "_qvalues.parquet"))
     steps = arrow.to_numpy(q.column("pvalue")), arrow.to_numpy(q.column("qvalue"))
     lengths = motif_lengths(folder, run) if format == "bed" else None
     n = 0
     with storage.open_output(out, "wb") as f:     # "-" is standard output; a link keeps being a link
         if format == "tsv":
-            write_tsv_rows(f, None, header=True, haplotypes=hap)
+            write_tsv_rows(f, None, header=True, haplotypes=hap, atsnp=at)
         for path in _part_files(folder):
             t = _kept(storage.read_parquet(path), steps, max_qvalue, keep)
             if format == "bed":
@@ -92,7 +92,7 @@ def export_variants(folder: str, format: str, out: str, max_qvalue: float | None
                 n += len(lines)
             else:                                  # formatted aside, then one write: a closed pipe raises here
                 buf = io.BytesIO()
-                n += write_tsv_rows(buf, t, haplotypes=hap)
+                n += write_tsv_rows(buf, t, haplotypes=hap, atsnp=at)
                 f.write(buf.getvalue())
     return n
 

@@ -79,19 +79,20 @@ def _text(column: pa.Array) -> pa.Array:
     return pc.fill_null(column.cast(pa.string()), ".")
 
 
-def tsv_columns(haplotypes: bool = False) -> list:
-    """``variants.tsv``'s columns: the rows' but ``vcf_line`` (and ``haplotype`` unless ``--haplotypes``), then
-    ``qvalue``."""
-    return [c for c in COLUMNS if c != "vcf_line" and (haplotypes or c != "haplotype")] + ["qvalue"]
+def tsv_columns(haplotypes: bool = False, atsnp: bool = False) -> list:
+    """``variants.tsv``'s columns: the rows' but ``vcf_line`` (``haplotype`` only with ``--haplotypes``, the atSNP
+    columns only with ``--atsnp``), then ``qvalue``."""
+    return [c for c in COLUMNS if c != "vcf_line" and (haplotypes or c != "haplotype")
+            and (atsnp or not c.startswith("atsnp_"))] + ["qvalue"]
 
 
-def write_tsv(out: str, files: list, sp, sq, haplotypes: bool = False) -> int:
+def write_tsv(out: str, files: list, sp, sq, haplotypes: bool = False, atsnp: bool = False) -> int:
     """``variants.tsv``: a header line, then every row (file order) with its q-value; the rows written.  Formatted
     column by column by Arrow and written by its CSV writer (a Python line per row took 12 µs: 22 s of a GPU run's
     1.8 M rows)."""
     import pyarrow.csv as csv  # noqa: PLC0415
 
-    cols = tsv_columns(haplotypes)
+    cols = tsv_columns(haplotypes, atsnp)
     n = 0
     options = csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
     with storage.open_output(storage.join(out, "variants.tsv"), "wb") as f:
@@ -105,13 +106,13 @@ def write_tsv(out: str, files: list, sp, sq, haplotypes: bool = False) -> int:
     return n
 
 
-def write_tsv_rows(f, t: pa.Table | None, header: bool = False, haplotypes: bool = False) -> int:
+def write_tsv_rows(f, t: pa.Table | None, header: bool = False, haplotypes: bool = False, atsnp: bool = False) -> int:
     """``variants.tsv``'s lines of the rows ``t`` (with their ``qvalue``; None: no row) to the binary file ``f``, its
     header line first with ``header``: :func:`write_tsv`'s format, one table at a time (``motifgrid export``); the rows
     written."""
     import pyarrow.csv as csv  # noqa: PLC0415
 
-    cols = tsv_columns(haplotypes)
+    cols = tsv_columns(haplotypes, atsnp)
     if header:
         f.write(("\t".join(cols) + "\n").encode())
     if t is None or t.num_rows == 0:
@@ -161,7 +162,7 @@ def finish(job, ctx, seconds: dict, device: str) -> dict:
     sp, sq = qvalue_steps(files, tests)
     storage.write_parquet(pa.table({"pvalue": pa.array(sp, pa.float64()), "qvalue": pa.array(sq, pa.float64())}),
                           storage.join(job.out, "_qvalues.parquet"))
-    rows = write_tsv(job.out, files, sp, sq, job.settings.haplotypes)
+    rows = write_tsv(job.out, files, sp, sq, job.settings.haplotypes, job.settings.atsnp)
     annotated = write_vcf(job.out, files, job.vcf, job.settings.region)
     calls = {c: sum(e["calls"][c] for e in entries) for c in CALLS}
     st = job.staged
@@ -169,6 +170,7 @@ def finish(job, ctx, seconds: dict, device: str) -> dict:
                "vcf_records_annotated": annotated, "pvalue": job.settings.pvalue, "device": device,
                "chunks": len(st.chunks), "exact_pvalues": sum(e["exact_fallbacks"] for e in entries),
                "staged": {k: v for k, v in st.as_dict().items() if k != "chunks"},
+               **({"atsnp": {"samples": job.settings.atsnp_samples, "markov": ctx.markov}} if ctx.markov else {}),
                "seconds": time.perf_counter() - job.t_start,
                "seconds_steps": {**seconds, "outputs": time.perf_counter() - t0}}
     storage.atomic_write_bytes(storage.join(job.out, "_summary.json"), json.dumps(summary, indent=1).encode())

@@ -50,6 +50,9 @@ class VariantsSettings:
     samples: list | None = None         # only the alleles these samples carry (their haplotypes with `haplotypes`)
     haplotypes: bool = False            # also nearby variants of one phased haplotype together
     region: str | None = None           # only the records overlapping chr:start-end (a bgzipped, indexed VCF)
+    atsnp: bool = False                 # atSNP's p-values of SNVs too (a Markov background: the genome's or `markov`)
+    markov: str | None = None
+    atsnp_samples: int = field(default_factory=lambda: int(_config("atsnp-samples")))
     # motifgrid.yaml's (motifgrid.variants) unless given: alleles per task, REF mismatches allowed
     chunk: int = field(default_factory=lambda: int(_config("chunk")))
     max_ref_mismatch: float = field(default_factory=lambda: float(_config("max-ref-mismatch")))
@@ -61,6 +64,10 @@ class VariantsSettings:
             raise VariantsError(f"--max-ref-mismatch must be in [0, 1], got {self.max_ref_mismatch}")
         if self.chunk < 1:
             raise VariantsError(f"chunk must be positive, got {self.chunk}")
+        if self.markov is not None and not self.atsnp:
+            raise VariantsError("--markov is the background of --atsnp's statistics: give --atsnp too")
+        if self.atsnp_samples < 1000:
+            raise VariantsError(f"atsnp-samples must be at least 1000, got {self.atsnp_samples}")
 
 
 @dataclass
@@ -99,6 +106,8 @@ def plan_variants(vcf: str, genome: str, motifs: str, out: str, settings: Varian
                       "pvalue": settings.pvalue, "background": [float(x) for x in mset.background],
                       "pseudocount": settings.pseudocount, "report_all": settings.report_all,
                       "samples": settings.samples, "haplotypes": settings.haplotypes, "region": settings.region,
+                      "atsnp": settings.atsnp, "markov": settings.markov and abspath(settings.markov),
+                      "atsnp_samples": settings.atsnp_samples,
                       "chunk": settings.chunk, "max_ref_mismatch": settings.max_ref_mismatch}
             done = open_run(out, params, resume, kind="variants run", error=VariantsError, key="chunk",
                             dataset="variants dataset", overwrite=overwrite)
@@ -153,6 +162,9 @@ def execute_variants(job: VariantsJob, client, device: str = "cpu", progress: bo
             pvalues=PvalueTable.from_thresholds(at_table), background=mset.background, motif_ids=mset.ids,
             motif_names=mset.names, flank=mset.max_length - 1, report_all=st.report_all,
             metadata={"motifgrid.version": __version__, "motifgrid.command": command}, device=device)
+        t_atsnp = time.perf_counter()
+        if st.atsnp:
+            ctx.atsnp, ctx.markov = _atsnp_tails(job, ctx, client, device)
         t_tasks = time.perf_counter()
         todo = [c for c in job.staged.chunks if c[0] not in job.done]
         run = TaskRun(client, variants_task, ctx, todo, name="variants", key=lambda c, r: c)
@@ -163,10 +175,26 @@ def execute_variants(job: VariantsJob, client, device: str = "cpu", progress: bo
                                    job.out):
                 rows += res["rows"]
                 bar.update(1, rows)
-        seconds = {"thresholds": t_tasks - t_thr, "tasks": time.perf_counter() - t_tasks}
+        seconds = {"thresholds": t_atsnp - t_thr, "atsnp_tails": t_tasks - t_atsnp,
+                   "tasks": time.perf_counter() - t_tasks}
         return finish(job, ctx, seconds, device)
     finally:
         release_output(job.out)
+
+
+def _atsnp_tails(job: VariantsJob, ctx: VariantsContext, client, device: str):
+    """The Markov background (``--markov``, else the genome's, written to ``DIR/_markov.tsv``) and every motif's
+    atSNP tails."""
+    from pipeline.io import storage  # noqa: PLC0415
+    from pipeline.variants.atsnp import markov_of_genome, markov_text, motif_tails_all, read_markov  # noqa: PLC0415
+    from pipeline.variants.task import motif_rows  # noqa: PLC0415
+
+    st = job.settings
+    prior, trans = read_markov(st.markov) if st.markov else markov_of_genome(job.store)
+    storage.atomic_write_bytes(storage.join(job.out, "_markov.tsv"), markov_text(prior, trans).encode())
+    by = motif_rows(ctx.row_motif, ctx.row_strand, len(ctx.motif_ids))
+    tails = motif_tails_all(ctx.pwms, by, prior, trans, st.atsnp_samples, client, device)
+    return tails, {"prior": prior.tolist(), "transition": trans.tolist()}
 
 
 def run_variants(vcf: str, genome: str, motifs: str, out: str, client, settings: VariantsSettings | None = None,

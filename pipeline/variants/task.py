@@ -38,6 +38,8 @@ class VariantsContext:
     report_all: bool
     metadata: dict
     device: str = "cpu"
+    atsnp: list | None = None   # --atsnp: each motif's workers.variants.atsnp.MotifTails
+    markov: dict | None = None
 
 
 def variants_task(ctx: VariantsContext, chunk: str, record: str) -> dict:
@@ -122,6 +124,18 @@ def _pvalues(ctx: VariantsContext, scores: np.ndarray, rows: np.ndarray) -> tupl
     return got.reshape(scores.shape), int(need.size)
 
 
+def _atsnp(ctx: VariantsContext, cx, a_idx, m_idx, m_ref, m_alt) -> dict:
+    """atSNP's columns of the rows (NaN without ``--atsnp``, and for alleles that are no SNV)."""
+    if ctx.atsnp is None:
+        nan = np.full(a_idx.size, np.nan)
+        return {k: nan for k in ("ref", "alt", "change", "ref_rse", "alt_rse", "change_rse")}
+    from pipeline.variants.atsnp import snv_columns  # noqa: PLC0415
+
+    n = cx.p.size
+    snv = (cx.e1[:n] - cx.e0[:n] == 1) & (cx.e1[n:] - cx.e0[n:] == 1)
+    return snv_columns(ctx.atsnp, m_idx, snv[a_idx], m_ref, m_alt)
+
+
 def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
     """The table of the reported (allele, motif) rows, how many p-values needed the exact computation, and the rows
     by call."""
@@ -143,6 +157,7 @@ def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
     ref, n1 = _side(ctx, s_ref[keep], rows, genome_starts(cx, a_idx, w_ref[keep], ctx.flank, alt=False))
     alt, n2 = _side(ctx, s_alt[keep], rows, genome_starts(cx, a_idx, w_alt[keep], ctx.flank, alt=True))
     call = reach_ref.astype(np.int64) * 2 + reach_alt.astype(np.int64)
+    at = _atsnp(ctx, cx, a_idx, m_idx, s_ref[keep].max(axis=1), s_alt[keep].max(axis=1))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.log10(ref["pvalue"]) - np.log10(alt["pvalue"])
     take = pa.array(a_idx.astype(np.int64))
@@ -164,6 +179,8 @@ def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
         "call": arrow.strings([CALLS[c] for c in call]),
         "ref_start": start(ref), "ref_strand": strand(ref), "alt_start": start(alt), "alt_strand": strand(alt),
         "vcf_line": al.column("line").take(take), "haplotype": al.column("haplotype").take(take),
+        **{f"atsnp_{k}" + ("" if k.endswith("rse") else "_pvalue"): pa.array(v, pa.float64(), mask=np.isnan(v))
+           for k, v in at.items()},
     }
     counts = np.bincount(call, minlength=len(CALLS))
     return pa.table(cols, schema=VARIANTS_SCHEMA), n1 + n2, {c: int(counts[i]) for i, c in enumerate(CALLS)}

@@ -38,6 +38,7 @@ def _read(name: str) -> list:
 
 
 @pytest.mark.skipif(not MBR.exists(), reason="../shared/data absent")
+@pytest.mark.filterwarnings("ignore:.*log-odds matrix only")  # the peers' matrices, as intended
 def test_motifbreakr_rs1006140_scores_under_its_conventions(client, tmp_path):
     from pipeline.variants import VariantsSettings, read_variants, run_variants
     from workers.distribution import pvalue_of_score
