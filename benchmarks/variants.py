@@ -60,7 +60,7 @@ def write_vcf(path: Path, variants: list) -> None:
 
 
 def run_motifgrid(vcf: Path, store: Path, motifs: str, pvalue: float, workers, device: str, work: Path,
-                  env: dict) -> dict:
+                  env: dict, extra: list = ()) -> dict:
     try:
         from cpu_scan import PeakRSS
     except ImportError:                 # (no psutil: the GPU machine)
@@ -72,7 +72,7 @@ def run_motifgrid(vcf: Path, store: Path, motifs: str, pvalue: float, workers, d
         out = work / f"out-{label}"
         cmd = [sys.executable, "-m", "pipeline.cli", "variants", str(vcf), "--genome", str(store), "--motifs", motifs,
                "--out", str(out), "--pvalue", str(pvalue), "--device", device, "--no-progress"]
-        cmd += ["--workers", str(workers)] if workers else []
+        cmd += (["--workers", str(workers)] if workers else []) + list(extra)
         with PeakRSS() if PeakRSS else contextlib.nullcontext() as rss:
             t0 = time.perf_counter()
             r = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -82,6 +82,28 @@ def run_motifgrid(vcf: Path, store: Path, motifs: str, pvalue: float, workers, d
         s = json.loads((out / "_summary.json").read_text())
         res[label] = {"seconds": secs, "peak_rss_mb": rss.peak / 2**20 if rss else float("nan"), "rows": s["rows"], "calls": s["calls"],
                       "tests": s["tests"], "steps": s["seconds_steps"], "exact_pvalues": s["exact_pvalues"]}
+        if "--atsnp" in extra:
+            res[label]["atsnp"] = atsnp_precision(out)
+    return res
+
+
+def atsnp_precision(out: Path) -> dict:
+    """The relative standard errors of the atSNP p-values reached (median, 99th percentile, max) by p-value decade."""
+    from pipeline.variants import read_variants
+
+    t = read_variants(str(out), columns=["atsnp_ref_pvalue", "atsnp_ref_rse", "atsnp_change_pvalue",
+                                         "atsnp_change_rse"])
+    cols = {c: t.column(c).to_numpy(zero_copy_only=False).astype(float) for c in t.column_names}
+    snv = ~np.isnan(cols["atsnp_ref_pvalue"])
+    res = {"snv_rows": int(snv.sum())}
+    for col in ("ref", "change"):
+        p, r = cols[f"atsnp_{col}_pvalue"][snv], cols[f"atsnp_{col}_rse"][snv]
+        for lo in (1e-2, 1e-4, 1e-6, 1e-8):
+            sel = (p < lo * 100) & (p >= lo) & np.isfinite(r)
+            if sel.any():
+                res[f"{col}_{lo:g}"] = {"n": int(sel.sum()), "rse_median": float(np.median(r[sel])),
+                                        "rse_p99": float(np.quantile(r[sel], 0.99))}
+        res[f"{col}_above_samples"] = int((~np.isfinite(r)).sum())
     return res
 
 
@@ -129,6 +151,7 @@ def main() -> None:
     ap.add_argument("--peers", default="moods")
     ap.add_argument("--out", help="work folder (default: a temporary one)")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--atsnp", action="store_true", help="motifgrid with --atsnp (its precision is printed)")
     a = ap.parse_args()
     import gzip
     import shutil
@@ -147,14 +170,15 @@ def main() -> None:
     if not store.exists():
         subprocess.run([sys.executable, "-m", "pipeline.cli", "ingest", a.genome, str(store)], check=True, env=env,
                        capture_output=True)
-    res = {"motifgrid": run_motifgrid(vcf, store, a.motifs, a.pvalue, a.workers, a.device, work, env)}
+    res = {"motifgrid": run_motifgrid(vcf, store, a.motifs, a.pvalue, a.workers, a.device, work, env,
+                                      ["--atsnp"] if a.atsnp else [])}
     print(json.dumps({"tool": "motifgrid", **res["motifgrid"]}))
     if "moods" in a.peers.split(","):
         res["moods"] = run_moods(variants, seq, a.motifs, a.pvalue, work)
         print(json.dumps({"tool": "moods", **res["moods"]}))
     m = res["motifgrid"]["warm"]
     peer = res.get("moods")
-    print(f"\n| motifgrid variants | {len(variants):,} variants on {Path(a.genome).name} × {Path(a.motifs).name}, "
+    print(f"\n| motifgrid variants{' --atsnp' if a.atsnp else ''} | {len(variants):,} variants on {Path(a.genome).name} × {Path(a.motifs).name}, "
           f"p={a.pvalue:g}, {a.device} ({a.workers or 'all'} workers) | {m['seconds']:.1f} s warm ({res['motifgrid']['cold']['seconds']:.1f} "
           f"s cold), {m['peak_rss_mb']:.0f} MB, {m['rows']:,} rows | "
           + (f"MOODS DIY {peer['seconds']:.1f} s (FASTA {peer['seconds_fasta']:.1f} s, scan {peer['seconds_scan']:.1f}"

@@ -75,11 +75,12 @@ def _tails_task(pairs: list, prior, trans, samples: int, seeds: list, device: st
     return [motif_tails(plus, minus, prior, trans, samples, seed, xp) for (plus, minus), seed in zip(pairs, seeds)]
 
 
-def motif_tails_all(pwms: list, by: np.ndarray, prior, trans, samples: int, client, device: str = "cpu",
-                    group: int = 16) -> list:
+def motif_tails_all(pwms: list, by: np.ndarray, prior, trans, samples: int, client, device: str = "cpu") -> list:
     """Every motif's :class:`~workers.variants.atsnp.MotifTails` (its + and - rows ``by[m]`` of ``pwms``), computed
-    ``group`` motifs a task on ``client``."""
+    a group of motifs a task on ``client`` (at most 16, at least four tasks a worker thread)."""
     pairs = [(pwms[a], pwms[b]) for a, b in by]
+    threads = max(1, sum(client.nthreads().values()))
+    group = int(np.clip(len(pairs) // (4 * threads), 1, 16))
     futures = [client.submit(_tails_task, pairs[i:i + group], prior, trans, samples,
                              list(range(i + 1, min(i + group, len(pairs)) + 1)), device, pure=False)
                for i in range(0, len(pairs), group)]

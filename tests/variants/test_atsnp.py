@@ -173,3 +173,22 @@ def test_markov_of_the_genome_and_a_bad_markov_file(tmp_path):
     (tmp_path / "bad2.tsv").write_text("\tA\tC\tG\tT\nprior\t0.25\tx\t0.25\t0.25\n")
     with pytest.raises(VariantsError, match=r"bad2.tsv: line 2: four probabilities expected after 'prior'"):
         read_markov(str(tmp_path / "bad2.tsv"))
+
+
+@pytest.mark.gpu
+def test_gpu_tails_equal_the_cpu_ones():
+    """The same samples (one host generator) give the same tails on CuPy as on NumPy."""
+    import cupy
+
+    from pipeline.motifs import minus_strand_pwm, pwm_from_motif, read_motifs
+    from tests.conftest import DATA
+    from workers.variants.atsnp import motif_tails
+
+    m = read_motifs(str(DATA / "jaspar2024_subset.jaspar"))[2]
+    w = pwm_from_motif(m, np.full(4, 0.25), 0.1)
+    wm = minus_strand_pwm(w, np.full(4, 0.25))
+    a = motif_tails(w, wm, PRIOR, TRANS, n=20_000, seed=4)
+    b = motif_tails(w, wm, PRIOR, TRANS, n=20_000, seed=4, xp=cupy)
+    for x, y in ((a.allele, b.allele), (a.change, b.change)):
+        assert x.x.size == y.x.size and np.allclose(x.x, y.x, rtol=0, atol=1e-9)
+        assert np.allclose(x.logp, y.logp, rtol=0, atol=1e-9) and np.allclose(x.rse, y.rse, rtol=1e-6, atol=1e-12)

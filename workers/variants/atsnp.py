@@ -190,35 +190,48 @@ def motif_tails(plus: np.ndarray, minus: np.ndarray, prior, trans, n: int = 20_0
     x = _sample(xp, rng, n, betas, share / share.sum(), prior, trans)
     rows_x = [xp.asarray(w) for w in rows]
     S = _window_scores(xp, x, rows_x, L)                    # (N, 2, L)
-    k = thetas.size                                         # components are (tilt, row, start) in that order
-    fixed = xp.asarray((np.log(share) - logz).reshape(k, 2 * L))
-    log_terms = xp.asarray(thetas)[None, :, None] * S.reshape(n, 1, 2 * L) + fixed[None]     # (N, k, 2L)
-    top = log_terms.max(axis=(1, 2))
-    weight = xp.exp(-top) / xp.exp(log_terms - top[:, None, None]).sum(axis=(1, 2))         # P(x) / q(x)
+    mix = (xp.asarray(thetas), xp.asarray((np.log(share) - logz).reshape(thetas.size, 2 * L)))
+    ratio = _ratio(xp, S, mix)
     M = S.reshape(n, -1).max(axis=1)
-    allele = _tail(xp, M, weight, n)
-    D = _change(xp, x, S, rows_x, allele, L)
-    change = _tail(xp, xp.abs(D).ravel(), xp.repeat(weight / 3, 3), n, per_sample=3)
+    allele = _tail(xp, M, 1 / ratio, n)
+    D, w = _change(xp, x, S, rows_x, allele, mix, ratio, xp.asarray(trans))
+    change = _tail(xp, xp.abs(D).ravel(), w.ravel() / 3, n, per_sample=3)
     return MotifTails(allele, change, n)
 
 
-def _change(xp, x, S, rows_x, allele: Tail, L: int):
-    """``(N, 3)`` ``ln G(M(x)) - ln G(M(x^b))`` for the three other centre bases ``b`` of each sample: every window
-    holds the centre, so ``x^b``'s scores are ``x``'s with the centre's column changed."""
+def _ratio(xp, S, mix):
+    """``q(x) / P(x)`` of the mixture for samples whose window scores are ``S`` (N, 2, L): the components are (tilt,
+    row, start) in that order, ``mix`` their tilts and ``ln share - ln Z``."""
+    thetas, fixed = mix
+    n = S.shape[0]
+    log_terms = thetas[None, :, None] * S.reshape(n, 1, -1) + fixed[None]               # (N, tilts, 2L)
+    top = log_terms.max(axis=(1, 2))
+    return xp.exp(top) * xp.exp(log_terms - top[:, None, None]).sum(axis=(1, 2))
+
+
+def _change(xp, x, S, rows_x, allele: Tail, mix, ratio, T):
+    """``(N, 3)`` ``D = ln G(M(x)) - ln G(M(x^b))`` for the three other centre bases ``b`` of each sample (every
+    window holds the centre, so ``x^b``'s scores are ``x``'s with the centre's column changed), and the pairs'
+    weights.  ``|D|`` is symmetric in ``(x, x^b)``, and the proposal, tilted towards high scores, draws pairs whose
+    high member is either one: each unordered pair ``{x, y}`` is weighted ``(P(x) + P(y)) / (q(x) + q(y))`` (both
+    ways of drawing it), so a gain (``x`` low, ``y`` high) is as well sampled as a loss."""
+    L = S.shape[2]
     c = x[:, L - 1]
-    starts = xp.arange(L)
-    col = L - 1 - starts                                    # the centre's column in the window starting at s
-    out = []
+    col = L - 1 - xp.arange(L)                              # the centre's column in the window starting at s
     M = S.reshape(S.shape[0], -1).max(axis=1)
-    g = xp.asarray(allele.x)
-    lg = xp.asarray(allele.logp)
+    g, lg = xp.asarray(allele.x), xp.asarray(allele.logp)
+    log_g = _log_g(xp, allele, g, lg, M)
+    before = T[x[:, L - 2], c] * T[c, x[:, L]] if L > 1 else xp.ones(c.size)
+    out, weights = [], []
     for shift in (1, 2, 3):
         b = (c + shift) % 4
         alt = xp.stack([S[:, r, :] - rows_x[r][col[None, :], c[:, None]] + rows_x[r][col[None, :], b[:, None]]
                         for r in range(2)], axis=1)
         Mb = alt.reshape(alt.shape[0], -1).max(axis=1)
-        out.append(_log_g(xp, allele, g, lg, M) - _log_g(xp, allele, g, lg, Mb))
-    return xp.stack(out, axis=1)
+        out.append(log_g - _log_g(xp, allele, g, lg, Mb))
+        rho = (T[x[:, L - 2], b] * T[b, x[:, L]] if L > 1 else xp.ones(c.size)) / before   # P(x^b) / P(x)
+        weights.append((1 + rho) / (ratio + rho * _ratio(xp, alt, mix)))
+    return xp.stack(out, axis=1), xp.stack(weights, axis=1)
 
 
 def _log_g(xp, tail: Tail, g, lg, v):
