@@ -4,6 +4,7 @@
 allele reaches ``--pvalue`` (or every row), one Parquet file, a manifest entry."""
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -19,6 +20,18 @@ from workers.distribution import PvalueTable
 
 COLUMNS = tuple(VARIANTS_SCHEMA.names)
 CALLS = ("none", "gain", "loss", "both")
+CALL_WORDS = pa.array(CALLS, pa.string())
+STRANDS = pa.array(["+", "-"], pa.string())
+
+
+@functools.lru_cache(maxsize=4)
+def _words_of(words: tuple) -> pa.Array:
+    return arrow.strings(words)
+
+
+def _words(words: list) -> pa.Array:
+    """The motif ids or names as one Arrow array (made once per worker), for ``take``."""
+    return _words_of(tuple(words))
 
 
 @dataclass
@@ -101,7 +114,7 @@ def _side(ctx: VariantsContext, s2, rows, starts) -> tuple[dict, int]:
     start = starts[k, pick]
     best = s2[k, pick]
     return {"score": np.where(np.isfinite(best), best, np.nan), "pvalue": pv[k, pick], "start": start,
-            "strand": np.where(start < 0, "", np.where(ctx.row_strand[row] == 1, "-", "+"))}, n_exact
+            "minus": (ctx.row_strand[row] == 1).astype(np.int8)}, n_exact
 
 
 def _pvalues(ctx: VariantsContext, scores: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, int]:
@@ -165,18 +178,18 @@ def _rows(ctx: VariantsContext, al: pa.Table, cx, n: int):
     def start(side):
         return pa.array(side["start"], pa.int64(), mask=side["start"] < 0)
 
-    def strand(side):
-        return pa.array(side["strand"].tolist(), pa.string(), mask=side["start"] < 0)
+    def strand(side):                   # Arrow's take of a two-word dictionary: no Python string per row
+        return STRANDS.take(pa.array(side["minus"], pa.int8(), mask=side["start"] < 0))
 
     cols = {
         "chrom": al.column("chrom").take(take), "pos": al.column("pos").take(take), "id": al.column("id").take(take),
         "ref": al.column("ref").take(take), "alt": al.column("alt").take(take),
-        "motif_id": arrow.strings([ctx.motif_ids[m] for m in m_idx]),
-        "motif_name": arrow.strings([ctx.motif_names[m] for m in m_idx]),
+        "motif_id": _words(ctx.motif_ids).take(pa.array(m_idx)),
+        "motif_name": _words(ctx.motif_names).take(pa.array(m_idx)),
         "ref_score": pa.array(ref["score"]), "alt_score": pa.array(alt["score"]),
         "score_diff": pa.array(alt["score"] - ref["score"]),
         "ref_pvalue": pa.array(ref["pvalue"]), "alt_pvalue": pa.array(alt["pvalue"]), "log10_ratio": pa.array(ratio),
-        "call": arrow.strings([CALLS[c] for c in call]),
+        "call": CALL_WORDS.take(pa.array(call)),
         "ref_start": start(ref), "ref_strand": strand(ref), "alt_start": start(alt), "alt_strand": strand(alt),
         "vcf_line": al.column("line").take(take), "haplotype": al.column("haplotype").take(take),
         **{f"atsnp_{k}" + ("" if k.endswith("rse") else "_pvalue"): pa.array(v, pa.float64(), mask=np.isnan(v))
