@@ -81,6 +81,9 @@ def _samples(path: str, n: int, text: str, wanted) -> Samples | None:
     if wanted is None:
         return None
     have = text.rstrip("\r\n").split("\t")[9:]
+    if not have:
+        raise VcfError(f"{path}: line {n}: no sample columns: --samples and --haplotypes need the genotypes (GT) of "
+                       "samples")
     names = have if wanted == "all" else list(wanted)
     missing = [w for w in names if w not in have]
     if missing or not names:
