@@ -7,10 +7,17 @@ mistake.  A contig named with ``chr`` where the genome has none (or the reverse)
 contigs the genome lacks are counted and skipped.
 
 With ``samples`` only the alleles they carry are staged; with ``haplotypes`` the combined alleles of nearby variants
-on one phased haplotype (``haplotypes.py``) are staged too, in chunks of their own when their record ends."""
+on one phased haplotype (``haplotypes.py``) are staged too, in chunks of their own when their record ends.
+
+The common case (no samples, haplotypes or region) is read by Arrow (``vcf.read_columns``), the staging done on whole
+columns and the chunk files written by a thread; a file that reader gives up on is staged again from its first line
+by the Python reader (``vcf.read_vcf``): the same chunks, the same counts, the same errors."""
 from __future__ import annotations
 
 import json
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import closing
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,9 +29,12 @@ from pipeline.io.genome import GenomeStore
 from pipeline.io.schema import ALLELES_SCHEMA
 from pipeline.variants.alleles import CODE
 from pipeline.variants.haplotypes import Grouper
-from pipeline.variants.vcf import Alleles, Skipped, read_vcf
+from pipeline.variants.vcf import Alleles, Columns, Irregular, Skipped, read_columns, read_vcf, string_bytes
 
 SHOWN = 5                   # mismatching REFs named one by one
+_LAST = int(np.iinfo(np.int64).max)
+FAST = True                 # the common case (no samples, haplotypes or region) read by read_columns (tests: False)
+BATCH = 100_000             # alleles checked and staged at a time (chunks end with a batch; the REF check follows each)
 
 
 class VariantsError(MotifgridError, RuntimeError):
@@ -58,31 +68,25 @@ def stage(vcf: str, store: GenomeStore, out: str, chunk: int, max_ref_mismatch: 
     """Stream ``vcf`` into ``out/_alleles/``; ``warn(line)`` says what is skipped.  Refuses a VCF whose contigs or
     REF alleles say it is not on ``store``'s genome.  ``samples``: only the alleles they carry; ``haplotypes``: the
     combined alleles of nearby variants of each phased haplotype (of ``samples``, else every sample) too; ``region``:
-    only the records overlapping it (through the VCF's tabix index)."""
-    st = Staged(skipped=Skipped())
+    only the records overlapping it (through the VCF's tabix index).
+
+    Without samples, haplotypes and region the VCF is read by :func:`read_columns` (Arrow); where it gives up
+    (:class:`Irregular`) staging starts again from the first line with :func:`read_vcf`, which stages the same
+    chunks again (the same names) and names any error."""
     folder = storage.join(out, "_alleles")
     storage.makedirs(folder)
-    names = store.records.index
-    grouper = [None]
-
-    def on_header(chosen):
-        if haplotypes:
-            grouper[0] = Grouper(chosen.names, flank)
-
-    for batch in read_vcf(vcf, skipped=st.skipped, samples=samples or ("all" if haplotypes else None),
-                          on_header=on_header, region=region):
-        keep = _on_genome(vcf, batch.chrom, names, st)
-        ok = _ref_matches(store, batch, keep, st)
-        _check_fraction(vcf, store, st, max_ref_mismatch, final=False)
-        if samples:
-            carried = np.array(batch.carried, bool)
-            st.not_carried += int((keep & ok & ~carried).sum())
-            keep &= carried
-        _write_chunks(folder, batch, keep & ok, chunk, st)
-        if grouper[0] is not None:
-            _group(grouper[0], batch, keep & ok, store, folder, chunk, st)
-    if grouper[0] is not None:
-        _flush(grouper[0], store, folder, chunk, st)
+    store = _Held(store)
+    st = None
+    if FAST and not samples and not haplotypes and region is None:
+        st = Staged(skipped=Skipped())
+        with _Writer() as writer, closing(read_columns(vcf, batch=BATCH, skipped=st.skipped)) as batches:
+            try:
+                for cols in batches:
+                    _stage_batch(vcf, store, folder, cols, chunk, max_ref_mismatch, st, writer=writer)
+            except Irregular:
+                st = None
+    if st is None:
+        st = _stage_python(vcf, store, folder, chunk, max_ref_mismatch, samples, haplotypes, flank, region)
     _check_fraction(vcf, store, st, max_ref_mismatch, final=True)
     if not st.alleles:
         raise VariantsError(f"{vcf}: no allele to score on {store.path} ({_nothing_why(st)})")
@@ -91,6 +95,107 @@ def stage(vcf: str, store: GenomeStore, out: str, chunk: int, max_ref_mismatch: 
             warn(line)
     storage.atomic_write_bytes(storage.join(folder, "_staged.json"), json.dumps(st.as_dict()).encode())
     return st
+
+
+def _stage_python(vcf: str, store: GenomeStore, folder: str, chunk: int, most: float, samples, haplotypes: bool,
+                  flank: int, region) -> Staged:
+    """Staging through :func:`read_vcf` (samples, haplotypes, a region, or a file read_columns gave up on)."""
+    st = Staged(skipped=Skipped())
+    grouper = [None]
+
+    def on_header(chosen):
+        if haplotypes:
+            grouper[0] = Grouper(chosen.names, flank)
+
+    for batch in read_vcf(vcf, batch=BATCH, skipped=st.skipped, samples=samples or ("all" if haplotypes else None),
+                          on_header=on_header, region=region):
+        keep = _stage_batch(vcf, store, folder, Columns.of(batch), chunk, most, st,
+                            np.array(batch.carried, bool) if samples else None)
+        if grouper[0] is not None:
+            _group(grouper[0], batch, keep, store, folder, chunk, st)
+    if grouper[0] is not None:
+        _flush(grouper[0], store, folder, chunk, st)
+    return st
+
+
+def _stage_batch(vcf: str, store: GenomeStore, folder: str, cols: Columns, chunk: int, most: float, st: Staged,
+                 carried: np.ndarray | None = None, writer=None) -> np.ndarray:
+    """Check a batch's contigs and REFs, stage the alleles kept (of those ``carried``, where given; written by
+    ``writer``, where given, else here and now); which."""
+    keep = _on_genome(vcf, cols, store.records.index, st)
+    ok = _ref_matches(store, cols, keep, st)
+    _check_fraction(vcf, store, st, most, final=False)
+    if carried is not None:
+        st.not_carried += int((keep & ok & ~carried).sum())
+        keep &= carried
+    _write_chunks(folder, cols, keep & ok, chunk, st, writer)
+    return keep & ok
+
+
+class _Writer:
+    """The chunk files written in turn by a thread while the next batch is read and checked.  As if written here:
+    after a write's error the later writes are skipped, and the error is raised (at the latest when the ``with``
+    block ends, every write done) in place of any later one."""
+
+    def __init__(self, most: int = 64):
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="motifgrid-stage")
+        self.pending: deque = deque()
+        self.most = most            # files queued at most (memory)
+        self.error = None
+        self.raised = False
+
+    def _write(self, table: pa.Table, path: str) -> None:
+        if self.error is None:
+            try:
+                storage.write_parquet(table, path)
+            except BaseException as e:  # noqa: BLE001  (raised in the staging's thread)
+                self.error = e
+
+    def write(self, table: pa.Table, path: str) -> None:
+        if len(self.pending) >= self.most:
+            self.pending.popleft().result()
+        self._raise()
+        self.pending.append(self.pool.submit(self._write, table, path))
+
+    def _raise(self) -> None:
+        if self.error is not None and not self.raised:
+            self.raised = True
+            raise self.error
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        wait(list(self.pending))
+        self.pending.clear()
+        self.pool.shutdown()
+        self._raise()
+        return False
+
+
+class _Held:
+    """The genome store with the last block read held: runs of alleles (and batches) that meet in a block read it
+    once (``fetch`` as :meth:`GenomeStore.fetch`; all else the store's)."""
+
+    def __init__(self, store: GenomeStore):
+        self.store = store
+        self.held = (None, None)
+
+    def __getattr__(self, name: str):
+        return getattr(self.store, name)
+
+    def fetch(self, name: str, start: int, end: int) -> np.ndarray:
+        store, rec = self.store, self.store.records
+        i = rec.index[name]
+        lo = int(rec.offsets[i]) + max(start, 0)
+        hi = int(rec.offsets[i]) + min(end, int(rec.lengths[i]))
+        size = store.block_size
+        parts = [np.zeros(0, np.uint8)]
+        for b in range(lo // size, (hi - 1) // size + 1) if hi > lo else ():
+            if self.held[0] != b:
+                self.held = (b, store.read_block(store.block(b)))
+            parts.append(self.held[1][max(lo - b * size, 0):min(hi - b * size, size)])
+        return np.concatenate(parts)
 
 
 def load_staged(out: str) -> Staged | None:
@@ -106,9 +211,12 @@ def load_staged(out: str) -> Staged | None:
     return st
 
 
-def _on_genome(vcf: str, chroms: list, names: dict, st: Staged) -> np.ndarray:
-    keep = np.ones(len(chroms), bool)
-    for i, c in enumerate(chroms):
+def _on_genome(vcf: str, cols: Columns, names: dict, st: Staged) -> np.ndarray:
+    """Which alleles are on a contig of the genome; the others counted by contig.  A contig that is the genome's
+    but for a ``chr`` prefix is refused (the first of the batch)."""
+    codes, contigs = cols.codes()
+    on = np.ones(len(contigs), bool)
+    for k, c in enumerate(contigs):
         if c in names:
             continue
         other = c[3:] if c.startswith("chr") else f"chr{c}"
@@ -116,48 +224,59 @@ def _on_genome(vcf: str, chroms: list, names: dict, st: Staged) -> np.ndarray:
             raise VariantsError(f"{vcf}: contig {c!r} is {other!r} in the genome: the VCF and the genome name "
                                 "chromosomes differently (a chr prefix); rename the VCF's contigs "
                                 "(bcftools annotate --rename-chrs) or give the matching genome")
-        st.absent[c] = st.absent.get(c, 0) + 1
-        keep[i] = False
-    return keep
+        on[k] = False
+    if not on.all():
+        counts = np.bincount(codes, minlength=len(contigs))
+        for k in np.flatnonzero(~on).tolist():
+            st.absent[contigs[k]] = st.absent.get(contigs[k], 0) + int(counts[k])
+    return on[codes]
 
 
-def _ref_matches(store: GenomeStore, batch, keep: np.ndarray, st: Staged) -> np.ndarray:
+def _ref_matches(store: GenomeStore, cols: Columns, keep: np.ndarray, st: Staged) -> np.ndarray:
     """Each allele's REF equals the genome there (N in either matches anything); mismatches counted and named.  The
-    genome is read once per run of alleles on one record within 4 Mb, the bases compared all at once."""
-    ok = np.ones(len(batch), bool)
+    genome is read once per run of alleles on one record within 4 Mb (the alleles are sorted), the bases compared
+    all at once."""
+    ok = np.ones(len(cols), bool)
+    codes, contigs = cols.codes()
+    bounds = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1], True]).tolist()
     rec = store.records
-    i = 0
-    while i < len(batch):
-        j = i
-        while j < len(batch) and batch.chrom[j] == batch.chrom[i] and batch.pos[j] - batch.pos[i] < (1 << 22):
-            j += 1
-        if keep[i]:
-            ok[i:j] = _compare(store, batch, i, j, int(rec.lengths[rec.index[batch.chrom[i]]]), st)
-        i = j
+    refs = string_bytes(cols.ref)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if not keep[a]:
+            continue
+        name = contigs[codes[a]]
+        length = int(rec.lengths[rec.index[name]])
+        i = a
+        while i < b:
+            far = min(int(cols.pos[i]) + (1 << 22), _LAST)
+            j = max(a + int(np.searchsorted(cols.pos[a:b], far, "left")), i + 1)
+            ok[i:j] = _compare(store, cols, refs, i, j, name, length, st)
+            i = j
     return ok
 
 
-def _compare(store: GenomeStore, batch, i: int, j: int, length: int, st: Staged) -> np.ndarray:
-    name = batch.chrom[i]
-    lo = batch.pos[i] - 1
-    refs = batch.ref[i:j]
-    sizes = np.array([len(r) for r in refs], np.int64)
-    start = np.array(batch.pos[i:j], np.int64) - 1 - lo
+def _compare(store: GenomeStore, cols: Columns, refs: tuple, i: int, j: int, name: str, length: int,
+             st: Staged) -> np.ndarray:
+    data, offsets = refs
+    lo = int(cols.pos[i]) - 1
+    sizes = np.diff(offsets[i:j + 1])
+    start = np.array(cols.pos[i:j], np.int64) - 1 - lo
     hi = min(int((start + sizes).max()) + lo, length)
     seg = np.concatenate([store.fetch(name, lo, hi), np.full(int(sizes.max()), 5, np.uint8)])   # 5: past the end
-    want = CODE[np.frombuffer("".join(refs).encode(), np.uint8)]
+    want = CODE[data[offsets[i]:offsets[j]]]
     allele = np.repeat(np.arange(j - i), sizes)
     offset = np.arange(want.size) - np.repeat(np.cumsum(sizes) - sizes, sizes)
     got = seg[start[allele] + offset]
     base_ok = (got == want) | ((got == 4) | (want > 3)) & (got != 5)
     good = np.logical_and.reduceat(base_ok, np.cumsum(sizes) - sizes) if want.size else np.ones(0, bool)
     st.checked += j - i
-    for k in np.flatnonzero(~good):
+    for k in np.flatnonzero(~good).tolist():
         st.mismatched += 1
         if len(st.examples) < SHOWN:
             q = int(start[k])
             seen = "".join("ACGTN"[c] for c in seg[q:q + sizes[k]] if c < 5) or "past the end"
-            st.examples.append(f"line {batch.line[i + k]} {name}:{batch.pos[i + k]} REF {refs[k]}, genome {seen}")
+            ref = data[offsets[i + k]:offsets[i + k + 1]].tobytes().decode()
+            st.examples.append(f"line {cols.line[i + k]} {name}:{cols.pos[i + k]} REF {ref}, genome {seen}")
     return good
 
 
@@ -191,7 +310,7 @@ def _flush(grouper: Grouper, store: GenomeStore, folder: str, size: int, st: Sta
                     id=[c.id for c in combos], ref=[c.ref for c in combos], alt=[c.alt for c in combos])
     batch.haplotype = [c.haplotype for c in combos]
     st.combined += len(combos)
-    _write_chunks(folder, batch, np.ones(len(combos), bool), size, st)
+    _write_chunks(folder, Columns.of(batch), np.ones(len(combos), bool), size, st)
 
 
 def _text_of(store: GenomeStore, chrom: str):
@@ -211,25 +330,37 @@ def _text_of(store: GenomeStore, chrom: str):
     return fetch
 
 
-def _write_chunks(folder: str, batch, keep: np.ndarray, size: int, st: Staged) -> None:
-    """The kept alleles in chunks of at most ``size``, one record each."""
+def _write_chunks(folder: str, cols: Columns, keep: np.ndarray, size: int, st: Staged, writer=None) -> None:
+    """The kept alleles in chunks of at most ``size``, one record each: runs of one contig among the kept, cut
+    every ``size``; each chunk a slice of the kept rows' table (written by ``writer``, where given)."""
     idx = np.flatnonzero(keep)
-    cols = {k: getattr(batch, k) for k in ("line", "chrom", "pos", "id", "ref", "alt")}
-    cols["haplotype"] = getattr(batch, "haplotype", None) or [None] * len(batch)
-    start = 0
-    while start < idx.size:
-        chrom = batch.chrom[idx[start]]
-        end = start
-        while end < idx.size and end - start < size and batch.chrom[idx[end]] == chrom:
-            end += 1
-        take = idx[start:end]
-        table = pa.table({k: pa.array([v[t] for t in take], ALLELES_SCHEMA.field(k).type) for k, v in cols.items()},
-                         schema=ALLELES_SCHEMA)
-        cid = f"{len(st.chunks):06d}"
-        storage.write_parquet(table, storage.join(folder, f"part-{cid}.parquet"))
-        st.chunks.append((cid, chrom))
-        st.alleles += int(take.size)
-        start = end
+    if not idx.size:
+        return
+    codes, contigs = cols.codes()
+    kept = codes[idx]
+    cuts = np.flatnonzero(kept[1:] != kept[:-1]) + 1
+    table = _table(cols, None if idx.size == len(cols) else idx)
+    for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, idx.size].tolist()):
+        for s in range(a, b, size):
+            n = min(size, b - s)
+            cid = f"{len(st.chunks):06d}"
+            (writer.write if writer is not None else storage.write_parquet)(
+                table.slice(s, n), storage.join(folder, f"part-{cid}.parquet"))
+            st.chunks.append((cid, contigs[kept[s]]))
+            st.alleles += n
+
+
+def _table(cols: Columns, idx: np.ndarray | None) -> pa.Table:
+    """The alleles ``idx`` of the batch (None: all) as a table of ALLELES_SCHEMA."""
+    hap = cols.haplotype if cols.haplotype is not None else pa.nulls(len(cols), pa.string())
+    strings = [cols.chrom, cols.id, cols.ref, cols.alt, hap]
+    line, pos = cols.line, cols.pos
+    if idx is not None:
+        strings = [a.take(pa.array(idx)) for a in strings]
+        line, pos = line[idx], pos[idx]
+    chrom, vid, ref, alt, hap = strings
+    return pa.table([pa.array(line, pa.int64()), chrom, pa.array(pos, pa.int64()), vid, ref, alt, hap],
+                    schema=ALLELES_SCHEMA)
 
 
 def _nothing_why(st: Staged) -> str:
