@@ -81,7 +81,8 @@ def run_motifgrid(vcf: Path, store: Path, motifs: str, pvalue: float, workers, d
             raise SystemExit(r.stderr)
         s = json.loads((out / "_summary.json").read_text())
         res[label] = {"seconds": secs, "peak_rss_mb": rss.peak / 2**20 if rss else float("nan"), "rows": s["rows"], "calls": s["calls"],
-                      "tests": s["tests"], "steps": s["seconds_steps"], "exact_pvalues": s["exact_pvalues"]}
+                      "tests": s["tests"], "steps": s["seconds_steps"], "exact_pvalues": s["exact_pvalues"],
+                      "outputs": s.get("seconds_outputs")}
         if "--atsnp" in extra:
             res[label]["atsnp"] = atsnp_precision(out)
     return res

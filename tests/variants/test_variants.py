@@ -260,9 +260,20 @@ def test_annotated_vcf_and_tsv_say_what_the_rows_say(genome, client, tmp_path):
     called = {r["vcf_line"] for r in t}
     body = [x for x in ann if not x.startswith("#")]
     src_body = [(n, x) for n, x in enumerate(src, 1) if not x.startswith("#")]
+    by_line: dict = {}
+    for r in t:
+        if r["call"] != "none":
+            by_line.setdefault(r["vcf_line"], []).append(r)
     for (n, before), after in zip(src_body, body):
         assert ("MOTIFGRID=" in after) == (n in called)
         assert after.split("\t")[:7] == before.split("\t")[:7]
+        if n in by_line:                       # each row's note, in row order: motif|call|log10 ratio (3 digits)|ALT
+            notes = after.split("\t")[7].split("MOTIFGRID=")[1].split(",")
+            assert len(notes) == len(by_line[n])
+            for note, r in zip(notes, by_line[n]):
+                motif, call, ratio, alt = note.split("|")
+                assert (motif, call, alt) == (r["motif_id"], r["call"], r["alt"])
+                assert float(ratio) == pytest.approx(r["log10_ratio"], rel=5e-3, abs=1e-12)
 
 
 def test_the_command_refuses_a_finished_folder_and_overwrites_it(genome, tmp_path):

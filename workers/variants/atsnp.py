@@ -68,63 +68,65 @@ def markov_of(pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return prior, trans
 
 
-def _log_z(w: np.ndarray, theta: float, prior, trans) -> float:
-    """``ln E[exp(theta S)]`` of one window of ``w`` under the chain (forward recursion, scaled)."""
-    f = prior * np.exp(theta * (w[0] - w[0].max()))
-    log = theta * w[0].max()
+def _log_z(w: np.ndarray, theta: np.ndarray, prior, trans) -> np.ndarray:
+    """``ln E[exp(theta S)]`` of one window of ``w`` under the chain, for every tilt of ``theta`` at once (forward
+    recursion, scaled)."""
+    theta = np.asarray(theta, np.float64)[:, None]
+    top = w.max(axis=1)
+    f = prior[None, :] * np.exp(theta * (w[0] - top[0]))
+    log = theta[:, 0] * top.sum()
     for j in range(1, w.shape[0]):
-        f = (f @ trans) * np.exp(theta * (w[j] - w[j].max()))
-        log += theta * w[j].max()
-        s = f.sum()
+        f = (f @ trans) * np.exp(theta * (w[j] - top[j]))
+        s = f.sum(axis=1, keepdims=True)
         f /= s
-        log += np.log(s)
-    return float(log + np.log(f.sum()))
+        log += np.log(s[:, 0])
+    return log + np.log(f.sum(axis=1))
 
 
 def tilts(w: np.ndarray, prior, trans, k: int = TILTS) -> np.ndarray:
-    """``k`` tilts whose one-window tilted means sweep from the chain's mean score to 97 % of the way to the best."""
+    """``k`` tilts whose one-window tilted means sweep from the chain's mean score to 97 % of the way to the best
+    (bisection on every tilt at once)."""
     def mean(t):
         h = 1e-4
         return (_log_z(w, t + h, prior, trans) - _log_z(w, t - h, prior, trans)) / (2 * h)
 
-    lo, top = mean(0.0), float(w.max(axis=1).sum())
-    out = []
-    for i in range(1, k + 1):
-        target = lo + (0.97 * (top - lo)) * i / k
-        a, b = 0.0, 1.0
-        while mean(b) < target and b < 1e3:
-            b *= 2
-        for _ in range(30):
-            c = (a + b) / 2
-            a, b = (c, b) if mean(c) < target else (a, c)
-        out.append((a + b) / 2)
-    return np.array(out)
+    lo, top = float(mean(np.zeros(1))[0]), float(w.max(axis=1).sum())
+    target = lo + 0.97 * (top - lo) * np.arange(1, k + 1) / k
+    a, b = np.zeros(k), np.ones(k)
+    for _ in range(12):
+        low = (mean(b) < target) & (b < 1e3)
+        if not low.any():
+            break
+        b = np.where(low, 2 * b, b)
+    for _ in range(30):
+        c = (a + b) / 2
+        below = mean(c) < target
+        a, b = np.where(below, c, a), np.where(below, b, c)
+    return (a + b) / 2
 
 
 def _messages(rows: list, thetas: np.ndarray, prior, trans):
     """Normalised backward messages ``(C, n, 4)`` and ``ln Z`` (C,) of every component (tilt, strand row, start),
-    and each component's (tilt index, row, start)."""
+    and each component's (tilt index, row, start); all components at once, a position at a time."""
     L = rows[0].shape[0]
     n = 2 * L - 1
-    comps, betas, logz = [], [], []
-    for k, th in enumerate(thetas):
-        for r, w in enumerate(rows):
-            for s in range(L):
-                e = np.ones((n, 4))
-                e[s:s + L] = np.exp(th * (w - w.max(axis=1, keepdims=True)))
-                shift = th * w.max(axis=1).sum()
-                beta = np.empty((n, 4))
-                beta[n - 1] = e[n - 1]
-                log = 0.0
-                for i in range(n - 2, -1, -1):
-                    b = e[i] * (trans @ beta[i + 1])
-                    t = b.sum()
-                    beta[i] = b / t
-                    log += np.log(t)
-                betas.append(beta)
-                logz.append(shift + log + np.log(prior @ beta[0]))
-                comps.append((k, r, s))
-    return np.array(betas), np.array(logz), np.array(comps)
+    comps = np.array([(k, r, s) for k in range(thetas.size) for r in range(2) for s in range(L)])
+    C = len(comps)
+    w = np.stack(rows)[comps[:, 1]]                                          # (C, L, 4)
+    th = thetas[comps[:, 0]][:, None, None]
+    e = np.ones((C, n, 4))
+    idx = comps[:, 2][:, None] + np.arange(L)[None, :]                       # the window's positions
+    e[np.arange(C)[:, None], idx] = np.exp(th * (w - w.max(axis=2, keepdims=True)))
+    shift = thetas[comps[:, 0]] * w.max(axis=2).sum(axis=1)
+    beta = np.empty((C, n, 4))
+    beta[:, n - 1] = e[:, n - 1]
+    log = np.zeros(C)
+    for i in range(n - 2, -1, -1):
+        b = e[:, i] * (beta[:, i + 1] @ trans.T)
+        t = b.sum(axis=1, keepdims=True)
+        beta[:, i] = b / t
+        log += np.log(t[:, 0])
+    return beta, shift + log + np.log(beta[:, 0] @ prior), comps
 
 
 def _window_scores(xp, x, rows_x, L: int):
