@@ -45,34 +45,25 @@ class Contexts:
 def contexts(segment: np.ndarray, seg_start: int, record_length: int, pos: list, ref: list, alt: list,
              flank: int) -> Contexts:
     """The contexts of alleles on one record, whose codes ``[seg_start, seg_start + len(segment))`` are given (wide
-    enough for every edit and its flanks inside the record).  Built by one gather: each output base's source is
-    the record (N-padded beyond its ends) or the ALT cores laid end to end."""
+    enough for every edit and its flanks inside the record); the bases copied by ``workers.variants.contexts``."""
+    from workers.variants.contexts import fill_contexts  # noqa: PLC0415  (numba: the workers', not the client's)
+
     n = len(pos)
-    trimmed = [(int(q) - 1, r, a) if len(r) == 1 == len(a) else trim(int(q), r, a) for q, r, a in zip(pos, ref, alt)]
-    p = np.fromiter((t[0] for t in trimmed), np.int64, n)
-    ref_len = np.fromiter((len(t[1]) for t in trimmed), np.int64, n)
-    alt_len = np.fromiter((len(t[2]) for t in trimmed), np.int64, n)
+    p = np.asarray(pos, np.int64) - 1
+    ref_len = np.fromiter(map(len, ref), np.int64, n)
+    alt_len = np.fromiter(map(len, alt), np.int64, n)
+    core = list(alt)                                              # an SNV is its own trimmed edit
+    for i in np.flatnonzero((ref_len != 1) | (alt_len != 1)).tolist():
+        p[i], r, core[i] = trim(int(pos[i]), ref[i], alt[i])
+        ref_len[i], alt_len[i] = len(r), len(core[i])
     sizes = np.concatenate([ref_len, alt_len]) + 2 * flank
     starts = np.zeros(2 * n + 1, np.int64)
     np.cumsum(sizes, out=starts[1:])
     padded = np.full(len(segment) + 2 * flank, 4, np.uint8)      # N beyond the record on both sides
     lo_ok, hi_ok = max(seg_start, 0), min(seg_start + len(segment), record_length)
     padded[flank + lo_ok - seg_start:flank + hi_ok - seg_start] = segment[lo_ok - seg_start:hi_ok - seg_start]
-    cores = CODE[np.frombuffer("".join(t[2] for t in trimmed).encode(), np.uint8)]
-    core_at = np.zeros(n, np.int64)
-    np.cumsum(alt_len[:-1], out=core_at[1:])
-    left = p - seg_start                                          # each allele's left flank in ``padded``
-    right = left + flank + ref_len                                # its right flank
-    t = np.arange(int(starts[-1])) - np.repeat(starts[:-1], sizes)           # offset in its context
-    ctx = np.repeat(np.arange(2 * n), sizes)
-    a = ctx % n if n else ctx
-    src = left[a] + t                                             # ref contexts, and alt flanks on the left
-    is_alt = ctx >= n
-    in_core = is_alt & (t >= flank) & (t < flank + alt_len[a])
-    after = is_alt & (t >= flank + alt_len[a])
-    src = np.where(in_core, padded.size + core_at[a] + t - flank, src)
-    src = np.where(after, right[a] + t - flank - alt_len[a], src)
-    codes = np.concatenate([padded, cores])[src] if src.size else np.zeros(0, np.uint8)
+    cores = CODE[np.frombuffer("".join(core).encode(), np.uint8)]
+    codes = fill_contexts(padded, cores, p - seg_start, ref_len, alt_len, starts, flank)
     e0 = np.full(2 * n, flank, np.int64)
     e1 = flank + np.concatenate([ref_len, alt_len])
     return Contexts(codes, starts, e0, e1, p, ref_len)
