@@ -25,7 +25,6 @@ TSV is ``variants.tsv``'s format (its header and columns: the rows' but ``vcf_li
 with ``--haplotypes``, the atSNP columns from one with ``--atsnp``, then ``qvalue``), of the rows kept."""
 from __future__ import annotations
 
-import io
 import json
 
 import numpy as np
@@ -33,11 +32,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline import MotifgridError
-from pipeline.engine.dataset import iter_manifest
 from pipeline.io import arrow, storage
 from pipeline.io.extsort import write_lines
 from pipeline.scan.export import ExportError, bed_score
-from pipeline.variants.outputs import write_tsv_rows
+from pipeline.variants.outputs import parts, read_steps, tsv_bytes, tsv_columns, tsv_header, with_qvalues
 from pipeline.variants.task import CALLS
 
 FORMATS = ("bed", "tsv")
@@ -76,24 +74,22 @@ def export_variants(folder: str, format: str, out: str, max_qvalue: float | None
         raise ExportError(f"a q-value limit must be in (0, 1], got {max_qvalue}")
     keep = parse_calls(calls)
     run = _finished_run(folder)
-    hap, at = bool(run.get("haplotypes")), bool(run.get("atsnp"))
-    q = storage.read_parquet(storage.join(folder, "_qvalues.parquet"))
-    steps = arrow.to_numpy(q.column("pvalue")), arrow.to_numpy(q.column("qvalue"))
+    steps = read_steps(folder)
+    cols = tsv_columns(bool(run.get("haplotypes")), bool(run.get("atsnp")))
     lengths = motif_lengths(folder, run) if format == "bed" else None
     n = 0
     with storage.open_output(out, "wb") as f:     # "-" is standard output; a link keeps being a link
         if format == "tsv":
-            write_tsv_rows(f, None, header=True, haplotypes=hap, atsnp=at)
-        for path in _part_files(folder):
+            f.write(tsv_header(cols))
+        for path in parts(folder)[1]:
             t = _kept(storage.read_parquet(path), steps, max_qvalue, keep)
             if format == "bed":
                 lines = bed_lines(t, lengths, folder)
                 write_lines(f, lines)
                 n += len(lines)
             else:                                  # formatted aside, then one write: a closed pipe raises here
-                buf = io.BytesIO()
-                n += write_tsv_rows(buf, t, haplotypes=hap, atsnp=at)
-                f.write(buf.getvalue())
+                f.write(tsv_bytes(t, cols))
+                n += t.num_rows
     return n
 
 
@@ -110,21 +106,12 @@ def _finished_run(folder: str) -> dict:
     return json.loads(storage.read_bytes(storage.join(folder, "_run.json")))
 
 
-def _part_files(folder: str):
-    """The rows' files in chunk (file) order, as ``variants.tsv`` has them."""
-    for e in sorted(iter_manifest(folder, "chunk"), key=lambda e: e["chunk"]):
-        for f in e["files"]:
-            yield storage.join(folder, f)
-
-
 def _kept(t: pa.Table, steps: tuple, max_qvalue: float | None, calls: list | None) -> pa.Table:
     """One part's rows with their ``qvalue`` (``_qvalues.parquet``'s step at each row's smaller p-value, as
     ``read_variants``), those the filters keep."""
-    sp, sq = steps
-    p = np.minimum(arrow.to_numpy(t.column("ref_pvalue")), arrow.to_numpy(t.column("alt_pvalue")))
-    q = sq[np.minimum(np.searchsorted(sp, p, side="left"), sq.size - 1)] if sq.size else np.ones(p.size)
-    t = t.append_column("qvalue", pa.array(q, pa.float64()))
-    mask = pa.array(q <= max_qvalue if max_qvalue is not None else np.ones(p.size, bool))
+    t = with_qvalues(t, *steps)
+    q = arrow.to_numpy(t.column("qvalue"))
+    mask = pa.array(q <= max_qvalue if max_qvalue is not None else np.ones(q.size, bool))
     if calls is not None:
         mask = pc.and_(mask, pc.is_in(_plain(t.column("call")), value_set=pa.array(calls, pa.string())))
     return t.filter(mask)

@@ -20,10 +20,22 @@ INFO_HEADER = ('##INFO=<ID=MOTIFGRID,Number=.,Type=String,Description="Motifs wh
                'breaks (motifgrid variants): motif|call|log10(p_ref/p_alt)|ALT, call gain, loss or both">')
 
 
-def _parts(out: str):
-    """The rows' files in chunk (file) order."""
+def parts(out: str):
+    """The manifest entries and the rows' files, in chunk (file) order."""
     entries = sorted(iter_manifest(out, "chunk"), key=lambda e: e["chunk"])
     return entries, [storage.join(out, f) for e in entries for f in e["files"]]
+
+
+def read_steps(out: str):
+    """``(p, q)`` of ``DIR/_qvalues.parquet`` (see :func:`with_qvalues`)."""
+    q = storage.read_parquet(storage.join(out, "_qvalues.parquet"))
+    return arrow.to_numpy(q.column("pvalue")), arrow.to_numpy(q.column("qvalue"))
+
+
+def with_qvalues(t: pa.Table, sp, sq) -> pa.Table:
+    """The rows ``t`` with their ``qvalue``: the step at each row's smaller p-value."""
+    p = np.minimum(arrow.to_numpy(t.column("ref_pvalue")), arrow.to_numpy(t.column("alt_pvalue")))
+    return t.append_column("qvalue", pa.array(_qvalues(p, sp, sq), pa.float64()))
 
 
 def qvalue_steps(files: list, tests: int):
@@ -46,13 +58,10 @@ def _qvalues(p: np.ndarray, steps_p: np.ndarray, steps_q: np.ndarray) -> np.ndar
 
 def read_variants(out: str, columns=None) -> pa.Table:
     """Every row of a finished variants run, file order, with its ``qvalue``."""
-    q = storage.read_parquet(storage.join(out, "_qvalues.parquet"))
-    sp, sq = arrow.to_numpy(q.column("pvalue")), arrow.to_numpy(q.column("qvalue"))
-    _, files = _parts(out)
+    sp, sq = read_steps(out)
+    _, files = parts(out)
     tables = [storage.read_parquet(f) for f in files]
-    t = pa.concat_tables(tables) if tables else VARIANTS_SCHEMA.empty_table()
-    p = np.minimum(arrow.to_numpy(t.column("ref_pvalue")), arrow.to_numpy(t.column("alt_pvalue")))
-    t = t.append_column("qvalue", pa.array(_qvalues(p, sp, sq), pa.float64()))
+    t = with_qvalues(pa.concat_tables(tables) if tables else VARIANTS_SCHEMA.empty_table(), sp, sq)
     return t.select(columns) if columns else t
 
 
@@ -103,46 +112,38 @@ def in_order(fn, items: list, ahead: int | None = None):
             yield got
 
 
-def write_tsv(out: str, files: list, sp, sq, haplotypes: bool = False, atsnp: bool = False) -> int:
-    """``variants.tsv``: a header line, then every row (file order) with its q-value; the rows written.  Formatted
-    column by column by Arrow and its CSV writer (a Python line per row took 12 µs: 22 s of a GPU run's 1.8 M rows),
-    the files on threads (``in_order``: 7.1 s of 3.7 M rows on one core)."""
+def tsv_bytes(t: pa.Table, cols: list) -> pa.Buffer:
+    """``variants.tsv``'s lines of the rows ``t`` (with their ``qvalue``): formatted column by column by Arrow and
+    its CSV writer (a Python line per row took 12 µs: 22 s of a GPU run's 1.8 M rows)."""
     import pyarrow.csv as csv  # noqa: PLC0415
 
+    buf = pa.BufferOutputStream()
+    if t.num_rows:
+        csv.write_csv(pa.table({c: _text(t.column(c).combine_chunks()) for c in cols}), buf,
+                      csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none"))
+    return buf.getvalue()
+
+
+def tsv_header(cols: list) -> bytes:
+    return ("\t".join(cols) + "\n").encode()
+
+
+def write_tsv(out: str, files: list, sp, sq, haplotypes: bool = False, atsnp: bool = False) -> int:
+    """``variants.tsv``: a header line, then every row (file order) with its q-value; the rows written.  The files
+    formatted on threads (``in_order``: 7.1 s of 3.7 M rows on one core)."""
     cols = tsv_columns(haplotypes, atsnp)
-    options = csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
 
     def text(path: str):
-        t = storage.read_parquet(path)
-        p = np.minimum(arrow.to_numpy(t.column("ref_pvalue")), arrow.to_numpy(t.column("alt_pvalue")))
-        t = t.append_column("qvalue", pa.array(_qvalues(p, sp, sq)))
-        buf = pa.BufferOutputStream()
-        csv.write_csv(pa.table({c: _text(t.column(c).combine_chunks()) for c in cols}), buf, options)
-        return t.num_rows, buf.getvalue()
+        t = with_qvalues(storage.read_parquet(path), sp, sq)
+        return t.num_rows, tsv_bytes(t, cols)
 
     n = 0
     with storage.open_output(storage.join(out, "variants.tsv"), "wb") as f:
-        f.write(("\t".join(cols) + "\n").encode())
+        f.write(tsv_header(cols))
         for rows, data in in_order(text, files):
             f.write(data)
             n += rows
     return n
-
-
-def write_tsv_rows(f, t: pa.Table | None, header: bool = False, haplotypes: bool = False, atsnp: bool = False) -> int:
-    """``variants.tsv``'s lines of the rows ``t`` (with their ``qvalue``; None: no row) to the binary file ``f``, its
-    header line first with ``header``: :func:`write_tsv`'s format, one table at a time (``motifgrid export``); the rows
-    written."""
-    import pyarrow.csv as csv  # noqa: PLC0415
-
-    cols = tsv_columns(haplotypes, atsnp)
-    if header:
-        f.write(("\t".join(cols) + "\n").encode())
-    if t is None or t.num_rows == 0:
-        return 0
-    options = csv.WriteOptions(include_header=False, delimiter="\t", quoting_style="none")
-    csv.write_csv(pa.table({c: _text(t.column(c).combine_chunks()) for c in cols}), f, options)
-    return t.num_rows
 
 
 def write_vcf(out: str, files: list, vcf: str, region: str | None = None) -> int:
@@ -199,7 +200,7 @@ def _notes(files: list) -> dict:
 def finish(job, ctx, seconds: dict, device: str) -> dict:
     """q-values, ``variants.tsv``, ``variants.vcf`` and ``_summary.json`` (written last); the summary."""
     t0 = time.perf_counter()
-    entries, files = _parts(job.out)
+    entries, files = parts(job.out)
     tests = sum(e["tests"] for e in entries)
     sp, sq = qvalue_steps(files, tests)
     storage.write_parquet(pa.table({"pvalue": pa.array(sp, pa.float64()), "qvalue": pa.array(sq, pa.float64())}),
