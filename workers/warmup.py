@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 
+from workers.trace import mark
 from workers.backend import (cpu_count, limit_blas_threads, retain_freed_memory, set_gc_threshold, set_gpu_sync,
                              skip_numba_blas_probe)
 from workers.distribution import pvalue_to_score
@@ -69,6 +70,7 @@ def warm(device: str = "cpu") -> None:
             distinct_pairs(z, np.ones(2), z + 1, device="gpu")
         _done[device] = True
         done_at[device] = time.time()
+        mark("warm", done_at[device], device=device)
 
 
 #: the warm-up's matrix (10 columns, a seeded draw)
@@ -182,6 +184,7 @@ def _warm_quietly(device: str, gpu_sync: str | None = None) -> None:
     try:
         warm(device)
         _warm_io()
+        mark("warm-io")
     except Exception:          # noqa: BLE001 - a warm-up never fails a worker; the tasks will say what is wrong
         pass
 

@@ -117,6 +117,9 @@ def entry() -> None:
     """
     from workers.backend import set_gc_threshold, skip_numba_blas_probe  # noqa: PLC0415
 
+    from workers.trace import mark  # noqa: PLC0415
+
+    mark("entry")                    # interpreter and this module's imports done (MOTIFGRID_TRACE)
     skip_numba_blas_probe()
     _terminate_as_interrupt()
     try:
@@ -130,6 +133,7 @@ def entry() -> None:
     import atexit  # noqa: PLC0415
 
     atexit._run_exitfuncs()
+    mark("exit")
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

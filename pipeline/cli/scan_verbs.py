@@ -12,6 +12,7 @@ from pipeline.cli.args import UserError
 from pipeline.cli.local import (auto_device, client_kwargs, cluster_line, early_cluster, load_in_background, on_threads,
                                 prestart, threshold_threads_for)
 from pipeline.cli.outputs import check_out_file, make_console, refuse_inside_output, warn_unfinished
+from workers.trace import mark
 
 
 def cmd_ingest(a) -> int:
@@ -62,6 +63,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         client_kw["device"] == "cpu" and client_kw["processes"]), [a.store], a.motifs)
     with early or contextlib.nullcontext():
         job = _plan_scan(a, console, threshold_threads_for(client_kw))
+        mark("planned")
         try:
             res = _run_planned(job, a, client_kw, early, console, command, before_scan)
         except BaseException:
@@ -71,7 +73,9 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
 
             restore_replaced(job.out)           # stopped before the scan began: what --overwrite set aside, back
             raise
+    mark("closed")                              # the local cluster closed
     _print_summary(res, console)
+    mark("printed")
     return 0
 
 
@@ -93,6 +97,7 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
     with (contextlib.nullcontext(early.get()) if early else
           get_client(**client_kw, quiet=True, dashboard=not small,
                      threads_only=on_threads(small, job.positions))) as (client, device):
+        mark("cluster")                         # the cluster this scan runs on is up
         console.print(cluster_line(client, device, small))
         if before_scan is not None:
             before_scan(job)

@@ -45,6 +45,7 @@ from pipeline.scan.plan import ScanJob, hits_compression, plan_scan
 from pipeline.scan.read import motif_summary_tsv
 from pipeline.scan.region_counts import StreamingRegionCounts, write_region_counts
 from pipeline.scan.task import ScanContext, group_units, scan_task
+from workers import trace
 
 
 @dataclass
@@ -156,6 +157,8 @@ def _execute_scan(job: ScanJob, client, device, progress, command, console, pub)
     remove_temporaries(out)
     marks = (("plan", t_plan), ("thresholds", t_tasks0), ("scattered", run.t_scattered), ("submitted", t_submitted),
              ("first_result", tally.t_first or t_submitted), ("tasks", t_tasks0 + t_tasks_wall), ("reduced", t_reduced))
+    for k, v in marks:
+        trace.mark_perf(k, v)
     positions = sum(bases.values())
     summary = {
         "blocks": len(all_units), "blocks_this_run": tally.stats["blocks"], "hits": int(total_hits),

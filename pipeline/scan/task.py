@@ -25,6 +25,7 @@ from pipeline.io.regions import Piece, Regions
 from pipeline.io.schema import HITS_SCHEMA, REGION_HITS_SCHEMA
 from pipeline.scan.region_counts import block_counts, block_presence, split_keys, write_block_counts
 from workers.scan import ScanPlan, scan_blocks, valid_windows
+from workers.trace import mark
 
 
 @dataclass
@@ -116,6 +117,7 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
     from workers.backend import limit_blas_threads  # noqa: PLC0415
 
     t_task = time.perf_counter()
+    mark("task-first-start", once=True)
     faults0 = _thread_faults()
     limit_blas_threads(1)
     stats = {"blocks": 0, "hits": 0, "positions": 0, "seconds_scan": 0.0, "seconds_io": 0.0,
@@ -168,6 +170,7 @@ def scan_task(ctx: ScanContext, units: list) -> dict:
     stats["faults"] = _thread_faults() - faults0
     stats["worker"] = _worker_address()
     stats["block_ids"] = [ctx.store.block(b).block_id for b, _ in units]     # finished: their counts may be merged
+    mark("task-first-end", once=True)
     return stats
 
 
