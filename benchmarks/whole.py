@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 VERT = "JASPAR2024_CORE_vertebrates_non-redundant.jaspar"
 CORE = "JASPAR2024_CORE_non-redundant.jaspar"
 DEVICES = ["gpu", "cpu", "auto"]
+ENV: dict = {}                 # --env settings of every run
 MARKS = ("entry", "planned", "cluster", "plan", "thresholds", "scattered", "submitted", "first_result", "tasks",
          "reduced", "closed", "printed", "exit")
 
@@ -46,7 +47,7 @@ def run(name: str, args: list, work: Path, cache: Path, sink, env: dict | None =
     """One whole command: wall seconds, its marks from the launch, the workers' warm-up and first task spans."""
     trace = work / f"trace-{name}.jsonl"
     trace.unlink(missing_ok=True)
-    e = {**os.environ, "MOTIFGRID_TRACE": str(trace), "DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR": str(cache / "t"),
+    e = {**os.environ, **ENV, "MOTIFGRID_TRACE": str(trace), "DASK_MOTIFGRID__THRESHOLDS__CACHE_DIR": str(cache / "t"),
          "DASK_MOTIFGRID__MOTIFS__CACHE_DIR": str(cache / "m"), **(env or {})}
     t0 = time.time()
     p = subprocess.run([sys.executable, "-m", "pipeline.cli", *args], env=e, capture_output=True, text=True)
@@ -148,11 +149,15 @@ def main() -> None:
     ap.add_argument("--rows", default="genome,enrich,small,200kb,promoters")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--devices", default="gpu,cpu,auto", help="the devices of the small, 200kb and promoters rows")
+    ap.add_argument("--env", action="append", default=[], help="VAR=VALUE for every command (repeatable)")
     ap.add_argument("--json", default=None, help="JSON lines out (default WORK/whole.jsonl)")
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     rows = a.rows.split(",")
     DEVICES[:] = a.devices.split(",")
+    ENV.update(kv.split("=", 1) for kv in a.env)
+    if ENV:
+        print("settings:", ENV, flush=True)
     with open(a.json or a.work / "whole.jsonl", "a") as sink:
         if "small" in rows:
             pf = str(a.data / "Pfalciparum_3D7_genome.fa.gz")

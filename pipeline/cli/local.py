@@ -64,13 +64,50 @@ def prestart(client_kw: dict) -> None:
         prestart_workers(gpu=gpu)
 
 
-def threshold_threads_for(client_kw: dict) -> int:
+def estimated_positions(path: str | None) -> int | None:
+    """A scan's window starts guessed before its planning, to choose where it runs before the inputs are read: a
+    genome store's length; a FASTA file's size (× 4 gzipped: DNA gzips 3.9-4.5×); None for a URL or what cannot be
+    read (the planning then says what is wrong)."""
+    from pipeline.io import storage  # noqa: PLC0415
+
+    if path is None or storage.is_url(path):
+        return None
+    if os.path.isdir(path):
+        try:
+            from pipeline.io.genome import GenomeStore  # noqa: PLC0415
+
+            return int(GenomeStore(path).total_length)
+        except Exception:      # noqa: BLE001 - not a store of ours: the planning reports it
+            return None
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    return size * 4 if path.endswith((".gz", ".bgz", ".bgzf", ".bgzip")) else size
+
+
+def gpu_on_threads(client_kw: dict, path: str | None) -> bool:
+    """A local GPU scan (``--device gpu``, or auto where a GPU answers) that will run on this process's threads
+    (:func:`on_threads`): no ``--scheduler`` nor ``--processes``, and at most ``motifgrid.scan.threads-max-positions``
+    positions guessed from its input (:func:`estimated_positions`).  Such a scan opens the CUDA context and loads its
+    kernels in this process beside the planning, instead of starting GPU worker processes: on one H200 those cost a
+    200 kb scan ~2 s of its 4.4 (start, scatter, close; docs/benchmarks.md, issue 49)."""
+    if client_kw["scheduler"] is not None or client_kw["processes"] or not local_gpu(client_kw):
+        return False
+    n = estimated_positions(path)
+    return n is not None and n <= int(dask.config.get("motifgrid.scan.threads-max-positions", default=0))
+
+
+def threshold_threads_for(client_kw: dict, gpu_threads: bool = False) -> int:
     """Threads of this process for the thresholds beside the planning (``pipeline.scan.plan.plan_scan``): every core when
     the scan's cluster will be threads of this process (CPU, no ``--processes``), which would compute them on the
-    same cores after its start anyway; else 0: worker processes start on those cores meanwhile (16 threshold threads
-    beside the start of one H100's four GPU workers made the whole scan 0.4-0.5 s slower; docs/benchmarks.md)."""
+    same cores after its start anyway (``gpu_threads``: a GPU scan on this process's threads, :func:`gpu_on_threads`);
+    else 0: worker processes start on those cores meanwhile (16 threshold threads beside the start of one H100's four
+    GPU workers made the whole scan 0.4-0.5 s slower; docs/benchmarks.md)."""
     from pipeline.engine.cluster import cpu_count  # noqa: PLC0415
 
+    if gpu_threads:
+        return cpu_count()
     if client_kw["scheduler"] is not None or client_kw["processes"] or local_gpu(client_kw):
         return 0
     return cpu_count()
@@ -144,7 +181,8 @@ def on_threads(small: bool, positions: int) -> bool:
 def runs_on(client, device: str) -> str:
     """``2 CPU thread(s), no cluster`` (:class:`pipeline.engine.thread_client.ThreadClient`) or ``4 GPU worker(s)``."""
     if getattr(client, "threads_only", False):
-        return f"{sum(client.nthreads().values())} CPU thread(s), no cluster"
+        n = sum(client.nthreads().values())
+        return f"the GPU from {n} thread(s), no cluster" if device == "gpu" else f"{n} CPU thread(s), no cluster"
     return f"{len(client.scheduler_info()['workers'])} {device.upper()} worker(s)"
 
 
@@ -160,8 +198,9 @@ def cluster_line(client, device: str, small: bool) -> str:
             f"dashboard: {'off (a small job)' if small else dashboard_link(client)}{follow}")
 
 
-def auto_device(job, pvalue: float):
-    """The cost model's device for a local scan on a machine with GPUs (:mod:`pipeline.engine.cost`); None without one."""
+def auto_device(job, pvalue: float, threads: bool = False):
+    """The cost model's device for a local scan on a machine with GPUs (:mod:`pipeline.engine.cost`; ``threads``: it
+    would run on this process's threads, :func:`on_threads`); None without one."""
     from workers.backend import gpu_available  # noqa: PLC0415
 
     if not gpu_available():
@@ -174,4 +213,4 @@ def auto_device(job, pvalue: float):
     strands = len(job.mset.strand_rows)
     columns = strands * sum(int(w.shape[0]) for w in job.mset.pwms)
     return estimate(job.positions, columns, strands * len(job.mset.pwms), pvalue, cpu_count(),
-                    cupy.cuda.runtime.getDeviceCount())
+                    cupy.cuda.runtime.getDeviceCount(), threads=threads)

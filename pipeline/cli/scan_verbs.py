@@ -9,8 +9,8 @@ import time
 import dask.config
 
 from pipeline.cli.args import UserError
-from pipeline.cli.local import (auto_device, client_kwargs, cluster_line, early_cluster, load_in_background, on_threads,
-                                prestart, threshold_threads_for)
+from pipeline.cli.local import (auto_device, client_kwargs, cluster_line, early_cluster, gpu_on_threads,
+                                load_in_background, on_threads, prestart, threshold_threads_for)
 from pipeline.cli.outputs import check_out_file, make_console, refuse_inside_output, warn_unfinished
 from workers.trace import mark
 
@@ -52,17 +52,23 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     console = console or make_console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     client_kw = client_kwargs(a)
-    prestart(client_kw)                  # the workers' forkserver imports beside the planning below
+    gpu_threads = gpu_on_threads(client_kw, a.store)
+    if gpu_threads:                      # CUDA context and kernels in this process, beside the planning below
+        from pipeline.engine.cluster import warm_this_process  # noqa: PLC0415
+
+        warm_this_process("gpu")
+    else:
+        prestart(client_kw)              # the workers' forkserver imports beside the planning below
     if os.path.isfile(a.store):           # a FASTA scanned directly: numba and its parser load beside the motifs' read
         from pipeline.io.fasta import load_parser  # noqa: PLC0415
 
         load_in_background(load_parser)
     # worker processes asked for by name (--device gpu, --device cpu --processes) start beside the planning too;
     # --device auto decides after it, by the cost model
-    early = early_cluster(client_kw, client_kw["device"] == "gpu" or (
+    early = None if gpu_threads else early_cluster(client_kw, client_kw["device"] == "gpu" or (
         client_kw["device"] == "cpu" and client_kw["processes"]), [a.store], a.motifs)
     with early or contextlib.nullcontext():
-        job = _plan_scan(a, console, threshold_threads_for(client_kw))
+        job = _plan_scan(a, console, threshold_threads_for(client_kw, gpu_threads))
         mark("planned")
         try:
             res = _run_planned(job, a, client_kw, early, console, command, before_scan)
@@ -90,7 +96,7 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
     small = early is None and client_kw["scheduler"] is None and job.positions < int(
         dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
     if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine
-        choice = auto_device(job, a.pvalue)
+        choice = auto_device(job, a.pvalue, threads=on_threads(small, job.positions))
         if choice is not None:
             client_kw["device"] = choice.device
             console.print(choice.line())

@@ -376,18 +376,23 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     log nothing below CRITICAL, nor does tornado in this process (the caller reports failed tasks itself, in
     one line).  ``dashboard=False``: a local cluster without the Dask dashboard (bokeh's import and server
     are most of a local cluster's start-up: ~0.4 s, for a job over in a second).  ``threads_only``: no cluster
-    but this process's threads (:class:`pipeline.engine.thread_client.ThreadClient`; a small local CPU scan), where no
-    scheduler, GPU nor worker processes are asked for."""
+    but this process's threads (:class:`pipeline.engine.thread_client.ThreadClient`; a small local scan), where no
+    scheduler nor worker processes are asked for: on the GPU too (this process opens the CUDA context), which spares a
+    small GPU job the start of four worker processes, the context's scatter to them and their close (~2 s of a
+    200 kb scan's 4.4 s on one H200; docs/benchmarks.md, issue 49)."""
     from workers.backend import gc_threshold_setting  # noqa: PLC0415
 
     try:
         gc = gc_threshold_setting()   # the workers' setting (the warm-up plugin applies it), checked before any start
     except ValueError as e:
         raise ClusterError(str(e)) from None
-    if threads_only and not (scheduler or scheduler_file or processes or _local_gpu(device)):
-        client = _thread_client(threads_per_worker or n_workers or cpu_count(), gc)
+    if threads_only and not (scheduler or scheduler_file or processes):
+        check_local_device(device)
+        dev = "gpu" if _local_gpu(device) else "cpu"
+        # (--workers counts GPUs on a GPU machine: one here; the threads are the cores')
+        client = _thread_client(threads_per_worker or (n_workers if dev == "cpu" else None) or cpu_count(), gc, dev)
         try:
-            yield client, "cpu"
+            yield client, dev
         finally:
             client.close()
         return
@@ -492,16 +497,25 @@ def gather_placed(client, futures: list, workers, poll: float = 1.0) -> list:
         return client.gather(futures)
 
 
-def _thread_client(threads: int, gc_threshold):
+def _thread_client(threads: int, gc_threshold, device: str = "cpu"):
     """A :class:`~pipeline.engine.thread_client.ThreadClient` of ``threads`` threads, this process warmed up as an
-    in-process cluster's worker would be (:func:`workers.warmup.start`, with the same settings); its memory limit
-    is the machine's, as an in-process ``LocalCluster``'s one worker reports."""
+    in-process cluster's worker would be (:func:`warm_this_process`); its memory limit is the machine's, as an
+    in-process ``LocalCluster``'s one worker reports."""
     from pipeline.engine.thread_client import ThreadClient  # noqa: PLC0415
+
+    warm_this_process(device, gc_threshold)
+    return ThreadClient(threads, machine_memory())
+
+
+def warm_this_process(device: str, gc_threshold=None) -> None:
+    """This process set up and its kernels loading in the background as a worker's would be
+    (:func:`workers.warmup.start`, with the workers' settings; for ``"gpu"`` the CUDA context too).  Called again, the
+    settings are applied again and the loading is not repeated."""
+    from workers.backend import gc_threshold_setting  # noqa: PLC0415
     from workers.warmup import start  # noqa: PLC0415
 
-    *settings, gpu_sync = _warmup_settings("cpu", gc_threshold)
+    *settings, gpu_sync = _warmup_settings(device, gc_threshold if gc_threshold is not None else gc_threshold_setting())
     start(*settings, gpu_sync=gpu_sync)      # (this process is the user's: numba's BLAS probe is not skipped)
-    return ThreadClient(threads, machine_memory())
 
 
 def machine_memory() -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-_KEYS = ("start-cpu", "start-gpu", "cpu-rate", "gpu-rate", "host-per-hit", "hit-factor")
+_KEYS = ("start-cpu", "start-gpu", "cpu-rate", "gpu-rate", "host-per-hit", "hit-factor", "start-gpu-threads")
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,14 @@ class Rates:
     gpu_rate: float           # column scores per second per GPU (tensor cores, rescoring included)
     host_per_hit: float       # thread-seconds of host work per hit
     hit_factor: float         # hits / (p × windows × rows) on real sequence
+    start_gpu_threads: float = 1.0    # seconds: the CUDA context and kernels in this process (a scan on its threads)
 
     @classmethod
     def from_config(cls) -> "Rates":
         import dask.config  # noqa: PLC0415
 
         cfg = dask.config.get("motifgrid.cost")
-        return cls(*(float(cfg[k]) for k in _KEYS))
+        return cls(*(float(cfg[k]) for k in _KEYS if k in cfg))
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ class Choice:
 
 
 def estimate(positions: int, columns: int, rows: int, pvalue: float, cores: int, gpus: int,
-             rates: Rates | None = None) -> Choice:
+             rates: Rates | None = None, threads: bool = False) -> Choice:
     """The device with the shorter estimated scan.
 
     Parameters
@@ -64,10 +65,12 @@ def estimate(positions: int, columns: int, rows: int, pvalue: float, cores: int,
         The machine's CPU cores and GPUs (``gpus`` 0: the CPU).
     rates : Rates, optional
         Default: ``motifgrid.cost``.
+    threads : bool
+        The scan would run on this process's threads (``start_gpu_threads``: no GPU worker processes to start).
     """
     r = rates or Rates.from_config()
     cores = max(1, int(cores))
     host = r.hit_factor * pvalue * positions * rows * r.host_per_hit / cores
     cpu = r.start_cpu + positions * columns / (r.cpu_rate * cores) + host
-    gpu = r.start_gpu + positions * columns / (r.gpu_rate * max(1, gpus)) + host if gpus else float("inf")
+    gpu = (r.start_gpu_threads if threads else r.start_gpu) + positions * columns / (r.gpu_rate * max(1, gpus)) + host if gpus else float("inf")
     return Choice("gpu" if gpu < cpu else "cpu", cpu, gpu)

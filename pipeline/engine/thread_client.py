@@ -23,6 +23,11 @@ from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPo
 from types import SimpleNamespace
 
 
+def address() -> str:
+    """The one worker's address: this process (what a task's kept pairs are filed under)."""
+    return f"threads://{os.getpid()}"
+
+
 class ThreadFuture:
     """A submitted task: ``key``, ``status`` ("pending", "finished", "error", "cancelled"), ``result()``,
     ``exception()``, ``cancel()``, ``release()`` — what the scan's steps use of a ``distributed.Future``."""
@@ -87,7 +92,7 @@ class ThreadClient:
         self._threads = max(1, int(threads))
         self._memory_limit = int(memory_limit)
         self.id = f"threads-{uuid.uuid4().hex[:8]}"
-        self.address = f"threads://{os.getpid()}"
+        self.address = address()
         self.scheduler = SimpleNamespace(address=self.address)
         self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="motifgrid-task")
 

@@ -281,8 +281,9 @@ def _reserve_pinned(client, device: str, pvalue: float, rows: int, groups: list)
     per_thread = pinned_sizes(pvalue * rows * positions[len(positions) // 2])    # ~p hits a window and row
     if not per_thread:
         return []
-    return [client.submit(_reserve_pinned_task, per_thread, pure=False, workers=[w], allow_other_workers=False,
-                          key=f"reserve-pinned-{uuid.uuid4().hex[:8]}") for w in where]
+    threads = client.nthreads()
+    return [client.submit(_reserve_pinned_task, per_thread, threads[w], pure=False, workers=[w],
+                          allow_other_workers=False, key=f"reserve-pinned-{uuid.uuid4().hex[:8]}") for w in where]
 
 
 def reserve_workers(nthreads: dict, mode) -> list:
@@ -295,13 +296,11 @@ def reserve_workers(nthreads: dict, mode) -> list:
     return [w for w, n in nthreads.items() if n >= least]
 
 
-def _reserve_pinned_task(sizes: list) -> float:
-    from distributed import get_worker  # noqa: PLC0415
-
+def _reserve_pinned_task(sizes: list, threads: int) -> float:
     from workers.scan.gpu import reserve_pinned  # noqa: PLC0415
 
     try:
-        return reserve_pinned(sizes, get_worker().state.nthreads)
+        return reserve_pinned(sizes, threads)
     except Exception:      # noqa: BLE001 - buffers made ahead are an optimisation (a locked-memory limit, say): the
         return 0.0         # blocks make their own, and say so if they cannot
 

@@ -185,16 +185,19 @@ def _thread_faults() -> int:
         return 0
 
 
-def _worker_address() -> str | None:
-    """The address of the Dask worker running this task (where its kept pairs are), or None outside one."""
-    if "distributed" not in sys.modules:      # this process's threads (pipeline.engine.thread_client): not a worker
-        return None
-    try:
-        from distributed import get_worker  # noqa: PLC0415
+def _worker_address() -> str:
+    """The address of the Dask worker running this task (where its kept pairs are); outside one, this process's
+    :class:`pipeline.engine.thread_client.ThreadClient` address (its threads keep the pairs in this process)."""
+    if "distributed" in sys.modules:
+        try:
+            from distributed import get_worker  # noqa: PLC0415
 
-        return get_worker().address
-    except (ImportError, ValueError):
-        return None
+            return get_worker().address
+        except (ImportError, ValueError):
+            pass
+    from pipeline.engine.thread_client import address  # noqa: PLC0415
+
+    return address()
 
 
 def _positions(units) -> list:

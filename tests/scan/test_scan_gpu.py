@@ -294,3 +294,34 @@ def test_reserved_pinned_buffers_are_those_the_blocks_take():
         assert h_pos.size == hits and (h_pos == np.arange(hits) * 3).all() and (h_row == np.arange(hits) % 7).all()
         assert h_pos.base.nbytes == pinned_capacity(8 * hits)
         del h_pos, h_row                                            # back to the pool for the next block
+
+
+def test_a_small_gpu_command_runs_on_this_process_and_equals_cpu(tmp_path, chrx_2mb, capfd):
+    """``motifgrid scan FASTA --device gpu`` of a small input runs on the command's own threads (no worker processes:
+    their start, scatter and close were half of a 200 kb scan on one H200), its kept pairs giving the q-values; the
+    hits, q-values and summaries are the CPU run's."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    from pipeline.cli.command import main
+    from pipeline.scan.read import read_hits
+    from tests.scan.test_scan_pipeline import table_rows
+
+    fa = tmp_path / "s.fa"
+    fa.write_text(">a\n" + chrx_2mb[:200_000] + "\n>b\n" + chrx_2mb[300_000:420_000] + "\n")
+    motifs = str(DATA / "jaspar2024_subset.jaspar")
+    for dev in ("gpu", "cpu"):
+        assert main(["scan", str(fa), motifs, "--out", str(tmp_path / dev), "--device", dev, "--pvalue", "1e-3",
+                     "--no-progress"]) == 0
+        said = capfd.readouterr()
+        assert ("the GPU from" if dev == "gpu" else "CPU thread(s), no cluster") in said.out + said.err
+    s = {d: json.loads((tmp_path / d / "_summary.json").read_text()) for d in ("gpu", "cpu")}
+    assert s["gpu"]["device"] == "gpu" and s["gpu"]["hits"] == s["cpu"]["hits"] > 1000
+    q = s["gpu"]["qvalues"]
+    assert q["kept_pairs"] and q["kept_pairs_fallback"] is None, q     # the pairs kept in this process
+    g, c = (table_rows(read_hits(str(tmp_path / d))) for d in ("gpu", "cpu"))
+    assert g == c
+    q = {d: pq.read_table(tmp_path / d / "_qvalues.parquet").to_pylist() for d in ("gpu", "cpu")}
+    assert q["gpu"] == q["cpu"] and len(q["cpu"]) > 100
+    print("small GPU command on threads == CPU:", len(g), "hits;", s["gpu"]["qvalues"])
