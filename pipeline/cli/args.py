@@ -70,7 +70,9 @@ def _cluster_args(p: argparse.ArgumentParser) -> None:
                    help="local cluster: threads per GPU worker process (default: the cores shared among them), "
                         "per CPU worker process (--processes; default 1), or of the CPU worker (as --workers)")
     g.add_argument("--processes", action="store_true",
-                   help="local CPU cluster of N single-threaded worker processes instead of threads in one process")
+                   help="local CPU cluster of N single-threaded worker processes instead of threads in one process; "
+                        "with --device gpu, worker processes per GPU (motifgrid.cluster.gpu-processes) instead of "
+                        "this process's threads on a one-GPU machine")
     g.add_argument("--device", choices=["auto", "cpu", "gpu"], default="auto",
                    help="where the workers compute (auto: GPUs when present, else CPU)")
     g.add_argument("--tls-ca", metavar="PEM", help="TLS to the scheduler: CA certificate(s) of the cluster")

@@ -55,12 +55,14 @@ def prestart(client_kw: dict) -> None:
     (:func:`pipeline.engine.cluster.prestart_workers`), so that it imports and loads kernels while the command reads its
     inputs.  Under ``--device auto`` it is started where a GPU answers (the probe is cached: ``--device auto``
     asks it anyway), and stays idle if the cost model then picks the in-process CPU cluster."""
-    from pipeline.engine.cluster import prestart_workers  # noqa: PLC0415
+    from pipeline.engine.cluster import gpu_in_this_process, prestart_workers, warm_this_process  # noqa: PLC0415
 
     if client_kw["scheduler"] is not None:
         return
     gpu = local_gpu(client_kw)
-    if gpu or client_kw["processes"]:
+    if gpu and not client_kw["processes"] and gpu_in_this_process(client_kw["n_workers"]):
+        warm_this_process("gpu")          # the cluster's one worker will be this process: CUDA context, kernels
+    elif gpu or client_kw["processes"]:
         prestart_workers(gpu=gpu)
 
 

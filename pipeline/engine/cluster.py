@@ -574,6 +574,33 @@ def _host_worker(host: str):
     return HostWorker
 
 
+def gpu_in_this_process(n_workers: int | None = None, visible: int | None = None) -> bool:
+    """A local GPU cluster (no ``--processes``) of ``n_workers`` GPUs (None: every visible one) is this process's
+    threads on the one GPU (``motifgrid.cluster.gpu-in-process``; :func:`_in_process_cluster`)."""
+    if not dask.config.get("motifgrid.cluster.gpu-in-process", default=False):
+        return False
+    if visible is None:
+        import cupy  # noqa: PLC0415
+
+        visible = cupy.cuda.runtime.getDeviceCount()
+    return (n_workers or visible) == 1
+
+
+def _in_process_cluster(threads: int, host: str, dash, worker_dash, quiet: bool, dashboard: bool):
+    """A ``LocalCluster`` whose one worker is this process's ``threads`` threads, on the in-process transport (the
+    scheduler listens on no network address, its HTTP routes on ``host``).  On a one-GPU machine the GPU scan's worker
+    too (``motifgrid.cluster.gpu-in-process``): four worker processes' start, the context's scatter to them and their
+    close cost a 3.1 Gb scan ~2 s of 10-16 on one H200, and their tasks ran no faster (docs/benchmarks.md, issue 49)."""
+    from distributed import LocalCluster  # noqa: PLC0415
+
+    with _no_port_warning():
+        return LocalCluster(dashboard_address=dash, worker_dashboard_address=worker_dash,
+                            silence_logs=logging.CRITICAL if quiet else logging.WARNING, n_workers=1,
+                            threads_per_worker=threads, processes=False, worker_class=_host_worker(host),
+                            scheduler_kwargs=None if dashboard else {"dashboard": False,
+                                                                     "dashboard_address": f"{host}:0"})
+
+
 def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc):
     """:func:`get_client`'s local cluster, its client (warm-up plugin registered) and device."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
@@ -592,6 +619,12 @@ def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dash
                 raise ClusterError(f"--workers {n_workers} asks for more GPU workers than the {visible} GPU(s) visible "
                                    "(one worker per GPU; --device cpu for CPU threads)")
         n_gpus = n_workers or visible
+        if not processes and gpu_in_this_process(n_workers, visible):
+            cluster = _in_process_cluster(threads_per_worker or cpu_count(), host, dash, worker_dash, quiet,
+                                          dashboard)
+            client = Client(cluster)
+            _register_warmup(client, "gpu", gc)
+            return cluster, client, "gpu"
         per_gpu = gpu_processes(n_gpus)
         threads = threads_per_worker or gpu_worker_threads(n_gpus * per_gpu)
         with start_method(gpu=True):
@@ -602,14 +635,12 @@ def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dash
     else:
         n = n_workers or cpu_count()
         if processes:
-            kw = dict(n_workers=n, threads_per_worker=threads_per_worker or 1, processes=True, host=host)
-        else:   # in-process transport: the scheduler listens on no network address, its HTTP routes on ``host``
-            kw = dict(n_workers=1, threads_per_worker=threads_per_worker or n, processes=False,
-                      worker_class=_host_worker(host),
-                      scheduler_kwargs=None if dashboard else {"dashboard": False, "dashboard_address": f"{host}:0"})
-        with start_method(gpu=False) if processes else contextlib.nullcontext(), _no_port_warning():
-            cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=worker_dash,
-                                   silence_logs=logging.CRITICAL if quiet else logging.WARNING, **kw)
+            with start_method(gpu=False), _no_port_warning():
+                cluster = LocalCluster(dashboard_address=dash, worker_dashboard_address=worker_dash,
+                                       silence_logs=logging.CRITICAL if quiet else logging.WARNING, n_workers=n,
+                                       threads_per_worker=threads_per_worker or 1, processes=True, host=host)
+        else:
+            cluster = _in_process_cluster(threads_per_worker or n, host, dash, worker_dash, quiet, dashboard)
         dev = "cpu"
     client = Client(cluster)
     _register_warmup(client, dev, gc)

@@ -325,3 +325,41 @@ def test_a_small_gpu_command_runs_on_this_process_and_equals_cpu(tmp_path, chrx_
     q = {d: pq.read_table(tmp_path / d / "_qvalues.parquet").to_pylist() for d in ("gpu", "cpu")}
     assert q["gpu"] == q["cpu"] and len(q["cpu"]) > 100
     print("small GPU command on threads == CPU:", len(g), "hits;", s["gpu"]["qvalues"])
+
+
+def test_one_gpu_local_cluster_is_this_process_and_equals_cpu(tmp_path, chrx_2mb):
+    """On a one-GPU machine the local GPU cluster is this process's threads (``motifgrid.cluster.gpu-in-process``),
+    with the scheduler's dashboard; its dataset and q-values are the CPU run's.  ``--processes`` keeps worker
+    processes."""
+    import gzip
+    import os
+
+    import dask.config
+    import pyarrow.parquet as pq
+
+    from pipeline.engine.cluster import get_client
+    from pipeline.io.genome import ingest
+    from pipeline.scan.graph import run_scan
+    from pipeline.scan.read import read_hits
+    from tests.scan.test_scan_pipeline import table_rows
+
+    import cupy
+    if cupy.cuda.runtime.getDeviceCount() != 1:
+        pytest.skip("one visible GPU")
+    fa = tmp_path / "g.fa.gz"
+    with gzip.open(fa, "wt") as f:
+        f.write(">a\n" + chrx_2mb[:700_000] + "\n")
+    store = ingest(fa, tmp_path / "g.zarr", block_size=100_000, halo=40)
+    motifs = str(DATA / "jaspar2024_subset.jaspar")
+    with dask.config.set({"motifgrid.cluster.gpu-in-process": True}), \
+            get_client(device="gpu", quiet=True) as (c, dev):
+        assert dev == "gpu" and set(c.run(os.getpid).values()) == {os.getpid()}
+        res = run_scan(store.path, motifs, str(tmp_path / "gpu"), pvalue=1e-4, client=c, device="gpu", progress=False)
+        assert res.qvalues["kept_pairs"] and res.qvalues["kept_pairs_fallback"] is None
+    with get_client(device="gpu", quiet=True, processes=True) as (c, dev):
+        assert os.getpid() not in set(c.run(os.getpid).values())
+    with get_client(device="cpu", quiet=True) as (c, dev):
+        run_scan(store.path, motifs, str(tmp_path / "cpu"), pvalue=1e-4, client=c, device="cpu", progress=False)
+    assert table_rows(read_hits(str(tmp_path / "gpu"))) == table_rows(read_hits(str(tmp_path / "cpu")))
+    q = [pq.read_table(tmp_path / d / "_qvalues.parquet").to_pylist() for d in ("gpu", "cpu")]
+    assert q[0] == q[1] and len(q[0]) > 10
