@@ -97,7 +97,16 @@ def gpu_on_threads(client_kw: dict, path: str | None) -> bool:
     if client_kw["scheduler"] is not None or client_kw["processes"] or not local_gpu(client_kw):
         return False
     n = estimated_positions(path)
-    return n is not None and n <= int(dask.config.get("motifgrid.scan.threads-max-positions", default=0))
+    if n is None:
+        return False
+    if n <= int(dask.config.get("motifgrid.scan.threads-max-positions", default=0)):
+        return True
+    from pipeline.engine.cluster import gpu_in_this_process  # noqa: PLC0415
+
+    # one GPU: any size (a 3.1 Gb scan on one H200 12.9 s cold at 1e-4, against 14.3 on an in-process cluster and
+    # 16.3 on four worker processes; docs/benchmarks.md, issue 49); the dashboard needs --processes
+    return n <= float(dask.config.get("motifgrid.scan.gpu-threads-max-positions", default=0)) and \
+        gpu_in_this_process(client_kw["n_workers"])
 
 
 def threshold_threads_for(client_kw: dict, gpu_threads: bool = False) -> int:
@@ -193,7 +202,8 @@ def cluster_line(client, device: str, small: bool) -> str:
     from pipeline.engine.cluster import dashboard_link  # noqa: PLC0415
 
     if getattr(client, "threads_only", False):
-        return f"[bold]motifgrid scan[/] on {runs_on(client, device)} (a small job; dashboard off)"
+        why = "a small job; dashboard off" if small else "one GPU: this process; --processes for the dashboard"
+        return f"[bold]motifgrid scan[/] on {runs_on(client, device)} ({why})"
     addr = client.scheduler.address or ""
     follow = "" if addr.startswith("inproc://") else f"; scheduler: {addr}"   # for notebooks/dashboard.ipynb
     return (f"[bold]motifgrid scan[/] on {runs_on(client, device)}; "

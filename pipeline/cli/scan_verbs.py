@@ -71,7 +71,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         job = _plan_scan(a, console, threshold_threads_for(client_kw, gpu_threads))
         mark("planned")
         try:
-            res = _run_planned(job, a, client_kw, early, console, command, before_scan)
+            res = _run_planned(job, a, client_kw, early, console, command, before_scan, gpu_threads)
         except BaseException:
             if job.thresholds is not None:
                 job.thresholds.cancel()         # the cluster did not start: the batches not begun are dropped
@@ -85,8 +85,9 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     return 0
 
 
-def _run_planned(job, a, client_kw, early, console, command, before_scan):
-    """:func:`cmd_scan` once its inputs are planned: the cluster (``early``'s, or one started now), the scan."""
+def _run_planned(job, a, client_kw, early, console, command, before_scan, gpu_threads=False):
+    """:func:`cmd_scan` once its inputs are planned: the cluster (``early``'s, or one started now), the scan;
+    ``gpu_threads``: a GPU scan on this process's threads (:func:`pipeline.cli.local.gpu_on_threads`)."""
     import contextlib  # noqa: PLC0415
 
     from pipeline.engine.cluster import get_client  # noqa: PLC0415
@@ -95,14 +96,16 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan):
     # (a scheduler of its own serves its dashboard whatever the job's size)
     small = early is None and client_kw["scheduler"] is None and job.positions < int(
         dask.config.get("motifgrid.scan.dashboard-min-positions", default=0))
+    threads = on_threads(small, job.positions)
     if client_kw["device"] is None and client_kw["scheduler"] is None:       # --device auto on this machine
-        choice = auto_device(job, a.pvalue, threads=on_threads(small, job.positions))
+        choice = auto_device(job, a.pvalue, threads=threads or gpu_threads)
         if choice is not None:
             client_kw["device"] = choice.device
             console.print(choice.line())
+    threads = threads or (gpu_threads and early is None and client_kw["device"] != "cpu")
     with (contextlib.nullcontext(early.get()) if early else
           get_client(**client_kw, quiet=True, dashboard=not small,
-                     threads_only=on_threads(small, job.positions))) as (client, device):
+                     threads_only=threads)) as (client, device):
         mark("cluster")                         # the cluster this scan runs on is up
         console.print(cluster_line(client, device, small))
         if before_scan is not None:

@@ -579,6 +579,8 @@ def gpu_in_this_process(n_workers: int | None = None, visible: int | None = None
     threads on the one GPU (``motifgrid.cluster.gpu-in-process``; :func:`_in_process_cluster`)."""
     if not dask.config.get("motifgrid.cluster.gpu-in-process", default=False):
         return False
+    if dask.config.get("motifgrid.cluster.gpu-processes", default="auto") not in (None, "auto"):
+        return False                 # worker processes asked for by number
     if visible is None:
         import cupy  # noqa: PLC0415
 
