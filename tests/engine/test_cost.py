@@ -42,3 +42,36 @@ def test_configured_rates_are_read():
     with dask.config.set({"motifgrid.cost.start-gpu": 1e9}):
         assert Rates.from_config().start_gpu == 1e9
         assert estimate(3_100_000_000, COLS, ROWS, 1e-4, 16, 1).device == "cpu"
+
+
+def test_a_scan_on_this_process_pays_the_threads_start():
+    """A GPU scan on the command's own threads (no worker processes) starts in ``start_gpu_threads``: a job the
+    process cluster's start would keep on the CPU goes to the GPU once its scoring earns that back."""
+    from dataclasses import replace
+
+    r = replace(RATES, start_gpu_threads=0.6)
+    n = 53_000_000                                  # the 26,454 promoters
+    assert estimate(n, COLS, ROWS, 1e-4, 16, 1, r).device == "cpu"
+    t = estimate(n, COLS, ROWS, 1e-4, 16, 1, r, threads=True)
+    assert t.device == "gpu" and t.seconds_gpu == pytest.approx(0.6 + n * COLS / 1e13 + 1.2e-4 * n * ROWS * 3.5e-7 / 16)
+
+
+def test_positions_are_guessed_before_planning(tmp_path, chrx_slice):
+    """The size a command decides its cluster by before reading its inputs: a store's length, a FASTA's size (x 4
+    gzipped), None for a URL or a missing path; no GPU here, so no scan runs on the GPU threads."""
+    import gzip
+
+    from pipeline.cli.local import estimated_positions, gpu_on_threads
+    from pipeline.io.genome import ingest
+
+    fa = tmp_path / "s.fa"
+    fa.write_text(">a\n" + chrx_slice[:50_000] + "\n")
+    gz = tmp_path / "s.fa.gz"
+    gz.write_bytes(gzip.compress(fa.read_bytes()))
+    store = ingest(fa, tmp_path / "s.zarr", block_size=16_384, halo=40)
+    assert estimated_positions(store.path) == store.total_length == 50_000
+    assert estimated_positions(str(fa)) == fa.stat().st_size
+    assert estimated_positions(str(gz)) == 4 * gz.stat().st_size
+    assert estimated_positions("s3://bucket/x.fa") is None and estimated_positions(str(tmp_path / "no.fa")) is None
+    kw = dict(scheduler=None, n_workers=None, device="cpu", threads_per_worker=None, processes=False, security=None)
+    assert not gpu_on_threads(kw, str(fa))
