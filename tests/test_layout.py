@@ -100,7 +100,7 @@ FLOORS = {
                  "distribution": 3, "motifs": 2, "engine": 2, "io": 1},
     "workers": {"preload": 4, "warmup": 3, "scan": 2, "compare": 2, "composition": 2, "discover": 2, "enrich": 2,
                 "variants": 2,
-                "distribution": 1, "backend": 0, "fasta_numba": 0},
+                "distribution": 1, "backend": 0, "fasta_numba": 0, "trace": 0},
 }
 
 
