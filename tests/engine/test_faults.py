@@ -131,9 +131,39 @@ def _wait_blocks(out: Path, n: int, p: subprocess.Popen, timeout: float = 60) ->
 
 
 def _resume(genome, out: Path, client, n_done: int) -> None:
-    """``--resume`` (the same code as the CLI's, on the test's client): only the missing blocks are scanned."""
-    res = run_scan(genome.path, MOTIFS, str(out), pvalue=float(PVALUE), client=client, progress=False, resume=True)
+    """``--resume`` (the same code as the CLI's, on the test's client): only the missing blocks are scanned.  A resume
+    that takes over 60 s prints the scheduler's view to the real stderr (once in several CI runs it stalled for
+    minutes, then finished: session 33's note)."""
+    import threading
+
+    stall = threading.Timer(60, _print_scheduler_state, args=(client,))
+    stall.daemon = True
+    stall.start()
+    try:
+        res = run_scan(genome.path, MOTIFS, str(out), pvalue=float(PVALUE), client=client, progress=False, resume=True)
+    finally:
+        stall.cancel()
     assert res.blocks_skipped >= n_done and res.blocks == len(_manifest_blocks(out))
+
+
+def _print_scheduler_state(client) -> None:
+    """The scheduler's tasks by state, the workers' status, processing and memory (a stalled resume's diagnosis)."""
+    def view(dask_scheduler):
+        import collections
+
+        states = collections.Counter(ts.state for ts in dask_scheduler.tasks.values())
+        waiting = [(ts.key, ts.state, [d.key for d in ts.waiting_on or ()][:3], [w.address for w in ts.who_has or ()])
+                   for ts in dask_scheduler.tasks.values() if ts.state not in ("memory", "released", "forgotten")][:20]
+        workers = {w.address: (w.status.name, len(w.processing), w.memory.process, w.last_seen)
+                   for w in dask_scheduler.workers.values()}
+        return {"states": dict(states), "waiting": waiting, "workers": workers}
+    try:
+        print("motifgrid test_faults: a resume past 60 s:", client.run_on_scheduler(view), file=sys.__stderr__,
+              flush=True)
+        print("  call stacks:", {w: list(v)[:3] for w, v in client.call_stack().items()}, file=sys.__stderr__,
+              flush=True)
+    except Exception as e:  # noqa: BLE001 - a diagnosis only
+        print("motifgrid test_faults: no scheduler view:", e, file=sys.__stderr__, flush=True)
 
 
 def _one_line(text: str) -> str:
