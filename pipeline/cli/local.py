@@ -109,6 +109,17 @@ def gpu_on_threads(client_kw: dict, path: str | None) -> bool:
         gpu_in_this_process(client_kw["n_workers"])
 
 
+def cpu_on_threads(client_kw: dict, path: str | None) -> bool:
+    """A local CPU scan that will run on this process's threads (:func:`on_threads`), guessed before planning as
+    :func:`gpu_on_threads` does: its kernels then load beside the planning instead of in its first tasks."""
+    if client_kw["scheduler"] is not None or client_kw["processes"] or local_gpu(client_kw):
+        return False
+    n = estimated_positions(path)
+    limit = min(int(dask.config.get("motifgrid.scan.threads-max-positions", default=0)),
+                int(dask.config.get("motifgrid.scan.dashboard-min-positions", default=0)) - 1)
+    return n is not None and n <= limit
+
+
 def threshold_threads_for(client_kw: dict, gpu_threads: bool = False) -> int:
     """Threads of this process for the thresholds beside the planning (``pipeline.scan.plan.plan_scan``): every core when
     the scan's cluster will be threads of this process (CPU, no ``--processes``), which would compute them on the
