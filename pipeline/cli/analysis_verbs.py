@@ -153,7 +153,7 @@ def cmd_enrich(a) -> int:
     console = make_console()
     command = " ".join(shlex.quote(x) for x in ["motifgrid", *sys.argv[1:]])
     kw = client_kwargs(a)
-    prestart(kw)                         # the workers' forkserver imports beside reading the inputs
+    prestart(kw, gpu_in_process=True)    # the workers' forkserver imports (or this process's GPU) beside the inputs
     st = EnrichSettings(pvalue=a.pvalue, control=a.control, genome=a.genome, shuffles=_control_draws(a, "shuffles", 1),
                         seed=_control_draws(a, "seed", 0), cluster=None if a.no_cluster else a.cluster,
                         centrality=a.centrality, background=a.background, pseudocount=a.pseudocount, top=a.top,
@@ -161,7 +161,7 @@ def cmd_enrich(a) -> int:
     load_in_background(load_kernels)             # numba and the controls' kernels beside reading the inputs
     # GPU workers (CPU ones with --processes) start at once, beside reading the inputs: on one H100 the cluster was
     # ready ~0.9 s after the controls and the store when started only after the targets (docs/benchmarks.md, issue 19)
-    early = early_cluster(kw, local_gpu(kw) or kw["processes"], [a.sequences, a.genome], a.motifs)
+    early = early_cluster(kw, local_gpu(kw) or kw["processes"], [a.sequences, a.genome], a.motifs, gpu_in_process=True)
     with early or contextlib.nullcontext():
         inputs = read_inputs(a.sequences, a.motifs, a.out, st, command=command)
         small = early is None and inputs.positions() < int(dask.config.get("motifgrid.scan.dashboard-min-positions",
@@ -186,7 +186,7 @@ def _run_enrich(inputs, kw, early, small, console, a, command):
         planned, job = pool.submit(prepare_enrich, inputs, threshold_threads_for(kw)), None
         try:
             with (contextlib.nullcontext(early.get()) if early else
-                  get_client(**kw, quiet=True, dashboard=not small,
+                  get_client(**kw, quiet=True, dashboard=not small, gpu_in_process=True,
                              threads_only=on_threads(small, inputs.positions()))) as (client, device):
                 job = planned.result()
                 console.print(f"[bold]motifgrid enrich[/] on {runs_on(client, device)}: {len(job.targets):,} "

@@ -50,7 +50,7 @@ def local_gpu(client_kw: dict) -> bool:
     return client_kw["device"] == "gpu" or (client_kw["device"] is None and gpu_available())
 
 
-def prestart(client_kw: dict) -> None:
+def prestart(client_kw: dict, gpu_in_process: bool = False) -> None:
     """A local cluster of worker processes (GPU workers, ``--processes``): start their forkserver now
     (:func:`pipeline.engine.cluster.prestart_workers`), so that it imports and loads kernels while the command reads its
     inputs.  Under ``--device auto`` it is started where a GPU answers (the probe is cached: ``--device auto``
@@ -60,7 +60,7 @@ def prestart(client_kw: dict) -> None:
     if client_kw["scheduler"] is not None:
         return
     gpu = local_gpu(client_kw)
-    if gpu and not client_kw["processes"] and gpu_in_this_process(client_kw["n_workers"]):
+    if gpu and not client_kw["processes"] and gpu_in_this_process(client_kw["n_workers"], command=gpu_in_process):
         warm_this_process("gpu")          # the cluster's one worker will be this process: CUDA context, kernels
     elif gpu or client_kw["processes"]:
         prestart_workers(gpu=gpu)
@@ -106,7 +106,7 @@ def gpu_on_threads(client_kw: dict, path: str | None) -> bool:
     # one GPU: any size (a 3.1 Gb scan on one H200 12.9 s cold at 1e-4, against 14.3 on an in-process cluster and
     # 16.3 on four worker processes; docs/benchmarks.md, issue 49); the dashboard needs --processes
     return n <= float(dask.config.get("motifgrid.scan.gpu-threads-max-positions", default=0)) and \
-        gpu_in_this_process(client_kw["n_workers"])
+        gpu_in_this_process(client_kw["n_workers"], command=True)
 
 
 def cpu_on_threads(client_kw: dict, path: str | None) -> bool:
@@ -174,12 +174,12 @@ class EarlyCluster:
         return False
 
 
-def early_cluster(kw: dict, processes: bool, paths: list, motifs: str):
+def early_cluster(kw: dict, processes: bool, paths: list, motifs: str, gpu_in_process: bool = False):
     """The command's local cluster of worker processes (``processes``: the command's arguments ask for one) started now
     on a thread (:class:`EarlyCluster`), beside the command's reading of its inputs; None for an in-process cluster,
     a scheduler given, or an input plainly missing (its error then comes at once, not after a start)."""
     if kw["scheduler"] is None and processes and _inputs_present(paths, motifs):
-        return EarlyCluster(**kw, quiet=True, dashboard=True)
+        return EarlyCluster(**kw, quiet=True, dashboard=True, gpu_in_process=gpu_in_process)
     return None
 
 

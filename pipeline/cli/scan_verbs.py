@@ -63,7 +63,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
         # the kernels (and the CUDA context) of this process's scan threads load beside the planning below
         warm_this_process("gpu" if gpu_threads else "cpu")
     else:
-        prestart(client_kw)              # the workers' forkserver imports beside the planning below
+        prestart(client_kw, gpu_in_process=True)    # the workers' forkserver imports beside the planning below
     if os.path.isfile(a.store):           # a FASTA scanned directly: numba and its parser load beside the motifs' read
         from pipeline.io.fasta import load_parser  # noqa: PLC0415
 
@@ -72,7 +72,7 @@ def cmd_scan(a, console=None, before_scan=None) -> int:
     # worker processes asked for by name (--device gpu, --device cpu --processes) start beside the planning too;
     # --device auto decides after it, by the cost model
     early = None if gpu_threads else early_cluster(client_kw, client_kw["device"] == "gpu" or (
-        client_kw["device"] == "cpu" and client_kw["processes"]), [a.store], a.motifs)
+        client_kw["device"] == "cpu" and client_kw["processes"]), [a.store], a.motifs, gpu_in_process=True)
     with early or contextlib.nullcontext():
         job = _plan_scan(a, console, threshold_threads_for(client_kw, gpu_threads))
         mark("planned")
@@ -110,8 +110,8 @@ def _run_planned(job, a, client_kw, early, console, command, before_scan, gpu_th
             console.print(choice.line())
     threads = threads or (gpu_threads and early is None and client_kw["device"] != "cpu")
     with (contextlib.nullcontext(early.get()) if early else
-          get_client(**client_kw, quiet=True, dashboard=not small,
-                     threads_only=threads)) as (client, device):
+          get_client(**client_kw, quiet=True, dashboard=not small, threads_only=threads,
+                     gpu_in_process=True)) as (client, device):
         mark("cluster")                         # the cluster this scan runs on is up
         console.print(cluster_line(client, device, small))
         if before_scan is not None:

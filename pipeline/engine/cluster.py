@@ -371,7 +371,8 @@ def _quiet_abandoned_gathers() -> None:
 @contextlib.contextmanager
 def get_client(scheduler: str | None = None, scheduler_file: str | None = None, n_workers: int | None = None,
                device: str | None = None, threads_per_worker: int | None = None, processes: bool = False,
-               security=None, quiet: bool = False, dashboard: bool = True, threads_only: bool = False):
+               security=None, quiet: bool = False, dashboard: bool = True, threads_only: bool = False,
+               gpu_in_process: bool = False):
     """Yield ``(client, device)`` where device is what the workers will compute on.  ``quiet``: local clusters
     log nothing below CRITICAL, nor does tornado in this process (the caller reports failed tasks itself, in
     one line).  ``dashboard=False``: a local cluster without the Dask dashboard (bokeh's import and server
@@ -379,7 +380,8 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
     but this process's threads (:class:`pipeline.engine.thread_client.ThreadClient`; a small local scan), where no
     scheduler nor worker processes are asked for: on the GPU too (this process opens the CUDA context), which spares a
     small GPU job the start of four worker processes, the context's scatter to them and their close (~2 s of a
-    200 kb scan's 4.4 s on one H200; docs/benchmarks.md, issue 49)."""
+    200 kb scan's 4.4 s on one H200; docs/benchmarks.md, issue 49).  ``gpu_in_process``: the command's wish for an
+    in-process local cluster on a one-GPU machine (:func:`gpu_in_this_process`)."""
     from workers.backend import gc_threshold_setting  # noqa: PLC0415
 
     try:
@@ -433,7 +435,8 @@ def get_client(scheduler: str | None = None, scheduler_file: str | None = None, 
                 d.setLevel(level)
         return
     with _quick_switches():
-        cluster, client, dev = _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc)
+        cluster, client, dev = _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc,
+                                              gpu_in_process)
     try:
         yield client, dev
     finally:
@@ -574,10 +577,14 @@ def _host_worker(host: str):
     return HostWorker
 
 
-def gpu_in_this_process(n_workers: int | None = None, visible: int | None = None) -> bool:
+def gpu_in_this_process(n_workers: int | None = None, visible: int | None = None, command: bool = False) -> bool:
     """A local GPU cluster (no ``--processes``) of ``n_workers`` GPUs (None: every visible one) is this process's
-    threads on the one GPU (``motifgrid.cluster.gpu-in-process``; :func:`_in_process_cluster`)."""
-    if not dask.config.get("motifgrid.cluster.gpu-in-process", default=False):
+    threads on the one GPU (:func:`_in_process_cluster`): ``motifgrid.cluster.gpu-in-process`` true, or ``auto`` and
+    the command asks for it (``command``: ``scan`` and ``enrich``, whose whole commands were measured faster so on one
+    H200; ``variants``, whose host work spreads over four processes' GILs, and the others were not, and keep worker
+    processes)."""
+    mode = str(dask.config.get("motifgrid.cluster.gpu-in-process", default="auto")).lower()
+    if mode in ("false", "0", "no") or (mode == "auto" and not command):
         return False
     if dask.config.get("motifgrid.cluster.gpu-processes", default="auto") not in (None, "auto"):
         return False                 # worker processes asked for by number
@@ -603,7 +610,7 @@ def _in_process_cluster(threads: int, host: str, dash, worker_dash, quiet: bool,
                                                                      "dashboard_address": f"{host}:0"})
 
 
-def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc):
+def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dashboard, gc, gpu_in_process=False):
     """:func:`get_client`'s local cluster, its client (warm-up plugin registered) and device."""
     from distributed import Client, LocalCluster  # noqa: PLC0415
 
@@ -621,7 +628,7 @@ def _local_cluster(device, n_workers, threads_per_worker, processes, quiet, dash
                 raise ClusterError(f"--workers {n_workers} asks for more GPU workers than the {visible} GPU(s) visible "
                                    "(one worker per GPU; --device cpu for CPU threads)")
         n_gpus = n_workers or visible
-        if not processes and gpu_in_this_process(n_workers, visible):
+        if not processes and gpu_in_this_process(n_workers, visible, gpu_in_process):
             cluster = _in_process_cluster(threads_per_worker or cpu_count(), host, dash, worker_dash, quiet,
                                           dashboard)
             client = Client(cluster)
