@@ -75,3 +75,23 @@ def test_positions_are_guessed_before_planning(tmp_path, chrx_slice):
     assert estimated_positions("s3://bucket/x.fa") is None and estimated_positions(str(tmp_path / "no.fa")) is None
     kw = dict(scheduler=None, n_workers=None, device="cpu", threads_per_worker=None, processes=False, security=None)
     assert not gpu_on_threads(kw, str(fa))
+
+
+@pytest.mark.parametrize("mode,command,gpu_processes,n_workers,visible,expected", [
+    ("auto", True, "auto", None, 1, True),       # scan, enrich on a one-GPU machine: this process
+    ("auto", False, "auto", None, 1, False),     # variants and the rest: worker processes
+    ("true", False, "auto", None, 1, True),
+    ("false", True, "auto", None, 1, False),
+    ("auto", True, 2, None, 1, False),           # worker processes asked for by number
+    ("auto", True, "auto", None, 2, False),      # two GPUs: a worker process each
+    ("auto", True, "auto", 1, 4, True),          # --workers 1 of four GPUs
+])
+def test_which_local_gpu_clusters_are_this_process(mode, command, gpu_processes, n_workers, visible, expected):
+    """``motifgrid.cluster.gpu-in-process`` (true, false, auto = the command's wish) on one GPU, unless worker
+    processes are asked for by number or several GPUs are used."""
+    import dask.config
+
+    from pipeline.engine.cluster import gpu_in_this_process
+
+    with dask.config.set({"motifgrid.cluster.gpu-in-process": mode, "motifgrid.cluster.gpu-processes": gpu_processes}):
+        assert gpu_in_this_process(n_workers, visible, command=command) is expected
